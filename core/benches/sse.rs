@@ -1,0 +1,51 @@
+//! Framer and chunk-parser cost per event.
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use tokentap_core::sse::Framer;
+use tokentap_core::timeline::Timeline;
+
+fn stream(n: usize) -> Vec<u8> {
+    let mut s = Vec::new();
+    for i in 0..n {
+        s.extend_from_slice(format!("data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"tok{i} \\n\"}},\"finish_reason\":null}}]}}\n\n").as_bytes());
+    }
+    s.extend_from_slice(b"data: [DONE]\n\n");
+    s
+}
+
+fn bench(c: &mut Criterion) {
+    let s = stream(1000);
+    let mut g = c.benchmark_group("sse");
+    g.throughput(Throughput::Elements(1001));
+    g.bench_function("framer_1000_events_in_reads_of_97_bytes", |b| {
+        b.iter(|| {
+            let mut f = Framer::new();
+            let mut n = 0usize;
+            for piece in s.chunks(97) {
+                f.feed(piece, |e| n += e.data.len());
+            }
+            n
+        })
+    });
+    g.bench_function("framer_plus_timeline_1000_events", |b| {
+        b.iter(|| {
+            let mut f = Framer::new();
+            let mut t = Timeline::new(0, 1024);
+            for (i, piece) in s.chunks(97).enumerate() {
+                let now = i as u64 * 1000;
+                t.on_bytes(now);
+                f.feed(piece, |e| {
+                    if e.is_done() {
+                        t.on_done();
+                    } else {
+                        t.on_data(now, e.data);
+                    }
+                });
+            }
+            t.finish(None).events
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

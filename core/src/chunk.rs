@@ -1,0 +1,287 @@
+//! What one streamed `chat.completion.chunk` (or `text_completion` chunk, or a whole
+//! non-streaming response) says, in the terms measurement needs.
+//!
+//! The JSON is read with serde into borrowed views: text fields are captured as raw slices and
+//! only checked for emptiness, unknown fields are skipped without building values, so parsing a
+//! chunk allocates nothing (SPEC §7 facts: role prelude, `reasoning_content` vs `reasoning`,
+//! tool-call partials, usage-only final chunk, continuous usage).
+
+use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::fmt;
+
+/// Why a response ended, as the server said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    Stop,
+    Length,
+    ToolCalls,
+    ContentFilter,
+    /// Anything else a server sends (`abort`, `function_call`, ...).
+    Other,
+}
+
+impl FinishReason {
+    fn from_raw(raw: &[u8]) -> Option<Self> {
+        Some(match raw {
+            b"null" => return None,
+            b"\"stop\"" => FinishReason::Stop,
+            b"\"length\"" => FinishReason::Length,
+            b"\"tool_calls\"" => FinishReason::ToolCalls,
+            b"\"content_filter\"" => FinishReason::ContentFilter,
+            _ => FinishReason::Other,
+        })
+    }
+}
+
+/// Token usage as reported by the server. A missing count is unknown, not zero.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+}
+
+/// The measurement-relevant content of one chunk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChunkInfo {
+    /// Some choice has non-empty `delta.content` (or `text` for `/v1/completions`).
+    pub content: bool,
+    /// Some choice has non-empty `delta.reasoning_content` or `delta.reasoning`.
+    pub reasoning: bool,
+    /// Some choice has a non-empty `delta.tool_calls`.
+    pub tool_call: bool,
+    /// Some choice carries `delta.role` (the prelude of most servers).
+    pub role: bool,
+    /// Number of entries in `choices` (0 for the usage-only final chunk).
+    pub choices: u32,
+    /// The first non-null `finish_reason`.
+    pub finish_reason: Option<FinishReason>,
+    /// `usage`, when present (final chunk, or every chunk with continuous usage).
+    pub usage: Option<Usage>,
+    /// The chunk is an error object (`{"error": ...}` or `"object": "error"`).
+    pub error: bool,
+}
+
+impl ChunkInfo {
+    /// True if the chunk carries generated text of any kind: the TTFT event (SPEC §7).
+    pub fn carries_text(&self) -> bool {
+        self.content || self.reasoning || self.tool_call
+    }
+
+    /// Reads one SSE `data` payload or a whole JSON response body.
+    pub fn parse(data: &[u8]) -> Result<ChunkInfo, serde_json::Error> {
+        let raw: RawChunk<'_> = serde_json::from_slice(data)?;
+        let mut info = raw.choices.0;
+        info.usage = raw.usage.map(|u| Usage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+            reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
+        });
+        info.error = raw.error.is_some() || raw.object.is_some_and(|o| o.get() == "\"error\"");
+        Ok(info)
+    }
+}
+
+#[derive(Deserialize)]
+struct RawChunk<'a> {
+    #[serde(default)]
+    choices: Choices,
+    #[serde(default)]
+    usage: Option<RawUsage>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+    #[serde(default, borrow)]
+    object: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct RawUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<CachedDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<ReasoningDetails>,
+}
+
+#[derive(Deserialize)]
+struct CachedDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct ReasoningDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    /// Non-streaming responses carry the whole message here.
+    #[serde(default, borrow)]
+    message: Option<Delta<'a>>,
+    /// `/v1/completions` chunks.
+    #[serde(default, borrow)]
+    text: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    finish_reason: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    role: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    content: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    reasoning: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    tool_calls: Option<&'a RawValue>,
+}
+
+/// `null`, `""` and `[]` say nothing; anything else is text.
+fn non_empty(v: Option<&RawValue>) -> bool {
+    v.is_some_and(|v| !matches!(v.get(), "null" | "\"\"" | "[]"))
+}
+
+/// Folds the `choices` array into one [`ChunkInfo`] without collecting it.
+#[derive(Default)]
+struct Choices(ChunkInfo);
+
+impl<'de> Deserialize<'de> for Choices {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Choices;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array of choices")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Choices, E> {
+                Ok(Choices::default())
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Choices, A::Error> {
+                let mut info = ChunkInfo::default();
+                while let Some(c) = seq.next_element::<Choice<'de>>()? {
+                    info.choices += 1;
+                    for d in [c.delta.as_ref(), c.message.as_ref()].into_iter().flatten() {
+                        info.content |= non_empty(d.content);
+                        info.reasoning |= non_empty(d.reasoning_content) || non_empty(d.reasoning);
+                        info.tool_call |= non_empty(d.tool_calls);
+                        info.role |= d.role.is_some();
+                    }
+                    info.content |= non_empty(c.text);
+                    if info.finish_reason.is_none() {
+                        info.finish_reason = c
+                            .finish_reason
+                            .and_then(|r| FinishReason::from_raw(r.get().as_bytes()));
+                    }
+                }
+                Ok(Choices(info))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> ChunkInfo {
+        ChunkInfo::parse(s.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn role_prelude_is_not_text() {
+        let c = p(
+            r#"{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+        );
+        assert!(c.role);
+        assert!(!c.carries_text());
+        assert_eq!(c.choices, 1);
+    }
+
+    #[test]
+    fn content_with_escapes() {
+        let c = p(r#"{"choices":[{"index":0,"delta":{"content":"a\n\"b\"\u00e9"}}]}"#);
+        assert!(c.content && c.carries_text());
+    }
+
+    #[test]
+    fn reasoning_both_spellings() {
+        assert!(p(r#"{"choices":[{"delta":{"reasoning_content":"hm"}}]}"#).reasoning);
+        assert!(p(r#"{"choices":[{"delta":{"reasoning":"hm"}}]}"#).reasoning);
+        assert!(!p(r#"{"choices":[{"delta":{"reasoning":null,"content":null}}]}"#).carries_text());
+    }
+
+    #[test]
+    fn tool_call_partial() {
+        let c = p(
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"cmd\""}}]}}]}"#,
+        );
+        assert!(c.tool_call);
+        assert!(!p(r#"{"choices":[{"delta":{"tool_calls":[]}}]}"#).tool_call);
+    }
+
+    #[test]
+    fn usage_only_final_chunk() {
+        let c = p(
+            r#"{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":8}}}"#,
+        );
+        assert_eq!(c.choices, 0);
+        let u = c.usage.unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.cached_tokens),
+            (Some(10), Some(5), Some(8))
+        );
+    }
+
+    #[test]
+    fn missing_cached_is_unknown() {
+        let c = p(
+            r#"{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":null}}"#,
+        );
+        assert_eq!(c.usage.unwrap().cached_tokens, None);
+    }
+
+    #[test]
+    fn finish_reason_and_completions_text() {
+        let c = p(r#"{"choices":[{"text":"hi","finish_reason":"length"}]}"#);
+        assert!(c.content);
+        assert_eq!(c.finish_reason, Some(FinishReason::Length));
+        let c = p(r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#);
+        assert_eq!(c.finish_reason, Some(FinishReason::ToolCalls));
+    }
+
+    #[test]
+    fn non_streaming_body() {
+        let c = p(
+            r#"{"object":"chat.completion","choices":[{"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#,
+        );
+        assert!(c.content);
+        assert_eq!(c.finish_reason, Some(FinishReason::Stop));
+    }
+
+    #[test]
+    fn errors() {
+        assert!(p(r#"{"error":{"message":"boom","code":500}}"#).error);
+        assert!(p(r#"{"object":"error","message":"bad"}"#).error);
+        assert!(ChunkInfo::parse(b"{\"choices\":[{\"delta\":").is_err());
+    }
+}

@@ -1,0 +1,41 @@
+//! # tokentap-core — the shared vocabulary
+//!
+//! Everything that the replay client, the measurement proxy, the simulated server and the
+//! comparison tools must agree on lives here, so that a number measured by one of them means
+//! exactly what the same number means in another.
+//!
+//! ## Layout
+//!
+//! - [`clock`]: the two shared clocks of SPEC §7 — raw `CLOCK_MONOTONIC` nanoseconds for every
+//!   interval, plus a wall-clock anchor per record so records of different processes can be joined.
+//! - [`sse`]: an incremental Server-Sent-Events framer over byte chunks (events split across
+//!   reads, many per read, `\r\n`, comments). No allocation per event once warm.
+//! - [`chunk`]: reads the few fields of a `chat.completion.chunk` that measurement needs
+//!   (does it carry text, usage, finish reason) without building the JSON tree.
+//! - [`timeline`]: the per-turn token timeline of SPEC §7 (TTFB, TTFT, per-chunk instants and
+//!   token counts, ITL per token, inter-chunk latency, TPOT, E2E).
+//! - [`record`]: the per-turn record written as JSONL by the replay client and the proxy.
+//! - [`stats`]: exact percentiles from raw samples.
+//! - [`wire`]: OpenAI chat wire types used by the simulated server and tests.
+//! - [`tokenize`]: the deterministic stand-in tokenizer (4 bytes per token).
+//!
+//! ## Data flow
+//!
+//! ```text
+//!  bytes from a socket ──► sse::Framer ──► data payload ──► chunk::ChunkInfo::parse
+//!                                                               │
+//!                     clock::now() at arrival ───────────────► timeline::Timeline
+//!                                                               │ finish()
+//!                                                               ▼
+//!                                    record::TurnRecord ──► records.jsonl ──► stats::Summary
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod chunk;
+pub mod clock;
+pub mod record;
+pub mod sse;
+pub mod stats;
+pub mod timeline;
+pub mod tokenize;
+pub mod wire;

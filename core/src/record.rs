@@ -1,0 +1,225 @@
+//! The per-turn record: one JSON object per line in `records.jsonl`, written by the replay
+//! client (origin `replay`) and the proxy (origin `proxy`). The schema is documented field by
+//! field in `docs/records.md`; this type is its definition.
+//!
+//! Time fields: `start_mono_ns` is absolute raw `CLOCK_MONOTONIC`; `anchor` holds both clocks
+//! read at the same moment as `start_mono_ns`; every other `*_ns` field is an offset in ns from
+//! `start_mono_ns`. Prompts, outputs and credentials are never part of a record unless the
+//! operator asks for content explicitly (`content`).
+
+use crate::clock::{Anchor, MonoNs};
+use crate::timeline::Measured;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Current schema version, written as `v`.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Who wrote the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    Replay,
+    Proxy,
+}
+
+/// How the turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// A complete response arrived.
+    Ok,
+    /// An error status, a transport error, or a stream that broke.
+    Failed,
+    /// The turn timeout fired; the request was cancelled.
+    TimedOut,
+    /// Never sent: an earlier turn of the conversation failed, or the run stopped first.
+    Aborted,
+    /// In flight when the client went away or the process stopped.
+    Cancelled,
+}
+
+impl Status {
+    pub const ALL: [Status; 5] = [
+        Status::Ok,
+        Status::Failed,
+        Status::TimedOut,
+        Status::Aborted,
+        Status::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Failed => "failed",
+            Status::TimedOut => "timed_out",
+            Status::Aborted => "aborted",
+            Status::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Whose fault an error was (pingora's habit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorSource {
+    /// The server: refused, reset, error status, broken stream.
+    Upstream,
+    /// The client side: it went away, sent something invalid.
+    Downstream,
+    /// tokentap itself: a timeout it enforced, a stop, a bug.
+    Internal,
+}
+
+/// What went wrong with a turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnError {
+    pub source: ErrorSource,
+    /// A short, bounded identifier: `connect`, `http_status`, `reset`, `timeout`, `stream`, ...
+    pub kind: String,
+    /// Human-readable detail (never contains credentials or prompt text).
+    pub message: String,
+}
+
+/// One turn: one request and its response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnRecord {
+    /// Schema version ([`SCHEMA_VERSION`]).
+    pub v: u32,
+    pub origin: Origin,
+    /// Logical conversation id (`<id>__repeat_<pass>` from pass 2 on); for the proxy, the
+    /// session header's value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    /// The dataset's conversation id, without any `__repeat_N` suffix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_conversation_id: Option<String>,
+    /// Pass over the dataset, 1-based.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass: Option<u32>,
+    /// 0-based index of this client turn within its conversation / session.
+    pub turn_index: u32,
+    /// The dataset row's `turn` field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_turn: Option<u32>,
+    /// Trajectory sequence number in issue order (replay), 0-based.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trajectory: Option<u64>,
+    /// Replay slot (0..concurrency) that ran the trajectory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    /// Messages in the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<u32>,
+    /// Request body size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_bytes: Option<u64>,
+    pub status: Status,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<TurnError>,
+    /// Issued while the performance window was open (replay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_window: Option<bool>,
+    /// Both shared clocks, read at `start_mono_ns`.
+    pub anchor: Anchor,
+    /// When the turn became due: end of its inter-turn delay (replay), absolute monotonic ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_mono_ns: Option<MonoNs>,
+    /// The turn's start, absolute monotonic ns: the client's send instant, or the proxy's first
+    /// request byte.
+    pub start_mono_ns: MonoNs,
+    /// Proxy only: request forwarded upstream, ns after start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarded_ns: Option<u64>,
+    /// Proxy only: the proxy asked the server for usage the client had not asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_injected: Option<bool>,
+    /// Request headers the operator chose to record (never `Authorization` or cookies).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    #[serde(flatten)]
+    pub measured: Measured,
+    /// Prompt and output text, only when asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<serde_json::Value>,
+}
+
+impl TurnRecord {
+    /// A record with its identity and start set and everything else empty.
+    pub fn new(origin: Origin, anchor: Anchor) -> Self {
+        TurnRecord {
+            v: SCHEMA_VERSION,
+            origin,
+            conversation_id: None,
+            source_conversation_id: None,
+            pass: None,
+            turn_index: 0,
+            dataset_turn: None,
+            trajectory: None,
+            slot: None,
+            route: None,
+            upstream: None,
+            model: None,
+            stream: None,
+            messages: None,
+            request_bytes: None,
+            status: Status::Ok,
+            http_status: None,
+            error: None,
+            in_window: None,
+            anchor,
+            scheduled_mono_ns: None,
+            start_mono_ns: anchor.mono_ns,
+            forwarded_ns: None,
+            usage_injected: None,
+            headers: BTreeMap::new(),
+            measured: Measured::default(),
+            content: None,
+        }
+    }
+
+    /// Absolute monotonic instant of the last byte, if the turn got that far.
+    pub fn end_mono_ns(&self) -> Option<MonoNs> {
+        self.measured.e2e_ns.map(|e| self.start_mono_ns + e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeline::ChunkStamp;
+
+    #[test]
+    fn jsonl_roundtrip_and_flattened_timing() {
+        let mut r = TurnRecord::new(
+            Origin::Replay,
+            Anchor {
+                wall_ns: 10,
+                mono_ns: 20,
+            },
+        );
+        r.conversation_id = Some("c1".into());
+        r.measured.ttft_ns = Some(5);
+        r.measured.chunks.push(ChunkStamp {
+            at_ns: 5,
+            tokens: 1,
+            text: true,
+        });
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(line.contains("\"ttft_ns\":5"), "{line}");
+        assert!(line.contains("\"chunks\":[[5,1,1]]"), "{line}");
+        assert!(!line.contains('\n'));
+        let back: TurnRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, r);
+    }
+}

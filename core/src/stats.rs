@@ -1,0 +1,133 @@
+//! Exact statistics from raw samples.
+//!
+//! Published numbers come from every raw sample, never from histogram buckets (SPEC §7).
+//! Percentiles use linear interpolation between closest ranks — numpy's default
+//! (`method="linear"`) — so they can be checked against the reference tooling with numpy.
+
+use serde::{Deserialize, Serialize};
+
+/// The published set of order statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub min: f64,
+    pub max: f64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub p999: f64,
+}
+
+/// Raw samples of one quantity.
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    v: Vec<f64>,
+    sorted: bool,
+}
+
+impl Samples {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn push(&mut self, x: f64) {
+        self.v.push(x);
+        self.sorted = false;
+    }
+
+    pub fn len(&self) -> usize {
+        self.v.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.v.is_empty()
+    }
+
+    fn sort(&mut self) {
+        if !self.sorted {
+            self.v.sort_unstable_by(f64::total_cmp);
+            self.sorted = true;
+        }
+    }
+
+    /// The q-quantile (0 ≤ q ≤ 1), numpy `linear`.
+    pub fn quantile(&mut self, q: f64) -> Option<f64> {
+        if self.v.is_empty() {
+            return None;
+        }
+        self.sort();
+        Some(quantile_sorted(&self.v, q))
+    }
+
+    /// All published statistics, or `None` with no samples.
+    pub fn percentiles(&mut self) -> Option<Percentiles> {
+        if self.v.is_empty() {
+            return None;
+        }
+        self.sort();
+        let v = &self.v;
+        let sum: f64 = v.iter().sum();
+        Some(Percentiles {
+            count: v.len() as u64,
+            min: v[0],
+            max: v[v.len() - 1],
+            mean: sum / v.len() as f64,
+            p50: quantile_sorted(v, 0.50),
+            p90: quantile_sorted(v, 0.90),
+            p95: quantile_sorted(v, 0.95),
+            p99: quantile_sorted(v, 0.99),
+            p999: quantile_sorted(v, 0.999),
+        })
+    }
+}
+
+impl Extend<f64> for Samples {
+    fn extend<I: IntoIterator<Item = f64>>(&mut self, iter: I) {
+        self.v.extend(iter);
+        self.sorted = false;
+    }
+}
+
+impl FromIterator<f64> for Samples {
+    fn from_iter<I: IntoIterator<Item = f64>>(iter: I) -> Self {
+        Samples {
+            v: iter.into_iter().collect(),
+            sorted: false,
+        }
+    }
+}
+
+fn quantile_sorted(v: &[f64], q: f64) -> f64 {
+    let q = q.clamp(0.0, 1.0);
+    let pos = q * (v.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    let frac = pos - lo as f64;
+    v[lo] + (v[hi] - v[lo]) * frac
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_numpy_linear() {
+        // numpy.percentile([1,2,3,4,5,6,7,8,9,10], [50, 90, 99]) == [5.5, 9.1, 9.91]
+        let mut s: Samples = (1..=10).map(f64::from).collect();
+        let p = s.percentiles().unwrap();
+        assert_eq!(p.p50, 5.5);
+        assert!((p.p90 - 9.1).abs() < 1e-12);
+        assert!((p.p99 - 9.91).abs() < 1e-12);
+        assert_eq!((p.min, p.max, p.mean, p.count), (1.0, 10.0, 5.5, 10));
+    }
+
+    #[test]
+    fn single_and_empty() {
+        let mut s = Samples::new();
+        assert!(s.percentiles().is_none());
+        s.push(3.0);
+        assert_eq!(s.percentiles().unwrap().p999, 3.0);
+    }
+}
