@@ -17,6 +17,7 @@
 //! - [`record`]: the per-turn record written as JSONL by the replay client and the proxy.
 //! - [`stats`]: exact percentiles from raw samples.
 //! - [`wire`]: OpenAI chat wire types used by the simulated server and tests.
+//! - [`text`]: the reasoning preamble and filler text shared by the sim and the synthesizer.
 //! - [`tokenize`]: the deterministic stand-in tokenizer (4 bytes per token).
 //!
 //! ## Data flow
@@ -36,6 +37,7 @@ pub mod clock;
 pub mod record;
 pub mod sse;
 pub mod stats;
+pub mod text;
 pub mod timeline;
 pub mod tokenize;
 pub mod wire;

@@ -1,1 +1,26 @@
-//! placeholder
+//! # tokentap-dataset — MLPerf agentic trajectories
+//!
+//! The dataset format of SPEC §2: flat JSONL, one row per chat message, rows of a conversation
+//! contiguous, conversation order = trajectory order. This crate is the one place that reads,
+//! checks, describes and synthesizes it; the replay client, `tokentap dataset` and the compare
+//! tools all go through it.
+//!
+//! ## Layout
+//! - [`model`]: the typed rows and conversations ("parse, don't validate": a loaded
+//!   [`Dataset`] has passed every rule of SPEC §2).
+//! - [`load`]: reading a file, line by line, into rows; every problem becomes a
+//!   [`DatasetError`] naming file, line, conversation, field and what was expected.
+//! - [`validate`]: the conversation-level rules (turn numbering, role sequence, tool pairing).
+//! - [`stats`]: the numbers `tokentap dataset stats` prints.
+//! - [`synth`]: a seeded generator of coding and workflow trajectories.
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod load;
+pub mod model;
+pub mod stats;
+pub mod synth;
+pub mod validate;
+
+pub use error::{DatasetError, DatasetErrors};
+pub use model::{Conversation, Dataset, Role, Row};

@@ -1,0 +1,1 @@
+//! Seeded synthesis of MLPerf-format trajectories.
