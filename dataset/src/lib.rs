@@ -13,8 +13,22 @@
 //! - [`validate`]: the conversation-level rules (turn numbering, role sequence, tool pairing).
 //! - [`stats`]: the numbers `tokentap dataset stats` prints.
 //! - [`synth`]: a seeded generator of coding and workflow trajectories.
+//! - [`cli`]: `tokentap dataset validate | stats | synth` (clap subcommand + `run`).
+//!
+//! ## Data flow
+//!
+//! ```text
+//!  file ──► load::parse_row (per line: JSON, field types) ──► Conversation rows, sorted by turn
+//!                                                              │
+//!                          validate::check (per conversation) ◄┘
+//!                                   │ every error collected, located
+//!                                   ▼
+//!                    Dataset ──► replay (requests), stats::stats, compare
+//!  synth::synth(SynthConfig) ──► JSONL that Dataset::parse accepts
+//! ```
 #![forbid(unsafe_code)]
 
+pub mod cli;
 pub mod error;
 pub mod load;
 pub mod model;

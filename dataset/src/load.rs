@@ -8,7 +8,7 @@ use crate::error::{DatasetError, DatasetErrors};
 use crate::model::{Conversation, Dataset, Role, Row, ToolResult, OVERRIDE_FIELDS};
 use crate::validate;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 impl Dataset {
@@ -34,13 +34,33 @@ impl Dataset {
         let mut conversations: Vec<Conversation> = Vec::new();
         // conversation id -> (index in `conversations`, first line)
         let mut seen: HashMap<String, (usize, usize)> = HashMap::new();
+        // Conversations with a row-level error (a row dropped, or a field of the wrong type) or a
+        // contiguity break: the conversation-level rules are not run on them, because they would
+        // mostly repeat the row error (a dropped row is a gap in the turns, a `tool_results` of
+        // the wrong type is a missing one). Decision: one precise message per problem, at the
+        // cost of a second run to see sequence errors in the same conversation.
+        let mut damaged: HashSet<String> = HashSet::new();
+        // A UTF-8 byte-order mark is not part of the first row (editors on Windows add one).
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for (i, line) in text.lines().enumerate() {
             let lineno = i + 1;
             if line.trim().is_empty() {
                 continue;
             }
-            let mut ctx = Ctx { path: &path, line: lineno, conversation: None, errors: &mut errors };
-            let Some((id, row)) = parse_row(&mut ctx, line) else {
+            let before = errors.len();
+            let mut ctx = Ctx {
+                path: &path,
+                line: lineno,
+                conversation: None,
+                errors: &mut errors,
+            };
+            let parsed = parse_row(&mut ctx, line);
+            if ctx.errors.len() > before {
+                if let Some(id) = ctx.conversation.take() {
+                    damaged.insert(id);
+                }
+            }
+            let Some((id, row)) = parsed else {
                 continue;
             };
             match seen.get(&id) {
@@ -53,13 +73,17 @@ impl Dataset {
                                 "rows of a conversation must be contiguous: this conversation started at line {first} and other conversations came in between"
                             ),
                         );
+                        damaged.insert(id);
                         continue;
                     }
                     conversations[idx].rows.push(row);
                 }
                 None => {
                     seen.insert(id.clone(), (conversations.len(), lineno));
-                    conversations.push(Conversation { id, rows: vec![row] });
+                    conversations.push(Conversation {
+                        id,
+                        rows: vec![row],
+                    });
                 }
             }
         }
@@ -73,11 +97,17 @@ impl Dataset {
             });
         }
         for conv in &mut conversations {
+            // Stable: rows with equal turns keep file order, so "appears twice" names both lines.
             conv.rows.sort_by_key(|r| r.turn);
-            errors.extend(validate::check(&path, conv));
+            if !damaged.contains(&conv.id) {
+                errors.extend(validate::check(&path, conv));
+            }
         }
         if errors.is_empty() {
-            Ok(Dataset { path, conversations })
+            Ok(Dataset {
+                path,
+                conversations,
+            })
         } else {
             errors.sort_by_key(|e| e.line.unwrap_or(0));
             Err(DatasetErrors(errors))
@@ -117,10 +147,14 @@ fn kind(v: &Value) -> &'static str {
 
 /// Parses one line; `None` if it is skipped (metadata) or too broken to place.
 fn parse_row(ctx: &mut Ctx<'_>, line: &str) -> Option<(String, Row)> {
-    let obj: Map<String, Value> = match serde_json::from_str::<Value>(line) {
+    // Owned: nested values (tools, tool_calls, contents) are moved into the row, not cloned.
+    let mut obj: Map<String, Value> = match serde_json::from_str::<Value>(line) {
         Ok(Value::Object(o)) => o,
         Ok(other) => {
-            ctx.err(None, format!("expected a JSON object, found {}", kind(&other)));
+            ctx.err(
+                None,
+                format!("expected a JSON object, found {}", kind(&other)),
+            );
             return None;
         }
         Err(e) => {
@@ -131,26 +165,36 @@ fn parse_row(ctx: &mut Ctx<'_>, line: &str) -> Option<(String, Row)> {
     if obj.get("_type").and_then(Value::as_str) == Some("dataset_metadata") {
         return None;
     }
-    let id = match obj.get("conversation_id") {
+    let id = match obj.remove("conversation_id") {
         Some(Value::String(s)) if !s.is_empty() => {
+            ctx.conversation = Some(s.clone());
             if let Some(c) = s.chars().find(|c| !(' '..='~').contains(c)) {
                 ctx.err(
                     Some("conversation_id"),
                     format!("expected printable ASCII only (it becomes an HTTP header value), found {c:?}"),
                 );
             }
-            s.clone()
+            s
         }
         Some(Value::String(_)) => {
-            ctx.err(Some("conversation_id"), "expected a non-empty string, found \"\"".into());
+            ctx.err(
+                Some("conversation_id"),
+                "expected a non-empty string, found \"\"".into(),
+            );
             return None;
         }
         Some(v) => {
-            ctx.err(Some("conversation_id"), format!("expected a non-empty string, found {}", kind(v)));
+            ctx.err(
+                Some("conversation_id"),
+                format!("expected a non-empty string, found {}", kind(&v)),
+            );
             return None;
         }
         None => {
-            ctx.err(Some("conversation_id"), "missing: every row needs a conversation_id".into());
+            ctx.err(
+                Some("conversation_id"),
+                "missing: every row needs a conversation_id".into(),
+            );
             return None;
         }
     };
@@ -164,7 +208,10 @@ fn parse_row(ctx: &mut Ctx<'_>, line: &str) -> Option<(String, Row)> {
             }
         },
         None => {
-            ctx.err(Some("turn"), "missing: every row needs a 1-based turn".into());
+            ctx.err(
+                Some("turn"),
+                "missing: every row needs a 1-based turn".into(),
+            );
             return None;
         }
     };
@@ -173,83 +220,116 @@ fn parse_row(ctx: &mut Ctx<'_>, line: &str) -> Option<(String, Row)> {
         Some("assistant") => Role::Assistant,
         Some("tool") => Role::Tool,
         Some(other) => {
-            ctx.err(Some("role"), format!("expected \"user\", \"assistant\" or \"tool\", found {other:?}"));
+            ctx.err(
+                Some("role"),
+                format!("expected \"user\", \"assistant\" or \"tool\", found {other:?}"),
+            );
             return None;
         }
         None => {
             let found = obj.get("role").map_or("nothing", kind);
-            ctx.err(Some("role"), format!("expected \"user\", \"assistant\" or \"tool\", found {found}"));
+            ctx.err(
+                Some("role"),
+                format!("expected \"user\", \"assistant\" or \"tool\", found {found}"),
+            );
             return None;
         }
     };
 
-    let opt_str = |ctx: &mut Ctx<'_>, field: &str| -> Option<String> {
-        match obj.get(field) {
+    let mut opt_str = |ctx: &mut Ctx<'_>, field: &str| -> Option<String> {
+        match obj.remove(field) {
             None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::String(s)) => Some(s),
             Some(v) => {
-                ctx.err(Some(field), format!("expected a string, found {}", kind(v)));
+                ctx.err(
+                    Some(field),
+                    format!("expected a string, found {}", kind(&v)),
+                );
                 None
             }
-        }
-    };
-    let content = match obj.get("content") {
-        None | Some(Value::Null) => None,
-        Some(v @ (Value::String(_) | Value::Array(_))) => Some(v.clone()),
-        Some(v) => {
-            ctx.err(Some("content"), format!("expected a string, found {}", kind(v)));
-            None
         }
     };
     let system = opt_str(ctx, "system");
     let reasoning_content = opt_str(ctx, "reasoning_content");
     let name = opt_str(ctx, "name");
-    let tools = match obj.get("tools") {
+    let content = match obj.remove("content") {
         None | Some(Value::Null) => None,
-        Some(v @ Value::Array(_)) => Some(v.clone()),
+        Some(v @ (Value::String(_) | Value::Array(_))) => Some(v),
         Some(v) => {
-            ctx.err(Some("tools"), format!("expected an array of tool definitions, found {}", kind(v)));
+            ctx.err(
+                Some("content"),
+                format!(
+                    "expected a string (or an array of content parts), found {}",
+                    kind(&v)
+                ),
+            );
             None
         }
     };
-    let tool_calls = match obj.get("tool_calls") {
+    let tools = match obj.remove("tools") {
         None | Some(Value::Null) => None,
-        Some(Value::Array(a)) => Some(a.clone()),
+        Some(v @ Value::Array(_)) => Some(v),
         Some(v) => {
-            ctx.err(Some("tool_calls"), format!("expected an array of tool calls, found {}", kind(v)));
+            ctx.err(
+                Some("tools"),
+                format!("expected an array of tool definitions, found {}", kind(&v)),
+            );
             None
         }
     };
-    let tool_results = match obj.get("tool_results") {
+    let tool_calls = match obj.remove("tool_calls") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(a)) => Some(a),
+        Some(v) => {
+            ctx.err(
+                Some("tool_calls"),
+                format!("expected an array of tool calls, found {}", kind(&v)),
+            );
+            None
+        }
+    };
+    let tool_results = match obj.remove("tool_results") {
         None | Some(Value::Null) => None,
         Some(Value::Array(a)) => {
             let mut out = Vec::with_capacity(a.len());
-            for (i, r) in a.iter().enumerate() {
+            for (i, r) in a.into_iter().enumerate() {
                 match r {
-                    Value::Object(o) => {
-                        let tool_call_id = match o.get("tool_call_id") {
-                            Some(Value::String(s)) => s.clone(),
+                    Value::Object(mut o) => {
+                        let tool_call_id = match o.remove("tool_call_id") {
+                            Some(Value::String(s)) => s,
                             None | Some(Value::Null) => String::new(),
                             Some(v) => {
                                 ctx.err(
                                     Some(&format!("tool_results[{i}].tool_call_id")),
-                                    format!("expected a string, found {}", kind(v)),
+                                    format!("expected a string, found {}", kind(&v)),
                                 );
                                 String::new()
                             }
                         };
-                        out.push(ToolResult { tool_call_id, content: o.get("content").cloned() });
+                        // `"content": null` would be sent as a null tool message content, which
+                        // servers reject: treated like a missing content (a validation error).
+                        let content = o.remove("content").filter(|c| !c.is_null());
+                        out.push(ToolResult {
+                            tool_call_id,
+                            content,
+                        });
                     }
                     v => ctx.err(
                         Some(&format!("tool_results[{i}]")),
-                        format!("expected an object {{tool_call_id, content}}, found {}", kind(v)),
+                        format!(
+                            "expected an object {{tool_call_id, content}}, found {}",
+                            kind(&v)
+                        ),
                     ),
                 }
             }
             Some(out)
         }
         Some(v) => {
-            ctx.err(Some("tool_results"), format!("expected an array, found {}", kind(v)));
+            ctx.err(
+                Some("tool_results"),
+                format!("expected an array, found {}", kind(&v)),
+            );
             None
         }
     };
@@ -258,40 +338,38 @@ fn parse_row(ctx: &mut Ctx<'_>, line: &str) -> Option<(String, Row)> {
         Some(v) => match v.as_f64() {
             Some(d) if d.is_finite() && d >= 0.0 => Some(d),
             _ => {
-                ctx.err(Some("delay_seconds"), format!("expected a number of seconds ≥ 0, found {v}"));
+                ctx.err(
+                    Some("delay_seconds"),
+                    format!("expected a number of seconds ≥ 0, found {v}"),
+                );
                 None
             }
         },
     };
-    let intent_codes = match obj.get("intent_codes") {
+    let intent_codes = match obj.remove("intent_codes") {
         None | Some(Value::Null) => None,
-        Some(Value::Array(a)) if a.iter().all(Value::is_string) => {
-            Some(a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
-        }
+        Some(Value::Array(a)) if a.iter().all(Value::is_string) => Some(
+            a.into_iter()
+                .filter_map(|v| match v {
+                    Value::String(s) => Some(s),
+                    _ => None,
+                })
+                .collect(),
+        ),
         Some(v) => {
-            ctx.err(Some("intent_codes"), format!("expected an array of strings like [\"I042\"], found {v}"));
+            ctx.err(
+                Some("intent_codes"),
+                format!("expected an array of strings like [\"I042\"], found {v}"),
+            );
             None
         }
     };
     let mut overrides = Map::new();
     for &f in OVERRIDE_FIELDS {
-        if let Some(v) = obj.get(f) {
+        if let Some(v) = obj.remove(f) {
             if !v.is_null() {
-                overrides.insert(f.to_string(), v.clone());
-            }
-        }
-    }
-    for f in ["max_new_tokens", "max_completion_tokens", "n", "top_k", "seed"] {
-        if let Some(v) = overrides.get(f) {
-            if !(v.is_i64() || v.is_u64()) {
-                ctx.err(Some(f), format!("expected an integer, found {v}"));
-            }
-        }
-    }
-    for f in ["temperature", "top_p", "repetition_penalty", "frequency_penalty", "presence_penalty"] {
-        if let Some(v) = overrides.get(f) {
-            if !v.is_number() {
-                ctx.err(Some(f), format!("expected a number, found {v}"));
+                check_override(ctx, f, &v);
+                overrides.insert(f.to_string(), v);
             }
         }
     }
@@ -313,4 +391,31 @@ fn parse_row(ctx: &mut Ctx<'_>, line: &str) -> Option<(String, Row)> {
             overrides,
         },
     ))
+}
+
+/// Type rules for the per-row sampling overrides: each is forwarded into the request body, so a
+/// wrong type would become a request the server rejects mid-run instead of an error at load.
+fn check_override(ctx: &mut Ctx<'_>, field: &str, v: &Value) {
+    let expected = match field {
+        // `top_k: -1` means "disabled" on vLLM and SGLang, and seeds may be negative.
+        "top_k" | "seed" if !(v.is_i64() || v.is_u64()) => "an integer",
+        "max_new_tokens" | "max_completion_tokens" | "n" if v.as_u64().is_none_or(|n| n < 1) => {
+            "an integer ≥ 1"
+        }
+        "temperature" | "top_p" | "repetition_penalty" | "frequency_penalty"
+        | "presence_penalty"
+            if !v.is_number() =>
+        {
+            "a number"
+        }
+        "model" | "user" | "chat_template" if !v.is_string() => "a string",
+        "stop"
+            if !(v.is_string() || v.as_array().is_some_and(|a| a.iter().all(Value::is_string))) =>
+        {
+            "a string or an array of strings"
+        }
+        "logit_bias" if !v.is_object() => "an object of token id → bias",
+        _ => return,
+    };
+    ctx.err(Some(field), format!("expected {expected}, found {v}"));
 }

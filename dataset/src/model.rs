@@ -145,6 +145,9 @@ pub struct Dataset {
 
 impl Dataset {
     pub fn client_turns(&self) -> usize {
-        self.conversations.iter().map(|c| c.client_turns().count()).sum()
+        self.conversations
+            .iter()
+            .map(|c| c.client_turns().count())
+            .sum()
     }
 }

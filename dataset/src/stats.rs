@@ -1,1 +1,617 @@
-//! Dataset statistics (see `tokentap dataset stats`).
+//! Dataset statistics: the numbers `tokentap dataset stats` prints.
+//!
+//! Why: before a benchmark run, one wants to know what load a dataset implies — how deep the
+//! trajectories are, how fast context grows (prefill cost, KV-cache pressure), how much time the
+//! recorded delays add, and how much of every request is a shared prefix (system prompt, tool
+//! definitions). The two shapes of SPEC §1 differ on every one of these, so everything is
+//! reported per domain (coding = ids not starting with `sim_`, workflow = `sim_NNNNNN`) and in
+//! total.
+//!
+//! Data flow: one pass over a loaded [`Dataset`]; each conversation adds raw samples to a
+//! per-domain accumulator and to the total; percentiles come from the raw samples through
+//! [`tokentap_core::stats::Samples`] (exact, numpy `linear`).
+//!
+//! ## Request size (approximate, by design)
+//! The size of the request for client turn *t* is the **sum of the text bytes** that SPEC §3
+//! puts in it, not the size of the JSON body:
+//! - the conversation's system prompt (its first non-empty `system`),
+//! - for every row up to and including *t*: `content` (a string's bytes; a content-part array's
+//!   compact JSON), `reasoning_content`, `name`, the compact JSON of `tool_calls`, and for tool
+//!   rows each result's `tool_call_id` and `content` (a string's bytes, else compact JSON),
+//! - the compact JSON of the `tools` the request carries (the row's own, else the first user
+//!   row's).
+//!
+//! JSON quoting/escaping and the role keys are left out: they are a few dozen bytes per message
+//! and not what grows. Tokens are `tokentap_core::tokenize::count` of that many bytes (the 4-byte
+//! stand-in tokenizer), i.e. `ceil(bytes / 4)`; the simulated server's rendering adds a handful of
+//! marker tokens per message on top.
+
+use crate::model::{Conversation, Dataset, Role, Row};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use tokentap_core::stats::Samples;
+use tokentap_core::tokenize;
+
+/// Client-turn index buckets for the prompt growth table: `[from, to]`, 1-based, inclusive.
+/// Powers of two, so deep coding trajectories and shallow workflow ones both read well.
+pub const TURN_BUCKETS: &[(u32, u32)] = &[
+    (1, 1),
+    (2, 2),
+    (3, 4),
+    (5, 8),
+    (9, 16),
+    (17, 32),
+    (33, 64),
+    (65, 128),
+    (129, 256),
+    (257, u32::MAX),
+];
+
+/// Statistics of one dataset.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DatasetStats {
+    /// The file the dataset came from.
+    pub path: String,
+    pub total: DomainStats,
+    /// Conversations whose id does not start with `sim_`.
+    pub coding: DomainStats,
+    /// Conversations with `sim_NNNNNN` ids.
+    pub workflow: DomainStats,
+}
+
+/// Statistics of one domain (or of the whole dataset).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DomainStats {
+    pub trajectories: u64,
+    /// All rows (every role).
+    pub rows: u64,
+    /// `user` + `tool` rows: each one is a request.
+    pub client_turns: u64,
+    pub user_turns: u64,
+    pub tool_turns: u64,
+    /// Recorded responses (never sent).
+    pub assistant_turns: u64,
+    /// Client turns per trajectory.
+    pub turns_per_trajectory: Option<Dist>,
+    /// Rows of every role per trajectory.
+    pub rows_per_trajectory: Option<Dist>,
+    /// Request size by client-turn index (see [`TURN_BUCKETS`]); empty buckets are left out.
+    pub prompt_by_turn: Vec<TurnBucket>,
+    /// Size of the first request of each trajectory (system prompt + tools + first user row).
+    pub first_request: Option<Size>,
+    /// Size of the last request of each trajectory: the largest context it reaches.
+    pub final_context: Option<Size>,
+    /// Growth of the request from one client turn to the next, in bytes (one sample per client
+    /// turn after the first of its trajectory).
+    pub growth_per_turn_bytes: Option<Dist>,
+    /// `delay_seconds` of client rows that have one.
+    pub delays: Delays,
+    pub system_prompts: SystemPrompts,
+    pub tools: Tools,
+    pub assistant: Assistant,
+}
+
+/// Order statistics of one quantity (from [`Samples`], numpy `linear` percentiles).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Dist {
+    pub count: u64,
+    pub sum: f64,
+    pub min: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+impl Dist {
+    /// `None` when there are no samples.
+    fn of(col: &mut Col) -> Option<Dist> {
+        let p = col.samples.percentiles()?;
+        Some(Dist {
+            count: p.count,
+            sum: col.sum,
+            min: p.min,
+            p50: p.p50,
+            p90: p.p90,
+            p99: p.p99,
+            max: p.max,
+            mean: p.mean,
+        })
+    }
+}
+
+/// A size in bytes and in stand-in tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Size {
+    pub bytes: Dist,
+    pub tokens: Dist,
+}
+
+/// Request sizes of the client turns whose index falls in `[from, to]`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TurnBucket {
+    /// First client-turn index of the bucket (1-based).
+    pub from: u32,
+    /// Last client-turn index of the bucket (`u32::MAX` for the open last bucket).
+    pub to: u32,
+    pub size: Size,
+}
+
+/// Recorded inter-turn delays (SPEC §5: slept before issuing, excluded from latency).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Delays {
+    /// Client rows that carry a `delay_seconds`.
+    pub count: u64,
+    /// Client rows without one (no pause).
+    pub missing: u64,
+    /// Seconds; `None` without delays.
+    pub seconds: Option<Dist>,
+}
+
+/// System prompts (message 0 of every request of a trajectory).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SystemPrompts {
+    /// Trajectories that have a system prompt.
+    pub trajectories_with: u64,
+    /// Distinct system prompt texts.
+    pub distinct: u64,
+    /// Bytes of each distinct prompt.
+    pub distinct_bytes: Option<Dist>,
+    /// The most shared prompts (up to 5), most trajectories first.
+    pub top: Vec<SharedText>,
+}
+
+/// A text (system prompt or tool set) shared by several trajectories.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SharedText {
+    pub bytes: u64,
+    pub tokens: u64,
+    pub trajectories: u64,
+}
+
+/// Tool definitions (the first user row's `tools`, which client rows inherit).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tools {
+    /// Trajectories whose first user row has `tools`.
+    pub trajectories_with: u64,
+    /// Distinct tool sets (compact JSON text).
+    pub distinct_sets: u64,
+    /// Tool definitions per trajectory (trajectories with tools).
+    pub per_trajectory: Option<Dist>,
+    /// Compact JSON bytes of the tool set per trajectory (trajectories with tools).
+    pub bytes: Option<Dist>,
+}
+
+/// Recorded assistant turns (the response sizes a compatible run is compared with).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Assistant {
+    pub with_tool_calls: u64,
+    /// Assistant rows with two or more tool calls.
+    pub with_parallel_tool_calls: u64,
+    pub with_reasoning: u64,
+    pub with_intent_codes: u64,
+    /// Stand-in tokens of content + reasoning + tool calls, per assistant row.
+    pub output_tokens: Option<Dist>,
+}
+
+/// Raw samples plus their exact running sum (`Samples` only exposes the mean).
+#[derive(Default, Clone)]
+struct Col {
+    samples: Samples,
+    sum: f64,
+}
+
+impl Col {
+    fn push(&mut self, x: f64) {
+        self.samples.push(x);
+        self.sum += x;
+    }
+}
+
+impl FromIterator<f64> for Col {
+    fn from_iter<I: IntoIterator<Item = f64>>(iter: I) -> Self {
+        let mut c = Col::default();
+        for x in iter {
+            c.push(x);
+        }
+        c
+    }
+}
+
+/// Statistics of `ds`.
+pub fn stats(ds: &Dataset) -> DatasetStats {
+    let mut total = Acc::default();
+    let mut coding = Acc::default();
+    let mut workflow = Acc::default();
+    for conv in &ds.conversations {
+        let domain = if conv.is_workflow() {
+            &mut workflow
+        } else {
+            &mut coding
+        };
+        domain.add(conv);
+        total.add(conv);
+    }
+    DatasetStats {
+        path: ds.path.display().to_string(),
+        total: total.finish(),
+        coding: coding.finish(),
+        workflow: workflow.finish(),
+    }
+}
+
+/// Raw samples of one domain.
+#[derive(Default)]
+struct Acc<'a> {
+    trajectories: u64,
+    rows: u64,
+    user_turns: u64,
+    tool_turns: u64,
+    assistant_turns: u64,
+    turns_per_traj: Col,
+    rows_per_traj: Col,
+    by_turn: Vec<(Col, Col)>,
+    first: (Col, Col),
+    last: (Col, Col),
+    growth: Col,
+    delays: Col,
+    no_delay: u64,
+    systems: HashMap<&'a str, u64>,
+    tool_sets: HashMap<String, u64>,
+    tools_count: Col,
+    tools_bytes: Col,
+    with_tool_calls: u64,
+    with_parallel: u64,
+    with_reasoning: u64,
+    with_intents: u64,
+    output_tokens: Col,
+}
+
+impl<'a> Acc<'a> {
+    fn add(&mut self, conv: &'a Conversation) {
+        self.trajectories += 1;
+        self.rows += conv.rows.len() as u64;
+        self.rows_per_traj.push(conv.rows.len() as f64);
+        if self.by_turn.is_empty() {
+            self.by_turn = vec![(Col::default(), Col::default()); TURN_BUCKETS.len()];
+        }
+
+        let system = conv.system();
+        if let Some(s) = system {
+            *self.systems.entry(s).or_default() += 1;
+        }
+        let default_tools = conv.default_tools();
+        if let Some(t) = default_tools {
+            let text = t.to_string();
+            self.tools_count
+                .push(t.as_array().map_or(0, Vec::len) as f64);
+            self.tools_bytes.push(text.len() as f64);
+            *self.tool_sets.entry(text).or_default() += 1;
+        }
+        let default_tools_bytes = default_tools.map_or(0, json_len);
+
+        let mut history = system.map_or(0, str::len);
+        let mut client_index = 0u32;
+        let mut prev_request: Option<usize> = None;
+        for row in &conv.rows {
+            history += row_bytes(row);
+            match row.role {
+                Role::Assistant => {
+                    self.assistant_turns += 1;
+                    self.assistant(row);
+                    continue;
+                }
+                Role::User => self.user_turns += 1,
+                Role::Tool => self.tool_turns += 1,
+            }
+            client_index += 1;
+            match row.delay_seconds {
+                Some(d) => self.delays.push(d),
+                None => self.no_delay += 1,
+            }
+            let tools = row.tools.as_ref().map_or(default_tools_bytes, json_len);
+            let request = history + tools;
+            let tokens = tokenize_len(request);
+            if let Some(b) = TURN_BUCKETS
+                .iter()
+                .position(|&(from, to)| (from..=to).contains(&client_index))
+            {
+                self.by_turn[b].0.push(request as f64);
+                self.by_turn[b].1.push(tokens);
+            }
+            match prev_request {
+                None => {
+                    self.first.0.push(request as f64);
+                    self.first.1.push(tokens);
+                }
+                Some(p) => self.growth.push(request as f64 - p as f64),
+            }
+            prev_request = Some(request);
+        }
+        self.turns_per_traj.push(f64::from(client_index));
+        if let Some(last) = prev_request {
+            self.last.0.push(last as f64);
+            self.last.1.push(tokenize_len(last));
+        }
+    }
+
+    fn assistant(&mut self, row: &Row) {
+        let calls = row.tool_calls.as_ref().map_or(0, Vec::len);
+        self.with_tool_calls += u64::from(calls > 0);
+        self.with_parallel += u64::from(calls > 1);
+        self.with_reasoning += u64::from(
+            row.reasoning_content
+                .as_ref()
+                .is_some_and(|r| !r.is_empty()),
+        );
+        self.with_intents += u64::from(row.intent_codes.as_ref().is_some_and(|c| !c.is_empty()));
+        let out = row.content.as_ref().map_or(0, text_len)
+            + row.reasoning_content.as_ref().map_or(0, String::len)
+            + row
+                .tool_calls
+                .as_ref()
+                .map_or(0, |c| c.iter().map(json_len).sum());
+        self.output_tokens.push(tokenize_len(out));
+    }
+
+    fn finish(mut self) -> DomainStats {
+        let size = |(b, t): &mut (Col, Col)| {
+            Some(Size {
+                bytes: Dist::of(b)?,
+                tokens: Dist::of(t)?,
+            })
+        };
+        let prompt_by_turn = TURN_BUCKETS
+            .iter()
+            .zip(self.by_turn.iter_mut())
+            .filter_map(|(&(from, to), s)| {
+                Some(TurnBucket {
+                    from,
+                    to,
+                    size: size(s)?,
+                })
+            })
+            .collect();
+        let mut systems: Vec<(&str, u64)> = self.systems.into_iter().collect();
+        // Most shared first; ties by size then text so the order is deterministic.
+        systems.sort_by(|a, b| {
+            b.1.cmp(&a.1)
+                .then(b.0.len().cmp(&a.0.len()))
+                .then(a.0.cmp(b.0))
+        });
+        let mut distinct_bytes: Col = systems.iter().map(|(s, _)| s.len() as f64).collect();
+        DomainStats {
+            trajectories: self.trajectories,
+            rows: self.rows,
+            client_turns: self.user_turns + self.tool_turns,
+            user_turns: self.user_turns,
+            tool_turns: self.tool_turns,
+            assistant_turns: self.assistant_turns,
+            turns_per_trajectory: Dist::of(&mut self.turns_per_traj),
+            rows_per_trajectory: Dist::of(&mut self.rows_per_traj),
+            prompt_by_turn,
+            first_request: size(&mut self.first),
+            final_context: size(&mut self.last),
+            growth_per_turn_bytes: Dist::of(&mut self.growth),
+            delays: Delays {
+                count: self.delays.samples.len() as u64,
+                missing: self.no_delay,
+                seconds: Dist::of(&mut self.delays),
+            },
+            system_prompts: SystemPrompts {
+                trajectories_with: systems.iter().map(|(_, n)| n).sum(),
+                distinct: systems.len() as u64,
+                distinct_bytes: Dist::of(&mut distinct_bytes),
+                top: systems
+                    .iter()
+                    .take(5)
+                    .map(|(s, n)| SharedText {
+                        bytes: s.len() as u64,
+                        tokens: tokenize::count(s),
+                        trajectories: *n,
+                    })
+                    .collect(),
+            },
+            tools: Tools {
+                trajectories_with: self.tool_sets.values().sum(),
+                distinct_sets: self.tool_sets.len() as u64,
+                per_trajectory: Dist::of(&mut self.tools_count),
+                bytes: Dist::of(&mut self.tools_bytes),
+            },
+            assistant: Assistant {
+                with_tool_calls: self.with_tool_calls,
+                with_parallel_tool_calls: self.with_parallel,
+                with_reasoning: self.with_reasoning,
+                with_intent_codes: self.with_intents,
+                output_tokens: Dist::of(&mut self.output_tokens),
+            },
+        }
+    }
+}
+
+/// Text bytes a row adds to every later request (see the module docs).
+fn row_bytes(row: &Row) -> usize {
+    row.content.as_ref().map_or(0, text_len)
+        + row.reasoning_content.as_ref().map_or(0, String::len)
+        + row.name.as_ref().map_or(0, String::len)
+        + row
+            .tool_calls
+            .as_ref()
+            .map_or(0, |c| c.iter().map(json_len).sum())
+        + row.tool_results.as_ref().map_or(0, |r| {
+            r.iter()
+                .map(|t| t.tool_call_id.len() + t.content.as_ref().map_or(0, text_len))
+                .sum()
+        })
+}
+
+/// A string's bytes, anything else's compact JSON bytes.
+fn text_len(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.len(),
+        other => json_len(other),
+    }
+}
+
+/// Compact JSON length, without building the string.
+fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // Serializing a `Value` into a writer that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
+
+/// Stand-in tokens of `bytes` bytes of text (`tokenize::count` without the text).
+fn tokenize_len(bytes: usize) -> f64 {
+    bytes.div_ceil(tokenize::BYTES_PER_TOKEN) as f64
+}
+
+impl DatasetStats {
+    /// A human-readable report, one section per non-empty domain, then the total.
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "dataset {}", self.path);
+        let both = self.coding.trajectories > 0 && self.workflow.trajectories > 0;
+        for (name, d) in [("coding", &self.coding), ("workflow", &self.workflow)] {
+            if d.trajectories > 0 {
+                render_domain(&mut out, name, d);
+            }
+        }
+        if both || self.total.trajectories == 0 {
+            render_domain(&mut out, "total", &self.total);
+        }
+        out
+    }
+}
+
+fn render_domain(out: &mut String, name: &str, d: &DomainStats) {
+    let _ = writeln!(out, "\n== {name} ==");
+    let _ = writeln!(
+        out,
+        "trajectories {}   rows {}   client turns {} (user {}, tool {})   assistant turns {}",
+        d.trajectories, d.rows, d.client_turns, d.user_turns, d.tool_turns, d.assistant_turns
+    );
+    line(
+        out,
+        "client turns/trajectory",
+        d.turns_per_trajectory.as_ref(),
+        1.0,
+    );
+    line(out, "rows/trajectory", d.rows_per_trajectory.as_ref(), 1.0);
+    if let Some(s) = &d.first_request {
+        line(out, "first request (tokens)", Some(&s.tokens), 1.0);
+    }
+    if let Some(s) = &d.final_context {
+        line(out, "final context (tokens)", Some(&s.tokens), 1.0);
+        line(out, "final context (KiB)", Some(&s.bytes), 1024.0);
+    }
+    line(
+        out,
+        "growth/client turn (bytes)",
+        d.growth_per_turn_bytes.as_ref(),
+        1.0,
+    );
+    if !d.prompt_by_turn.is_empty() {
+        let _ = writeln!(out, "request size by client turn (stand-in tokens):");
+        let _ = writeln!(
+            out,
+            "  {:>9} {:>8} {:>9} {:>9} {:>9} {:>9}",
+            "turn", "requests", "mean", "p50", "p90", "max"
+        );
+        for b in &d.prompt_by_turn {
+            let range = match (b.from, b.to) {
+                (f, t) if f == t => format!("{f}"),
+                (f, u32::MAX) => format!("{f}+"),
+                (f, t) => format!("{f}-{t}"),
+            };
+            let t = &b.size.tokens;
+            let _ = writeln!(
+                out,
+                "  {range:>9} {:>8} {:>9.0} {:>9.0} {:>9.0} {:>9.0}",
+                t.count, t.mean, t.p50, t.p90, t.max
+            );
+        }
+    }
+    let _ = write!(
+        out,
+        "delays: {} rows with, {} without",
+        d.delays.count, d.delays.missing
+    );
+    match &d.delays.seconds {
+        Some(s) => {
+            let _ = writeln!(
+                out,
+                "; sum {:.1} s, p50 {:.2} s, p90 {:.2} s, p99 {:.2} s, max {:.2} s",
+                s.sum, s.p50, s.p90, s.p99, s.max
+            );
+        }
+        None => out.push('\n'),
+    }
+    let sp = &d.system_prompts;
+    let _ = write!(
+        out,
+        "system prompts: {} trajectories with one, {} distinct",
+        sp.trajectories_with, sp.distinct
+    );
+    for t in &sp.top {
+        let _ = write!(
+            out,
+            "; {} B / {} tok × {} traj",
+            t.bytes, t.tokens, t.trajectories
+        );
+    }
+    out.push('\n');
+    let tl = &d.tools;
+    let _ = write!(
+        out,
+        "tool definitions: {} trajectories with, {} distinct sets",
+        tl.trajectories_with, tl.distinct_sets
+    );
+    if let (Some(n), Some(b)) = (&tl.per_trajectory, &tl.bytes) {
+        let _ = write!(
+            out,
+            "; {:.0}-{:.0} tools ({:.0} B mean)",
+            n.min, n.max, b.mean
+        );
+    }
+    out.push('\n');
+    let a = &d.assistant;
+    let _ = writeln!(
+        out,
+        "assistant: {} with tool calls ({} parallel), {} with reasoning, {} with intent codes",
+        a.with_tool_calls, a.with_parallel_tool_calls, a.with_reasoning, a.with_intent_codes
+    );
+    line(
+        out,
+        "assistant output (tokens)",
+        a.output_tokens.as_ref(),
+        1.0,
+    );
+}
+
+fn line(out: &mut String, label: &str, d: Option<&Dist>, div: f64) {
+    let Some(d) = d else { return };
+    let _ = writeln!(
+        out,
+        "{label:<28} min {:>9.1}  p50 {:>9.1}  p90 {:>9.1}  p99 {:>9.1}  max {:>9.1}  mean {:>9.1}",
+        d.min / div,
+        d.p50 / div,
+        d.p90 / div,
+        d.p99 / div,
+        d.max / div,
+        d.mean / div
+    );
+}

@@ -25,9 +25,17 @@ pub fn check(path: &Path, conv: &Conversation) -> Vec<DatasetError> {
         let expected = i as u32 + 1;
         if row.turn != expected {
             let why = if i > 0 && conv.rows[i - 1].turn == row.turn {
-                format!("turn {} appears twice (also at line {})", row.turn, conv.rows[i - 1].line)
+                format!(
+                    "turn {} appears twice (also at line {})",
+                    row.turn,
+                    conv.rows[i - 1].line
+                )
             } else {
-                format!("expected turn {expected} (turns must be exactly 1..{} with no gaps), found {}", conv.rows.len(), row.turn)
+                format!(
+                    "expected turn {expected} (turns must be exactly 1..{} with no gaps), found {}",
+                    conv.rows.len(),
+                    row.turn
+                )
             };
             err(row, Some("turn".into()), why);
             // Sequence rules are meaningless once numbering is broken.
@@ -53,13 +61,21 @@ pub fn check(path: &Path, conv: &Conversation) -> Vec<DatasetError> {
                 Some(Role::Assistant) => "\"tool\" or \"user\" after an \"assistant\" row",
                 Some(Role::Tool) => "\"assistant\" or \"user\" after a \"tool\" row",
             };
-            err(row, Some("role".into()), format!("expected {expected}, found {:?}", row.role.as_str()));
+            err(
+                row,
+                Some("role".into()),
+                format!("expected {expected}, found {:?}", row.role.as_str()),
+            );
         }
 
         match row.role {
             Role::User => {
                 if !non_empty_content(row.content.as_ref()) {
-                    err(row, Some("content".into()), "a user row needs non-empty content".into());
+                    err(
+                        row,
+                        Some("content".into()),
+                        "a user row needs non-empty content".into(),
+                    );
                 }
                 if let Some(p) = prev {
                     if p.role == Role::Assistant && p.has_tool_calls() {
@@ -77,34 +93,55 @@ pub fn check(path: &Path, conv: &Conversation) -> Vec<DatasetError> {
             Role::Assistant => {
                 let has_content = non_empty_content(row.content.as_ref());
                 if !has_content && !row.has_tool_calls() {
-                    err(row, Some("content".into()), "an assistant row needs non-empty content or non-empty tool_calls".into());
+                    err(
+                        row,
+                        Some("content".into()),
+                        "an assistant row needs non-empty content or non-empty tool_calls".into(),
+                    );
                 }
                 for (i, call) in row.tool_calls.iter().flatten().enumerate() {
                     check_call(call, i, &mut |f, m| err(row, Some(f), m));
                 }
             }
             Role::Tool => {
-                if let Some(p) = prev {
-                    if !(p.role == Role::Assistant && p.has_tool_calls()) {
-                        err(
-                            row,
-                            Some("role".into()),
-                            format!("a tool row must follow an assistant row with non-empty tool_calls; line {} has none", p.line),
-                        );
-                    }
+                // After a user or tool row (or first) the role-sequence rule above already said
+                // what was expected; only an assistant row without calls needs this message.
+                if let Some(p) = prev.filter(|p| p.role == Role::Assistant && !p.has_tool_calls()) {
+                    err(
+                        row,
+                        Some("role".into()),
+                        format!(
+                            "a tool row must follow an assistant row with non-empty tool_calls; the assistant row at line {} has none",
+                            p.line
+                        ),
+                    );
                 }
                 match &row.tool_results {
-                    None => err(row, Some("tool_results".into()), "a tool row needs non-empty tool_results".into()),
-                    Some(r) if r.is_empty() => {
-                        err(row, Some("tool_results".into()), "a tool row needs non-empty tool_results, found []".into())
-                    }
+                    None => err(
+                        row,
+                        Some("tool_results".into()),
+                        "a tool row needs non-empty tool_results".into(),
+                    ),
+                    Some(r) if r.is_empty() => err(
+                        row,
+                        Some("tool_results".into()),
+                        "a tool row needs non-empty tool_results, found []".into(),
+                    ),
                     Some(results) => {
                         for (i, r) in results.iter().enumerate() {
                             if r.tool_call_id.is_empty() {
-                                err(row, Some(format!("tool_results[{i}].tool_call_id")), "expected a non-empty string".into());
+                                err(
+                                    row,
+                                    Some(format!("tool_results[{i}].tool_call_id")),
+                                    "expected a non-empty string".into(),
+                                );
                             }
                             if r.content.is_none() {
-                                err(row, Some(format!("tool_results[{i}].content")), "missing: each tool result needs a content".into());
+                                err(
+                                    row,
+                                    Some(format!("tool_results[{i}].content")),
+                                    "missing: each tool result needs a content".into(),
+                                );
                             }
                         }
                     }
@@ -126,24 +163,51 @@ fn non_empty_content(v: Option<&Value>) -> bool {
 
 fn check_call(call: &Value, i: usize, err: &mut impl FnMut(String, String)) {
     let Some(obj) = call.as_object() else {
-        err(format!("tool_calls[{i}]"), "expected an object {id, type, function}".into());
+        err(
+            format!("tool_calls[{i}]"),
+            "expected an object {id, type, function}".into(),
+        );
         return;
     };
-    if !obj.get("id").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
-        err(format!("tool_calls[{i}].id"), "expected a non-empty string".into());
+    if obj
+        .get("id")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        err(
+            format!("tool_calls[{i}].id"),
+            "expected a non-empty string".into(),
+        );
     }
     if obj.get("type").and_then(Value::as_str) != Some("function") {
-        let found = obj.get("type").map_or("nothing".to_string(), Value::to_string);
-        err(format!("tool_calls[{i}].type"), format!("expected \"function\", found {found}"));
+        let found = obj
+            .get("type")
+            .map_or("nothing".to_string(), Value::to_string);
+        err(
+            format!("tool_calls[{i}].type"),
+            format!("expected \"function\", found {found}"),
+        );
     }
     match obj.get("function").and_then(Value::as_object) {
-        None => err(format!("tool_calls[{i}].function"), "expected an object {name, arguments}".into()),
+        None => err(
+            format!("tool_calls[{i}].function"),
+            "expected an object {name, arguments}".into(),
+        ),
         Some(f) => {
-            if !f.get("name").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
-                err(format!("tool_calls[{i}].function.name"), "expected a non-empty string".into());
+            if f.get("name")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                err(
+                    format!("tool_calls[{i}].function.name"),
+                    "expected a non-empty string".into(),
+                );
             }
             if !f.get("arguments").is_some_and(Value::is_string) {
-                err(format!("tool_calls[{i}].function.arguments"), "expected a JSON string of arguments".into());
+                err(
+                    format!("tool_calls[{i}].function.arguments"),
+                    "expected a JSON string of arguments".into(),
+                );
             }
         }
     }
