@@ -1,0 +1,225 @@
+//! The one consumer of turn records: writes `records.jsonl` and folds every record into the
+//! aggregates the summary is computed from.
+//!
+//! It runs on a blocking thread (file writes never stall the async workers), receives records
+//! over an unbounded channel (slots never wait on disk), writes each as one JSON line into a
+//! 256 KiB buffer, and flushes when the channel closes — at the end of the run, including after
+//! a shutdown, so nothing recorded is lost on a clean stop. Records are not kept in memory: only
+//! the raw samples the published percentiles need (SPEC §7: exact, from every sample).
+
+use crate::progress::Counters;
+use serde::Serialize;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::Arc;
+use tokentap_core::clock::MonoNs;
+use tokentap_core::record::{Status, TurnRecord};
+use tokentap_core::stats::Samples;
+use tokentap_core::timeline::TokenSource;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// One line of `records.jsonl`: a core [`TurnRecord`] plus the turn's accuracy score.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayRecord {
+    #[serde(flatten)]
+    pub record: TurnRecord,
+    /// Inline accuracy of this turn (SPEC §6), 0..1; absent when the turn was not scored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accuracy: Option<f64>,
+}
+
+pub(crate) enum Msg {
+    Record(Box<ReplayRecord>),
+}
+
+/// Status → index into the count arrays.
+pub(crate) fn status_index(s: Status) -> usize {
+    match s {
+        Status::Ok => 0,
+        Status::Failed => 1,
+        Status::TimedOut => 2,
+        Status::Aborted => 3,
+        Status::Cancelled => 4,
+    }
+}
+
+/// Mean of scores.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Mean {
+    pub sum: f64,
+    pub n: u64,
+}
+
+impl Mean {
+    pub fn push(&mut self, x: f64) {
+        self.sum += x;
+        self.n += 1;
+    }
+    pub fn value(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.sum / self.n as f64)
+    }
+}
+
+/// Everything the summary needs, folded from the records.
+#[derive(Debug, Default)]
+pub(crate) struct Aggregate {
+    pub records: u64,
+    pub by_status: [u64; 5],
+    pub in_window_by_status: [u64; 5],
+    /// In-window ok turns, ns.
+    pub ttfb: Samples,
+    pub ttft: Samples,
+    pub itl: Samples,
+    pub inter_chunk: Samples,
+    pub tpot: Samples,
+    pub e2e: Samples,
+    pub window_ok_turns: u64,
+    pub window_output_tokens: u64,
+    pub window_output_known: u64,
+    /// Last end (last byte, or the record's start if nothing arrived) of an in-window turn.
+    pub window_last_end: Option<MonoNs>,
+    /// All ok turns (the accuracy population).
+    pub ok_output_tokens: Mean,
+    pub ok_output_sources: [u64; 5],
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    pub cache_turns: u64,
+    pub accuracy: Mean,
+    pub accuracy_workflow: Mean,
+    pub accuracy_coding: Mean,
+    pub first_start: Option<MonoNs>,
+    pub last_end: Option<MonoNs>,
+    pub request_bytes: Mean,
+    pub write_error: Option<String>,
+}
+
+pub(crate) fn source_index(s: TokenSource) -> usize {
+    match s {
+        TokenSource::ContinuousUsage => 0,
+        TokenSource::Usage => 1,
+        TokenSource::SpreadUsage => 2,
+        TokenSource::Tokenizer => 3,
+        TokenSource::Chunks => 4,
+    }
+}
+
+pub(crate) const SOURCES: [&str; 5] = [
+    "continuous_usage",
+    "usage",
+    "spread_usage",
+    "tokenizer",
+    "chunks",
+];
+
+impl Aggregate {
+    fn fold(&mut self, rr: &ReplayRecord, counters: &Counters) {
+        let r = &rr.record;
+        let m = &r.measured;
+        self.records += 1;
+        let si = status_index(r.status);
+        self.by_status[si] += 1;
+        if r.status != Status::Aborted {
+            self.first_start = Some(
+                self.first_start
+                    .map_or(r.start_mono_ns, |s| s.min(r.start_mono_ns)),
+            );
+            let end = r.end_mono_ns().unwrap_or(r.start_mono_ns);
+            self.last_end = Some(self.last_end.map_or(end, |e| e.max(end)));
+            if r.in_window == Some(true) {
+                self.window_last_end = Some(self.window_last_end.map_or(end, |e| e.max(end)));
+            }
+        }
+        if let Some(b) = r.request_bytes {
+            self.request_bytes.push(b as f64);
+        }
+        if r.in_window == Some(true) {
+            self.in_window_by_status[si] += 1;
+        }
+        if r.status != Status::Ok {
+            return;
+        }
+        if let Some(o) = m.output_tokens {
+            self.ok_output_tokens.push(o as f64);
+            self.ok_output_sources[source_index(m.output_tokens_source)] += 1;
+        }
+        if let (Some(p), Some(c)) = (m.prompt_tokens, m.cached_tokens) {
+            self.prompt_tokens += p;
+            self.cached_tokens += c;
+            self.cache_turns += 1;
+        }
+        if let Some(a) = rr.accuracy {
+            self.accuracy.push(a);
+            let workflow = r
+                .source_conversation_id
+                .as_deref()
+                .is_some_and(|id| id.starts_with("sim_"));
+            if workflow {
+                self.accuracy_workflow.push(a);
+            } else {
+                self.accuracy_coding.push(a);
+            }
+        }
+        if r.in_window != Some(true) {
+            return;
+        }
+        self.window_ok_turns += 1;
+        if let Some(o) = m.output_tokens {
+            self.window_output_tokens += o;
+            self.window_output_known += 1;
+        }
+        let before = self.itl.len();
+        for (s, v) in [
+            (&mut self.ttfb, m.ttfb_ns),
+            (&mut self.ttft, m.ttft_ns),
+            (&mut self.tpot, m.tpot_ns),
+            (&mut self.e2e, m.e2e_ns),
+        ] {
+            if let Some(v) = v {
+                s.push(v as f64);
+            }
+        }
+        self.itl.extend(m.itl_samples());
+        self.inter_chunk.extend(m.inter_chunk_samples());
+        let itl_sum: f64 = m.itl_samples().sum();
+        counters.live(m.ttft_ns, itl_sum as u64, (self.itl.len() - before) as u64);
+    }
+}
+
+/// Runs the collector until every sender is dropped. Blocking: call from `spawn_blocking`.
+pub(crate) fn collect(
+    mut rx: UnboundedReceiver<Msg>,
+    records_path: Option<&Path>,
+    counters: Arc<Counters>,
+) -> Aggregate {
+    let mut agg = Aggregate::default();
+    let mut out = match records_path.map(File::create) {
+        Some(Ok(f)) => Some(BufWriter::with_capacity(256 * 1024, f)),
+        Some(Err(e)) => {
+            agg.write_error = Some(format!("cannot create records file: {e}"));
+            None
+        }
+        None => None,
+    };
+    while let Some(msg) = rx.blocking_recv() {
+        let Msg::Record(rr) = msg;
+        if let Some(w) = &mut out {
+            let res = serde_json::to_writer(&mut *w, &*rr)
+                .map_err(std::io::Error::from)
+                .and_then(|()| w.write_all(b"\n"));
+            if let Err(e) = res {
+                agg.write_error
+                    .get_or_insert(format!("writing records: {e}"));
+                out = None;
+            }
+        }
+        agg.fold(&rr, &counters);
+    }
+    if let Some(mut w) = out {
+        if let Err(e) = w.flush() {
+            agg.write_error
+                .get_or_insert(format!("flushing records: {e}"));
+        }
+    }
+    agg
+}

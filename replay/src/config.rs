@@ -1,0 +1,728 @@
+//! Command-line options ([`Opts`]) and the resolved run configuration ([`ReplayConfig`]).
+//!
+//! `Opts` is what the operator typed; `ReplayConfig` is what the run does, after presets,
+//! explicit overrides, the dataset and the endpoint have been combined. The resolved config is
+//! written to `config.json` and embedded in `summary.json`, so a result always says exactly how
+//! it was produced. The API key is never part of either: it is a [`Secret`] that serializes and
+//! debug-prints as `"<redacted>"`.
+//!
+//! Decisions:
+//! - Presets carry the official sampling settings of SPEC §3 and the official turn timeouts of
+//!   SPEC §5; an explicit flag always wins over the preset value.
+//! - Model name: `--model`, else the run needs every client row to carry its own `model`
+//!   override; otherwise resolution fails with a message that says to pass `--model` (there is
+//!   no silent default model name, because a wrong name is a 404 on a real server).
+//! - Turn timeout: the preset's official value (Kimi 86,400 s, Qwen 14,400 s), else 86,400 s.
+//! - `--routing-header` replaces the default `X-Session-ID` when given; repeat it to send several
+//!   (`--routing-header X-Session-ID --routing-header X-SMG-Routing-Key`).
+//! - `--endpoint` is a base URL: `/v1/chat/completions` is appended, unless the path already ends
+//!   with `/v1` (then `/chat/completions`) or with `/chat/completions` (used as is).
+
+use crate::error::ReplayError;
+use http::uri::{PathAndQuery, Scheme, Uri};
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+use tokentap_dataset::Dataset;
+
+/// The two official models' settings (SPEC §3, §5, §6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preset {
+    /// Kimi K2.6 / K3: temperature 1.0, top_p 1.0, 8192 tokens; timeout 86,400 s.
+    Kimi,
+    /// Qwen3.6-35B-A3B: temperature 1.0, top_k 20, top_p 0.95, repetition_penalty 1.0,
+    /// presence_penalty 1.5, 8192 tokens, `chat_template_kwargs: {"preserve_thinking": true}`;
+    /// timeout 14,400 s.
+    Qwen,
+}
+
+/// Official validity gates of one model (SPEC §6).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Gates {
+    pub model: &'static str,
+    /// Minimum inline accuracy, as a fraction (0.5832 = 58.32 %).
+    pub min_accuracy: f64,
+    /// Inclusive range of the mean output tokens per turn.
+    pub output_tokens_min: f64,
+    pub output_tokens_max: f64,
+}
+
+impl Preset {
+    /// The official sampling settings.
+    pub fn sampling(self) -> Sampling {
+        match self {
+            Preset::Kimi => Sampling {
+                temperature: Some(1.0),
+                top_p: Some(1.0),
+                max_completion_tokens: Some(8192),
+                ..Sampling::default()
+            },
+            Preset::Qwen => Sampling {
+                temperature: Some(1.0),
+                top_k: Some(20),
+                top_p: Some(0.95),
+                repetition_penalty: Some(1.0),
+                presence_penalty: Some(1.5),
+                max_completion_tokens: Some(8192),
+                chat_template_kwargs: Some(serde_json::json!({"preserve_thinking": true})),
+                ..Sampling::default()
+            },
+        }
+    }
+
+    /// The official turn timeout.
+    pub fn turn_timeout(self) -> Duration {
+        match self {
+            Preset::Kimi => Duration::from_secs(86_400),
+            Preset::Qwen => Duration::from_secs(14_400),
+        }
+    }
+
+    pub fn gates(self) -> Gates {
+        match self {
+            Preset::Kimi => Gates {
+                model: "Kimi K2.6/K3",
+                min_accuracy: 0.5832,
+                output_tokens_min: 390.0,
+                output_tokens_max: 475.0,
+            },
+            Preset::Qwen => Gates {
+                model: "Qwen3.6-35B-A3B",
+                min_accuracy: 0.5586,
+                output_tokens_min: 355.0,
+                output_tokens_max: 434.0,
+            },
+        }
+    }
+}
+
+/// Run-level sampling settings; `None` fields are omitted from the body. Per-row overrides of
+/// the dataset replace these for that row's request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Sampling {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_completion_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repetition_penalty: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chat_template_kwargs: Option<Value>,
+}
+
+/// A credential: never printed, never serialized, never recorded.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+
+    /// The secret itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"<redacted>\"")
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("<redacted>")
+    }
+}
+
+impl FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(s.to_string()))
+    }
+}
+
+/// `--shard I/N`: this process runs the trajectories whose FIFO number k has `k mod N == I`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Shard {
+    pub index: u64,
+    pub count: u64,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Shard { index: 0, count: 1 }
+    }
+}
+
+impl FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (i, n) = s
+            .split_once('/')
+            .ok_or_else(|| format!("expected I/N like 0/4, found {s:?}"))?;
+        let index: u64 = i
+            .trim()
+            .parse()
+            .map_err(|_| format!("expected an integer shard index, found {i:?}"))?;
+        let count: u64 = n
+            .trim()
+            .parse()
+            .map_err(|_| format!("expected an integer shard count, found {n:?}"))?;
+        if count == 0 || index >= count {
+            return Err(format!("expected 0 <= I < N, found {index}/{count}"));
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+/// Parses `250ms`, `30s`, `10m`, `2h`, or a plain number of seconds (`1.5`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a duration like 30s, 10m, 250ms or 1.5, found {s:?}"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("expected a duration >= 0, found {s:?}"));
+    }
+    Ok(Duration::from_secs_f64(v * scale))
+}
+
+fn parse_json(s: &str) -> Result<Value, String> {
+    serde_json::from_str(s).map_err(|e| format!("expected JSON: {e}"))
+}
+
+fn secs<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+fn opt_secs<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}
+
+/// `tokentap replay` options.
+#[derive(clap::Args, Clone, Debug, Serialize)]
+pub struct Opts {
+    /// Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000 (requests go to
+    /// /v1/chat/completions under it). http:// only for now.
+    #[arg(long)]
+    pub endpoint: String,
+    /// MLPerf agentic dataset (JSONL, one row per message).
+    #[arg(long)]
+    pub dataset: PathBuf,
+    /// Target concurrency: number of active conversations (closed loop).
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: usize,
+    /// Trajectories to issue (official: a multiple of the dataset size). Default: one pass.
+    #[arg(long)]
+    pub trajectories: Option<u64>,
+    /// Salt the system prompt per pass and per conversation (SPEC §4; official runs salt).
+    #[arg(long)]
+    pub salt: bool,
+    /// Sleep each row's `delay_seconds` before issuing it (excluded from latency).
+    #[arg(long)]
+    pub delays: bool,
+    /// Multiplier applied to `delay_seconds` when --delays is on.
+    #[arg(long, default_value_t = 1.0)]
+    pub delay_scale: f64,
+    /// Prefix a space to the first text of every replayed assistant message (generated-token
+    /// cache clearing, SPEC §4). Changes the bodies: off in byte-compatible mode.
+    #[arg(long)]
+    pub clear_generated: bool,
+    /// Ask for a final usage chunk (`stream_options.include_usage`): exact token counts, but the
+    /// body is no longer byte-compatible with the MLPerf client.
+    #[arg(long)]
+    pub include_usage: bool,
+    /// Model name sent in every request (a row's own `model` overrides it).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Run-level `max_completion_tokens` (a row's `max_new_tokens` / `max_completion_tokens`
+    /// overrides it).
+    #[arg(long)]
+    pub max_tokens: Option<u64>,
+    /// Official sampling settings, timeout and validity gates of one model.
+    #[arg(long, value_enum)]
+    pub preset: Option<Preset>,
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    #[arg(long)]
+    pub top_p: Option<f64>,
+    #[arg(long, allow_negative_numbers = true)]
+    pub top_k: Option<i64>,
+    #[arg(long)]
+    pub presence_penalty: Option<f64>,
+    #[arg(long)]
+    pub repetition_penalty: Option<f64>,
+    #[arg(long)]
+    pub frequency_penalty: Option<f64>,
+    #[arg(long, allow_negative_numbers = true)]
+    pub seed: Option<i64>,
+    /// JSON object sent as `chat_template_kwargs`.
+    #[arg(long, value_parser = parse_json)]
+    pub chat_template_kwargs: Option<Value>,
+    /// Header(s) carrying the logical conversation id; repeatable. Giving any replaces the
+    /// default X-Session-ID.
+    #[arg(long = "routing-header", value_name = "NAME", default_values_t = [String::from("X-Session-ID")])]
+    pub routing_headers: Vec<String>,
+    /// Sent as `Authorization: Bearer KEY`; never logged or recorded.
+    #[arg(long, env = "TOKENTAP_API_KEY", hide_env_values = true)]
+    pub api_key: Option<Secret>,
+    /// Per-turn timeout (e.g. 600s, 4h). Default: the preset's official value, else 86400s.
+    #[arg(long, value_parser = parse_duration)]
+    #[serde(serialize_with = "opt_secs")]
+    pub turn_timeout: Option<Duration>,
+    /// Stop issuing when the first slot finds no trajectory left (tuning runs; official: off).
+    #[arg(long)]
+    pub stop_issuing_on_first_user_complete: bool,
+    /// Stop issuing after this long, then drain in-flight turns.
+    #[arg(long, value_parser = parse_duration)]
+    #[serde(serialize_with = "opt_secs")]
+    pub max_duration: Option<Duration>,
+    /// Directory for records.jsonl, summary.json and config.json (created if missing).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Run only trajectories k with k mod N == I (N machines together issue the single-machine
+    /// set).
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
+    /// No live progress line.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl Opts {
+    /// Parses options from an argument list (without a program name), as `tokentap replay`
+    /// would. For tests and embedding.
+    pub fn try_parse_from_args<I, T>(args: I) -> Result<Opts, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            opts: Opts,
+        }
+        let argv = std::iter::once(std::ffi::OsString::from("replay"))
+            .chain(args.into_iter().map(Into::into));
+        Wrap::try_parse_from(argv).map(|w| w.opts)
+    }
+}
+
+/// Where requests go.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Endpoint {
+    /// As given by the operator.
+    pub base: String,
+    /// The full request URL.
+    pub url: String,
+    /// `host[:port]`, sent as `Host`.
+    pub authority: String,
+    pub host: String,
+    pub port: u16,
+    /// Origin-form request target, e.g. `/v1/chat/completions`.
+    pub path: String,
+}
+
+impl Endpoint {
+    /// Resolves a base URL. Only `http://` is supported now; https is a separate connector
+    /// (the seam is `client::Conn::connect`).
+    pub fn parse(base: &str) -> Result<Endpoint, ReplayError> {
+        let bad = |why: String| ReplayError::Config(format!("--endpoint {base:?}: {why}"));
+        let uri: Uri = base
+            .parse()
+            .map_err(|e| bad(format!("expected a URL like http://127.0.0.1:8000 ({e})")))?;
+        match uri.scheme() {
+            Some(s) if *s == Scheme::HTTP => {}
+            Some(s) if *s == Scheme::HTTPS => return Err(bad(
+                "https is not supported yet: put a TLS-terminating proxy in front or use http://"
+                    .into(),
+            )),
+            _ => return Err(bad("expected an http:// URL".into())),
+        }
+        let authority = uri
+            .authority()
+            .ok_or_else(|| bad("expected a host".into()))?;
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let port = authority.port_u16().unwrap_or(80);
+        let base_path = uri.path().trim_end_matches('/');
+        let path = if base_path.ends_with("/chat/completions") {
+            base_path.to_string()
+        } else if base_path.ends_with("/v1") {
+            format!("{base_path}/chat/completions")
+        } else {
+            format!("{base_path}/v1/chat/completions")
+        };
+        PathAndQuery::from_str(&path).map_err(|e| bad(format!("bad path {path:?}: {e}")))?;
+        Ok(Endpoint {
+            base: base.to_string(),
+            url: format!("http://{authority}{path}"),
+            authority: authority.as_str().to_string(),
+            host: host.to_string(),
+            port,
+            path,
+        })
+    }
+}
+
+/// What identifies the dataset a run used.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DatasetInfo {
+    pub path: PathBuf,
+    /// `blake2b-256:<hex>` of the file bytes, when the file was read by the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    pub conversations: usize,
+    pub client_turns: usize,
+}
+
+/// The fully resolved run configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplayConfig {
+    pub endpoint: Endpoint,
+    /// Run-level model name; rows may override it.
+    pub model: Option<String>,
+    pub preset: Option<Preset>,
+    pub sampling: Sampling,
+    pub concurrency: usize,
+    /// Trajectory budget (all shards together); `None` = one pass over the dataset.
+    pub trajectories: Option<u64>,
+    pub salt: bool,
+    pub delays: bool,
+    pub delay_scale: f64,
+    pub clear_generated: bool,
+    pub include_usage: bool,
+    pub routing_headers: Vec<String>,
+    /// Never serialized: [`Secret`] prints as `<redacted>`.
+    #[serde(skip)]
+    pub api_key: Option<Secret>,
+    /// True when an API key was given (the key itself is never recorded).
+    pub api_key_set: bool,
+    #[serde(serialize_with = "secs", rename = "turn_timeout_s")]
+    pub turn_timeout: Duration,
+    pub stop_issuing_on_first_user_complete: bool,
+    #[serde(serialize_with = "opt_secs", rename = "max_duration_s")]
+    pub max_duration: Option<Duration>,
+    pub out: Option<PathBuf>,
+    pub shard: Shard,
+    /// Set by [`ReplayConfig::bind_dataset`] / `run`.
+    pub dataset: Option<DatasetInfo>,
+    /// The body is what the MLPerf client would send (no usage request, no cache clearing).
+    pub byte_compatible: bool,
+}
+
+impl ReplayConfig {
+    /// A config with the defaults of `tokentap replay --endpoint URL --dataset -`.
+    pub fn new(endpoint: &str) -> Result<ReplayConfig, ReplayError> {
+        Ok(ReplayConfig {
+            endpoint: Endpoint::parse(endpoint)?,
+            model: None,
+            preset: None,
+            sampling: Sampling::default(),
+            concurrency: 1,
+            trajectories: None,
+            salt: false,
+            delays: false,
+            delay_scale: 1.0,
+            clear_generated: false,
+            include_usage: false,
+            routing_headers: vec!["X-Session-ID".into()],
+            api_key: None,
+            api_key_set: false,
+            turn_timeout: Duration::from_secs(86_400),
+            stop_issuing_on_first_user_complete: false,
+            max_duration: None,
+            out: None,
+            shard: Shard::default(),
+            dataset: None,
+            byte_compatible: true,
+        })
+    }
+
+    /// Combines the options: preset first, explicit flags over it.
+    pub fn from_opts(opts: &Opts) -> Result<ReplayConfig, ReplayError> {
+        let mut c = ReplayConfig::new(&opts.endpoint)?;
+        let mut s = opts.preset.map(Preset::sampling).unwrap_or_default();
+        let set_f = |slot: &mut Option<f64>, v: Option<f64>| {
+            if v.is_some() {
+                *slot = v;
+            }
+        };
+        set_f(&mut s.temperature, opts.temperature);
+        set_f(&mut s.top_p, opts.top_p);
+        set_f(&mut s.presence_penalty, opts.presence_penalty);
+        set_f(&mut s.repetition_penalty, opts.repetition_penalty);
+        set_f(&mut s.frequency_penalty, opts.frequency_penalty);
+        if opts.top_k.is_some() {
+            s.top_k = opts.top_k;
+        }
+        if opts.seed.is_some() {
+            s.seed = opts.seed;
+        }
+        if opts.max_tokens.is_some() {
+            s.max_completion_tokens = opts.max_tokens;
+        }
+        if opts.chat_template_kwargs.is_some() {
+            s.chat_template_kwargs = opts.chat_template_kwargs.clone();
+        }
+        c.sampling = s;
+        c.model = opts.model.clone();
+        c.preset = opts.preset;
+        c.concurrency = opts.concurrency;
+        c.trajectories = opts.trajectories;
+        c.salt = opts.salt;
+        c.delays = opts.delays;
+        c.delay_scale = opts.delay_scale;
+        c.clear_generated = opts.clear_generated;
+        c.include_usage = opts.include_usage;
+        c.routing_headers = opts.routing_headers.clone();
+        c.api_key = opts.api_key.clone();
+        c.turn_timeout = opts
+            .turn_timeout
+            .or(opts.preset.map(Preset::turn_timeout))
+            .unwrap_or(Duration::from_secs(86_400));
+        c.stop_issuing_on_first_user_complete = opts.stop_issuing_on_first_user_complete;
+        c.max_duration = opts.max_duration;
+        c.out = opts.out.clone();
+        c.shard = opts.shard.unwrap_or_default();
+        c.check()?;
+        Ok(c)
+    }
+
+    /// Checks what does not need the dataset.
+    pub fn check(&mut self) -> Result<(), ReplayError> {
+        let bad = |m: String| Err(ReplayError::Config(m));
+        if self.concurrency == 0 {
+            return bad("--concurrency must be at least 1".into());
+        }
+        if !(self.delay_scale.is_finite() && self.delay_scale >= 0.0) {
+            return bad(format!(
+                "--delay-scale must be a number >= 0, found {}",
+                self.delay_scale
+            ));
+        }
+        if self.routing_headers.is_empty() {
+            return bad("at least one --routing-header is needed".into());
+        }
+        for h in &self.routing_headers {
+            if http::header::HeaderName::from_bytes(h.as_bytes()).is_err() {
+                return bad(format!("--routing-header {h:?} is not a valid header name"));
+            }
+        }
+        if let Some(k) = &self.api_key {
+            if http::HeaderValue::from_str(&format!("Bearer {}", k.expose())).is_err() {
+                return bad("--api-key contains characters not allowed in a header".into());
+            }
+        }
+        if let Some(m) = &self.model {
+            if m.is_empty() {
+                return bad("--model must not be empty".into());
+            }
+        }
+        if let Some(kw) = &self.sampling.chat_template_kwargs {
+            if !kw.is_object() {
+                return bad(format!(
+                    "--chat-template-kwargs must be a JSON object, found {kw}"
+                ));
+            }
+        }
+        if self.shard.count == 0 || self.shard.index >= self.shard.count {
+            return bad(format!(
+                "--shard must be I/N with 0 <= I < N, found {}/{}",
+                self.shard.index, self.shard.count
+            ));
+        }
+        if self.trajectories == Some(0) {
+            return bad("--trajectories must be at least 1".into());
+        }
+        self.api_key_set = self.api_key.is_some();
+        self.byte_compatible = !self.include_usage && !self.clear_generated;
+        Ok(())
+    }
+
+    /// Checks the config against the dataset (model names, salting needs a system prompt on
+    /// every conversation the run will issue) and records the dataset's identity.
+    pub fn bind_dataset(&mut self, ds: &Dataset, hash: Option<String>) -> Result<(), ReplayError> {
+        self.check()?;
+        let n = ds.conversations.len() as u64;
+        let budget = self.budget(ds);
+        // Conversations reached by the budget: k mod N for k < budget.
+        let used = budget.min(n) as usize;
+        if self.model.is_none() {
+            let missing = ds.conversations[..used].iter().find_map(|c| {
+                c.rows
+                    .iter()
+                    .find(|r| r.role.is_client() && !r.overrides.contains_key("model"))
+                    .map(|r| (c.id.clone(), r.line))
+            });
+            if let Some((conv, line)) = missing {
+                return Err(ReplayError::Config(format!(
+                    "no model name: pass --model NAME (the name the server serves); {}:{line}: conversation {conv:?} has a client row without its own \"model\"",
+                    ds.path.display()
+                )));
+            }
+        }
+        if self.salt {
+            for c in &ds.conversations[..used] {
+                if c.system().is_none() {
+                    let line = c.rows.first().map(|r| r.line).unwrap_or(0);
+                    return Err(ReplayError::NoSystemPrompt {
+                        path: ds.path.clone(),
+                        line,
+                        conversation: c.id.clone(),
+                    });
+                }
+            }
+        }
+        self.dataset = Some(DatasetInfo {
+            path: ds.path.clone(),
+            hash,
+            conversations: ds.conversations.len(),
+            client_turns: ds.client_turns(),
+        });
+        Ok(())
+    }
+
+    /// Trajectories the whole run issues (all shards): `--trajectories`, else one pass.
+    pub fn budget(&self, ds: &Dataset) -> u64 {
+        self.trajectories.unwrap_or(ds.conversations.len() as u64)
+    }
+
+    /// Rows with a role that become requests; used for sizing.
+    pub(crate) fn max_tokens_hint(&self) -> usize {
+        self.sampling
+            .max_completion_tokens
+            .map(|m| m.min(1024) as usize)
+            .unwrap_or(512)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(args: &[&str]) -> Opts {
+        let mut v = vec!["--endpoint", "http://127.0.0.1:9", "--dataset", "x.jsonl"];
+        v.extend_from_slice(args);
+        Opts::try_parse_from_args(v).unwrap()
+    }
+
+    #[test]
+    fn qwen_preset_with_override() {
+        let c = ReplayConfig::from_opts(&opts(&["--preset", "qwen", "--top-k", "40"])).unwrap();
+        assert_eq!(c.sampling.top_k, Some(40));
+        assert_eq!(c.sampling.top_p, Some(0.95));
+        assert_eq!(c.sampling.presence_penalty, Some(1.5));
+        assert_eq!(c.sampling.max_completion_tokens, Some(8192));
+        assert_eq!(
+            c.sampling.chat_template_kwargs,
+            Some(serde_json::json!({"preserve_thinking": true}))
+        );
+        assert_eq!(c.turn_timeout, Duration::from_secs(14_400));
+    }
+
+    #[test]
+    fn no_preset_sends_only_what_is_given() {
+        let c = ReplayConfig::from_opts(&opts(&["--max-tokens", "7"])).unwrap();
+        assert_eq!(
+            c.sampling,
+            Sampling {
+                max_completion_tokens: Some(7),
+                ..Sampling::default()
+            }
+        );
+        assert_eq!(c.routing_headers, ["X-Session-ID"]);
+    }
+
+    #[test]
+    fn routing_headers_replace_default() {
+        let o = opts(&[
+            "--routing-header",
+            "X-Session-ID",
+            "--routing-header",
+            "X-SMG-Routing-Key",
+        ]);
+        assert_eq!(o.routing_headers, ["X-Session-ID", "X-SMG-Routing-Key"]);
+    }
+
+    #[test]
+    fn api_key_is_never_serialized() {
+        let o = opts(&["--api-key", "sk-supersecret"]);
+        let c = ReplayConfig::from_opts(&o).unwrap();
+        let a = serde_json::to_string(&o).unwrap();
+        let b = serde_json::to_string(&c).unwrap();
+        let d = format!("{o:?}{c:?}");
+        for s in [a, b, d] {
+            assert!(!s.contains("supersecret"), "{s}");
+        }
+        assert!(c.api_key_set);
+    }
+
+    #[test]
+    fn endpoint_forms() {
+        let e = Endpoint::parse("http://127.0.0.1:8000").unwrap();
+        assert_eq!(e.path, "/v1/chat/completions");
+        assert_eq!(e.authority, "127.0.0.1:8000");
+        assert_eq!(
+            Endpoint::parse("http://h/v1/").unwrap().path,
+            "/v1/chat/completions"
+        );
+        assert_eq!(
+            Endpoint::parse("http://h:1/x/v1/chat/completions")
+                .unwrap()
+                .path,
+            "/x/v1/chat/completions"
+        );
+        assert_eq!(Endpoint::parse("http://h").unwrap().port, 80);
+        assert!(Endpoint::parse("https://h").is_err());
+        assert!(Endpoint::parse("h:80").is_err());
+    }
+
+    #[test]
+    fn durations_and_shards() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("-1s").is_err());
+        assert_eq!(
+            "1/4".parse::<Shard>().unwrap(),
+            Shard { index: 1, count: 4 }
+        );
+        assert!("4/4".parse::<Shard>().is_err());
+    }
+}

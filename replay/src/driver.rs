@@ -1,0 +1,396 @@
+//! The closed loop of SPEC §5: slots, the trajectory FIFO, delays, timeouts, the performance
+//! window, and stopping.
+//!
+//! ```text
+//!            next: AtomicU64 (FIFO claim counter)
+//!                 │ claim k = j·shards + shard
+//!   slot 0 ─┐     ▼
+//!   slot 1 ─┼─► trajectory k: conversation k mod N, pass k div N + 1
+//!   ...     │     for each client turn: [delay] → build body → exchange → record ──► collector
+//!   slot C ─┘     (a failed/timed-out turn aborts the rest of the trajectory)
+//! ```
+//!
+//! Each slot is one task with its own connection; it holds at most one request in flight, and
+//! takes the next trajectory the moment its current one ends. Claims are a single atomic
+//! increment, so the k-th trajectory started is the k-th claim, exactly the FIFO numbering of
+//! SPEC §5; with `--shard I/N` a process claims only k ≡ I (mod N), so N processes together
+//! issue exactly the single-process set.
+//!
+//! Performance window: open from the run's start. The first time a slot that has just finished a
+//! trajectory finds nothing left to claim, the window closes (and, with
+//! `--stop-issuing-on-first-user-complete`, issuing stops). A turn is in the window when it is
+//! issued while the window is open. `--max-duration` and shutdown also stop issuing.
+//!
+//! Stopping: "stop issuing" (a token) ends delays early and turns every turn not yet sent into an
+//! `aborted` record; "cancel" (shutdown only) also drops the in-flight request, whose record is
+//! `cancelled` with whatever had arrived.
+
+use crate::accuracy;
+use crate::body::{BodyBuilder, RequestSettings};
+use crate::client::{self, Conn, Exchange, Scratch, Target};
+use crate::collector::{Msg, ReplayRecord};
+use crate::config::ReplayConfig;
+use crate::progress::Counters;
+use http::HeaderValue;
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokentap_core::clock::{self, Anchor, MonoNs};
+use tokentap_core::record::{ErrorSource, Origin, Status, TurnError, TurnRecord};
+use tokentap_dataset::{Conversation, Dataset};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+/// Why issuing stopped before the budget ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// `--stop-issuing-on-first-user-complete` fired.
+    FirstUserComplete,
+    /// `--max-duration` elapsed.
+    MaxDuration,
+    /// The shutdown future resolved (Ctrl-C).
+    Shutdown,
+}
+
+/// State shared by the slots of one run.
+pub(crate) struct Run {
+    pub cfg: ReplayConfig,
+    pub settings: RequestSettings,
+    pub dataset: Arc<Dataset>,
+    pub target: Target,
+    /// Trajectories this process (shard) issues.
+    pub budget_local: u64,
+    next: AtomicU64,
+    window_open: AtomicBool,
+    /// Monotonic ns at which the window closed (0 = still open).
+    window_closed: AtomicU64,
+    pub stop_issuing: CancellationToken,
+    pub cancel: CancellationToken,
+    pub stop_reason: OnceLock<StopReason>,
+    pub tx: UnboundedSender<Msg>,
+    pub counters: Arc<Counters>,
+    expected_chunks: usize,
+}
+
+impl Run {
+    pub fn new(
+        cfg: ReplayConfig,
+        dataset: Arc<Dataset>,
+        target: Target,
+        tx: UnboundedSender<Msg>,
+        counters: Arc<Counters>,
+    ) -> Run {
+        let budget = cfg.budget(&dataset);
+        let (i, n) = (cfg.shard.index, cfg.shard.count);
+        let budget_local = if budget > i {
+            (budget - i).div_ceil(n)
+        } else {
+            0
+        };
+        Run {
+            settings: RequestSettings::from(&cfg),
+            expected_chunks: cfg.max_tokens_hint(),
+            cfg,
+            dataset,
+            target,
+            budget_local,
+            next: AtomicU64::new(0),
+            window_open: AtomicBool::new(true),
+            window_closed: AtomicU64::new(0),
+            stop_issuing: CancellationToken::new(),
+            cancel: CancellationToken::new(),
+            stop_reason: OnceLock::new(),
+            tx,
+            counters,
+        }
+    }
+
+    /// Stops issuing (the first reason given is kept) and closes the window.
+    pub fn stop(&self, why: StopReason) {
+        let _ = self.stop_reason.set(why);
+        self.close_window();
+        self.stop_issuing.cancel();
+    }
+
+    fn close_window(&self) {
+        if self.window_open.swap(false, Relaxed) {
+            self.window_closed.store(clock::now(), Relaxed);
+        }
+    }
+
+    /// When the window closed, if it did.
+    pub fn window_closed_at(&self) -> Option<MonoNs> {
+        match self.window_closed.load(Relaxed) {
+            0 => None,
+            t => Some(t),
+        }
+    }
+
+    /// Local claim → global FIFO number.
+    fn claim(&self) -> Option<u64> {
+        let j = self.next.fetch_add(1, Relaxed);
+        (j < self.budget_local).then(|| j * self.cfg.shard.count + self.cfg.shard.index)
+    }
+}
+
+/// One slot: takes trajectories from the FIFO until none is left or issuing stops.
+pub(crate) async fn slot(run: Arc<Run>, slot: u32) {
+    let mut conn = Conn::default();
+    let mut scratch = Scratch::default();
+    let mut finished_one = false;
+    loop {
+        if run.stop_issuing.is_cancelled() {
+            break;
+        }
+        let Some(k) = run.claim() else {
+            if finished_one {
+                // "The first user has completed its last trajectory" (SPEC §5).
+                run.close_window();
+                if run.cfg.stop_issuing_on_first_user_complete {
+                    run.stop(StopReason::FirstUserComplete);
+                }
+            }
+            break;
+        };
+        if run.stop_issuing.is_cancelled() {
+            break;
+        }
+        trajectory(&run, slot, k, &mut conn, &mut scratch).await;
+        finished_one = true;
+    }
+}
+
+/// Identity of one trajectory, copied into each of its records.
+struct Traj<'a> {
+    conv: &'a Conversation,
+    k: u64,
+    pass: u32,
+    slot: u32,
+    logical: String,
+}
+
+impl Traj<'_> {
+    fn record(&self, ti: usize, row: usize, anchor: Anchor) -> TurnRecord {
+        let mut r = TurnRecord::new(Origin::Replay, anchor);
+        r.conversation_id = Some(self.logical.clone());
+        r.source_conversation_id = Some(self.conv.id.clone());
+        r.pass = Some(self.pass);
+        r.turn_index = ti as u32;
+        r.dataset_turn = Some(self.conv.rows[row].turn);
+        r.trajectory = Some(self.k);
+        r.slot = Some(self.slot);
+        r.stream = Some(true);
+        r
+    }
+}
+
+async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut Scratch) {
+    let ds = &run.dataset;
+    let n = ds.conversations.len() as u64;
+    let conv = &ds.conversations[(k % n) as usize];
+    let pass = (k / n + 1) as u32;
+    let t = Traj {
+        conv,
+        k,
+        pass,
+        slot,
+        logical: if pass == 1 {
+            conv.id.clone()
+        } else {
+            format!("{}__repeat_{pass}", conv.id)
+        },
+    };
+    let turns: Vec<usize> = conv.client_turns().collect();
+    run.counters.trajectory_started();
+    let aborted_from = |from: usize, error: TurnError| {
+        for (ti, &row) in turns.iter().enumerate().skip(from) {
+            let mut r = t.record(ti, row, Anchor::now());
+            r.status = Status::Aborted;
+            r.error = Some(error.clone());
+            send(run, r, None);
+        }
+    };
+    // Conversation ids are printable ASCII (checked when the dataset loads), so this cannot fail
+    // for a loaded dataset; a failure is still recorded rather than trusted away.
+    let session = match HeaderValue::from_str(&t.logical) {
+        Ok(v) => v,
+        Err(e) => {
+            aborted_from(0, client::internal("session_header", format!("{e}")));
+            run.counters.trajectory_done();
+            return;
+        }
+    };
+    let mut builder = match BodyBuilder::new(conv, &run.settings, pass) {
+        Ok(b) => b,
+        Err(e) => {
+            aborted_from(0, client::internal("build", e.to_string()));
+            run.counters.trajectory_done();
+            return;
+        }
+    };
+    for (ti, &row) in turns.iter().enumerate() {
+        let r = &conv.rows[row];
+        if run.cfg.delays {
+            let d = r.delay_seconds.unwrap_or(0.0) * run.cfg.delay_scale;
+            if d > 0.0 {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs_f64(d)) => {}
+                    _ = run.stop_issuing.cancelled() => {}
+                }
+            }
+        }
+        if run.stop_issuing.is_cancelled() {
+            aborted_from(ti, stopped(run));
+            break;
+        }
+        let scheduled = clock::now();
+        let body = match builder.body(row) {
+            Ok(b) => b,
+            Err(e) => {
+                aborted_from(ti, client::internal("build", e.to_string()));
+                break;
+            }
+        };
+        let (request_bytes, messages) = (body.len(), body.messages());
+        let model = r
+            .overrides
+            .get("model")
+            .and_then(|m| m.as_str())
+            .map(str::to_string)
+            .or_else(|| run.settings.model.clone());
+        let req = run.target.request(&session, body);
+        scratch.generated.clear();
+        let in_window = run.window_open.load(Relaxed);
+        let mut tl = None;
+        let deadline = tokio::time::Instant::now() + run.cfg.turn_timeout;
+        let ended = {
+            let fut = client::exchange(
+                conn,
+                &run.target,
+                req,
+                &mut tl,
+                run.expected_chunks,
+                scratch,
+                true,
+            );
+            tokio::select! {
+                biased;
+                _ = run.cancel.cancelled() => Ended::Cancelled,
+                r = tokio::time::timeout_at(deadline, fut) => match r {
+                    Ok(x) => Ended::Done(x),
+                    Err(_) => Ended::TimedOut,
+                },
+            }
+        };
+        let start = tl.as_ref().map(|t| t.start());
+        let measured = tl.map(|t| t.finish(None)).unwrap_or_default();
+        let now = Anchor::now();
+        let anchor = match start {
+            Some(s) => Anchor {
+                mono_ns: s,
+                wall_ns: now.wall_of(s),
+            },
+            None => now,
+        };
+        let mut rec = t.record(ti, row, anchor);
+        rec.scheduled_mono_ns = Some(scheduled);
+        rec.route = Some(run.target.path.path().to_string());
+        rec.model = model;
+        rec.messages = Some(messages);
+        rec.request_bytes = Some(request_bytes);
+        rec.in_window = Some(in_window);
+        rec.measured = measured;
+        match ended {
+            Ended::Done(Exchange::Ok { http_status }) => {
+                rec.http_status = Some(http_status);
+                if rec.measured.error_events > 0 {
+                    rec.status = Status::Failed;
+                    rec.error = Some(client::upstream(
+                        "stream_error",
+                        format!(
+                            "{} error object(s) inside the stream",
+                            rec.measured.error_events
+                        ),
+                    ));
+                }
+            }
+            Ended::Done(Exchange::Failed { http_status, error }) => {
+                rec.http_status = http_status;
+                rec.status = Status::Failed;
+                rec.error = Some(error);
+            }
+            Ended::TimedOut => {
+                conn.reset();
+                rec.status = Status::TimedOut;
+                rec.error = Some(TurnError {
+                    source: ErrorSource::Internal,
+                    kind: "timeout".into(),
+                    message: format!(
+                        "turn timeout of {:?} elapsed; request cancelled",
+                        run.cfg.turn_timeout
+                    ),
+                });
+            }
+            Ended::Cancelled => {
+                conn.reset();
+                rec.status = Status::Cancelled;
+                rec.error = Some(TurnError {
+                    source: ErrorSource::Internal,
+                    kind: "cancelled".into(),
+                    message: "the run was stopped while the turn was in flight".into(),
+                });
+            }
+        }
+        let ok = rec.status == Status::Ok;
+        let score = ok
+            .then(|| accuracy::score(conv, row, &scratch.generated))
+            .flatten();
+        let status = rec.status;
+        send(run, rec, score);
+        if !ok {
+            aborted_from(
+                ti + 1,
+                TurnError {
+                    source: ErrorSource::Internal,
+                    kind: "previous_turn_failed".into(),
+                    message: format!(
+                        "turn {ti} of this trajectory ended {}; the rest is not sent",
+                        status.as_str()
+                    ),
+                },
+            );
+            break;
+        }
+    }
+    run.counters.trajectory_done();
+}
+
+enum Ended {
+    Done(Exchange),
+    TimedOut,
+    Cancelled,
+}
+
+fn stopped(run: &Run) -> TurnError {
+    let why = match run.stop_reason.get() {
+        Some(StopReason::FirstUserComplete) => "stop_issuing_on_first_user_complete",
+        Some(StopReason::MaxDuration) => "max_duration",
+        Some(StopReason::Shutdown) | None => "shutdown",
+    };
+    TurnError {
+        source: ErrorSource::Internal,
+        kind: "stopped".into(),
+        message: format!("issuing stopped ({why}) before this turn was sent"),
+    }
+}
+
+fn send(run: &Run, record: TurnRecord, accuracy: Option<f64>) {
+    run.counters.turn_recorded(record.status);
+    // The collector outlives every slot (the run waits for the slots before closing it), so a
+    // send can only fail after a collector crash, which the run reports on its own.
+    let _ = run
+        .tx
+        .send(Msg::Record(Box::new(ReplayRecord { record, accuracy })));
+}

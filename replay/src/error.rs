@@ -1,0 +1,38 @@
+//! Errors that stop a run before or while it starts. Per-turn problems are not errors of the
+//! run: they become records (`failed`, `timed_out`, ...), see [`crate::client`].
+
+use std::path::PathBuf;
+use tokentap_dataset::DatasetErrors;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// Options that cannot work together, or a bad value.
+    #[error("{0}")]
+    Config(String),
+    /// The dataset did not load (every problem, each with its line).
+    #[error("dataset:\n{0}")]
+    Dataset(#[from] DatasetErrors),
+    /// SPEC §4: with salting on, a conversation without a system prompt is a hard error.
+    #[error("{}:{line}: conversation {conversation:?} has no system prompt, and --salt needs one (SPEC §4: the salt is written around the system prompt)", path.display())]
+    NoSystemPrompt {
+        path: PathBuf,
+        line: usize,
+        conversation: String,
+    },
+    #[error("cannot resolve the endpoint host {host:?}: {source}")]
+    Resolve {
+        host: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A task of the run itself panicked or was lost (a bug).
+    #[error("internal: {0}")]
+    Internal(String),
+}
