@@ -1,1 +1,151 @@
-//! placeholder
+//! # tokentap-sim — the simulated OpenAI-compatible server
+//!
+//! The embedded default server of `tokentap sim` and the backbone of every tokentap test: an
+//! OpenAI-compatible endpoint whose timing, token counts and cache behaviour follow a small,
+//! documented model, that is deterministic for a seed, and that records when it wrote every
+//! chunk so a measurement can be compared with the truth.
+//!
+//! ## Routes
+//! `POST /v1/chat/completions` (streaming SSE and not), `POST /v1/completions` (prompt string,
+//! `text_completion` chunks), `GET /v1/models`, `GET /health`. Unknown path → 404, wrong
+//! method → 405, bad JSON → 400, all with an OpenAI error body. HTTP/1.1 with keep-alive and
+//! h2c, `TCP_NODELAY` on every accepted socket.
+//!
+//! ## Layout
+//! - [`config`]: [`SimConfig`], every knob; a JSON profile is a `SimConfig`.
+//! - [`render`]: the canonical prompt rendering the stand-in tokenizer counts.
+//! - [`cache`]: the prefix KV cache (hash-chained blocks, LRU by tokens).
+//! - `plan`: per request, all decisions — output length, text, mode, fault, cache result.
+//! - `frame`: SSE event and JSON body formatting (pre-formatted heads, no serde per chunk).
+//! - `body`: [`SimBody`](body::SimBodyError)'s `http_body::Body` that walks the plan on an
+//!   absolute schedule and stamps every frame.
+//! - `server`: [`SimServer`], accept loop, routing, shutdown.
+//! - `log`: the in-memory [`RequestLog`] list and the JSONL chunk log.
+//! - `cli`: [`Opts`] and [`run`] for `tokentap sim`.
+//!
+//! ## Data flow
+//! ```text
+//!  request ─► parse (wire::ChatRequest) ─► plan::build ──► render ─► tokenize::count
+//!                                            │             output length/text/mode/fault (seeded)
+//!                                            ▼
+//!                      Engine lock (once): cache lookup+insert, prefill lane ─► first token instant
+//!                                            ▼
+//!                     SimBody::poll_frame: wait until due ─► format chunk ─► stamp clock::now()
+//!                                            ▼ (end or drop)
+//!                      RequestLog ─► SimServer::log() / --chunk-log JSONL; output blocks cached
+//! ```
+//!
+//! ## Tokens
+//! [`tokentap_core::tokenize`]: 4 bytes per token over the rendering of [`render::chat_prompt`]
+//! (documented there). Generated text is exactly 4 bytes per token, so `usage` and the
+//! stand-in tokenizer agree on every chunk.
+//!
+//! ## Timing model
+//! - TTFT = queueing for a prefill lane (only with `prefill_lanes > 0`)
+//!   + `prefill_base_ms` + `prefill_per_token_ms` × uncached prompt tokens, counted from the
+//!   moment the request head arrived.
+//! - A chunk with k tokens after the first is due k × `decode_ms` × (1 + `decode_slowdown` ×
+//!   other requests decoding) after the previous chunk's due time. The first chunk carries k
+//!   tokens at TTFT (the k − 1 extra tokens give no ITL sample, SPEC §7).
+//! - Due times are absolute (`tokio::time::sleep_until`), so lateness never accumulates.
+//!   tokio's timer has 1 ms granularity: chunks are never early, and usually < 1.5 ms late.
+//!
+//! ## Prefix cache
+//! See [`cache`]. After a response finishes, the blocks of prompt + output rendered as the
+//! next request will render the assistant message (`<think>reasoning</think>content…`) are
+//! cached too, so a next turn whose recorded assistant text starts like the generated text hits
+//! them. Generated reasoning starts with [`tokentap_core::text::REASONING_PREAMBLE`], which is
+//! what makes SPEC §4's generated-token cache clearing visible in `cached_tokens`.
+//!
+//! ## Measured
+//! Zero-delay mode, one client over loopback, release build: see `benches/zero_delay.rs` for
+//! the command and the chunks/s figure.
+#![forbid(unsafe_code)]
+
+mod body;
+pub mod cache;
+mod cli;
+pub mod config;
+mod frame;
+mod log;
+mod plan;
+pub mod render;
+mod rng;
+mod server;
+
+pub use body::SimBodyError;
+pub use cli::{run, run_with, Opts, Preset};
+pub use config::{
+    CacheConfig, ConfigError, FaultConfig, ModesConfig, OutputConfig, ReasoningField, SimConfig,
+    TimingConfig,
+};
+pub use server::SimServer;
+
+use bytes::Bytes;
+use tokentap_core::clock::Anchor;
+
+/// What kind of SSE event a chunk was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChunkKind {
+    /// Role-only prelude (`{"role":"assistant","content":""}`): not a token.
+    Prelude,
+    Reasoning,
+    Content,
+    ToolCall,
+    /// Final usage-only chunk (empty `choices`).
+    Usage,
+    /// `data: [DONE]`.
+    Done,
+    /// A deliberately malformed event (fault injection).
+    Malformed,
+    /// The whole body of a non-streaming response (tokens = all output tokens).
+    Body,
+}
+
+/// One chunk the sim wrote, stamped when its frame was handed to hyper for writing.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ChunkLog {
+    /// Raw `CLOCK_MONOTONIC` ns ([`tokentap_core::clock::now`]) when `poll_frame` returned
+    /// this frame to hyper.
+    pub mono_ns: u64,
+    /// Wall clock ns since the epoch of the same instant (the request's `received` anchor
+    /// applied to `mono_ns`, so a wall-clock step mid-request cannot reorder chunks).
+    pub wall_ns: u64,
+    /// Tokens this chunk carried (0 for prelude, usage, done).
+    pub tokens: u32,
+    pub kind: ChunkKind,
+}
+
+/// Everything the sim knows about one request, for tests to compare measurements with the truth.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RequestLog {
+    /// Arrival order, from 0.
+    pub seq: u64,
+    pub method: String,
+    pub path: String,
+    /// Request headers, lower-case names, in arrival order; `authorization` is never kept.
+    pub headers: Vec<(String, String)>,
+    /// The exact request body bytes, when `SimConfig::capture_bodies` is on.
+    #[serde(skip)]
+    pub body: Option<Bytes>,
+    /// Value of the `x-session-id` header.
+    pub session: Option<String>,
+    /// Both clocks when the request head arrived (the service was called).
+    pub received: Anchor,
+    /// Response status sent (0 while the request body is still being read).
+    pub status: u16,
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    /// Output tokens actually written (fewer than planned when the stream was cut).
+    pub output_tokens: u64,
+    /// Every chunk written, in order (streaming responses; one `Body` entry otherwise).
+    pub chunks: Vec<ChunkLog>,
+    /// Fault injected into this request, if any (`error_status`, `stall`, `disconnect`, `malformed`).
+    pub fault: Option<String>,
+    /// The response body ended normally (false if the client went away or a disconnect was injected).
+    pub finished: bool,
+    /// Planned `finish_reason` (`stop`, `length`, `tool_calls`) of a completion response.
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+}

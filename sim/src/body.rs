@@ -1,0 +1,384 @@
+//! The response body: walks a [`Plan`] on an absolute schedule and stamps every frame.
+//!
+//! [`SimBody`] is its own `http_body::Body`. `poll_frame` returns a chunk only when it is due
+//! (a `tokio::time::Sleep` re-armed with `reset`, one allocation per request) and stamps
+//! `clock::now()` at the moment it hands the frame to hyper — the ground truth that measurement
+//! tests compare with. Each SSE event is exactly one frame.
+//!
+//! Schedule (tokio `Instant`s, absolute, so lateness never accumulates as drift):
+//! - prelude: with the first token (or at once with `prelude_early`);
+//! - token chunk 0: `first_token_at` (request start + prefill, after queueing for a lane);
+//! - token chunk i > 0: due(i-1) + tokens(i) × decode_ms × (1 + decode_slowdown × others), where
+//!   `others` is the number of *other* requests decoding when chunk i is scheduled;
+//! - a stall fault adds its pause before one chunk (and so to every later one);
+//! - usage chunk and `[DONE]` right after the last token chunk.
+//!
+//! With zero timing no timer is armed at all and every poll returns a frame.
+//!
+//! The body finalizes its [`RequestLog`] exactly once: when it returns its last frame, or when
+//! hyper drops it (the client went away: `finished: false`), or when it injects a disconnect.
+//! Non-streaming responses walk the same schedule silently and emit the whole JSON once, when
+//! the last token is due.
+
+use crate::frame::{self, ChunkWriter};
+use crate::plan::{FaultKind, Plan, SegKind};
+use crate::server::Shared;
+use crate::{ChunkKind, ChunkLog, RequestLog};
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+use tokio::time::{Instant, Sleep};
+use tokentap_core::clock;
+use tokentap_core::tokenize::BYTES_PER_TOKEN;
+
+/// The error a body returns to make hyper abort the connection.
+#[derive(Debug, thiserror::Error)]
+pub enum SimBodyError {
+    #[error("injected mid-stream disconnect")]
+    InjectedDisconnect,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Prelude,
+    Tokens,
+    /// Usage chunk (streaming) or the whole body (non-streaming).
+    Tail,
+    Done,
+    End,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Due {
+    Now,
+    At(Instant),
+}
+
+pub(crate) struct SimBody {
+    shared: Arc<Shared>,
+    plan: Plan,
+    writer: ChunkWriter,
+    /// `Some` until finalized.
+    log: Option<RequestLog>,
+    /// Whole non-streaming body.
+    full: Option<Bytes>,
+    phase: Phase,
+    /// Cursor: segment index and byte offset inside it.
+    seg: usize,
+    off: usize,
+    /// Tokens left in the current segment.
+    seg_tokens_left: u64,
+    /// Token chunks emitted (or passed silently, non-streaming).
+    chunk_index: u64,
+    tokens_done: u64,
+    fault_pending: bool,
+    /// Due time of the next token chunk, once computed.
+    next_due: Option<Due>,
+    /// Due time of the previous token chunk (timed schedule only).
+    last_due: Option<Instant>,
+    /// When the first token is due; `None` with zero timing.
+    first_token_at: Option<Instant>,
+    decode: Duration,
+    slowdown: f64,
+    sleep: Option<Pin<Box<Sleep>>>,
+    /// Counted in `Shared::active_decodes`.
+    decoding: bool,
+}
+
+impl SimBody {
+    /// `first_token_at` is `None` when the timing model is all zero.
+    pub fn new(
+        shared: Arc<Shared>,
+        plan: Plan,
+        log: RequestLog,
+        first_token_at: Option<Instant>,
+    ) -> Self {
+        let field = shared.config.modes.reasoning_field.as_str();
+        let writer = ChunkWriter::new(&plan, field);
+        let full = (!plan.stream).then(|| {
+            let body = frame::full_body(&plan, field);
+            match plan.fault.map(|f| f.kind) {
+                Some(FaultKind::Malformed) => body.slice(..body.len() / 2),
+                _ => body,
+            }
+        });
+        let timing = &shared.config.timing;
+        let decode = crate::config::ms(timing.decode_ms);
+        let slowdown = timing.decode_slowdown;
+        let seg_tokens_left = plan.output.segments.first().map_or(0, |s| s.tokens);
+        SimBody {
+            writer,
+            full,
+            phase: Phase::Prelude,
+            seg: 0,
+            off: 0,
+            seg_tokens_left,
+            chunk_index: 0,
+            tokens_done: 0,
+            fault_pending: plan.fault.is_some(),
+            next_due: None,
+            last_due: None,
+            first_token_at,
+            decode,
+            slowdown,
+            sleep: None,
+            decoding: false,
+            log: Some(log),
+            plan,
+            shared,
+        }
+    }
+
+    /// Waits for `due`; `Ready` at once when it has passed.
+    fn wait(&mut self, due: Due, cx: &mut Context<'_>) -> Poll<()> {
+        let Due::At(t) = due else {
+            return Poll::Ready(());
+        };
+        if t <= Instant::now() {
+            return Poll::Ready(());
+        }
+        match &mut self.sleep {
+            Some(s) => {
+                if s.deadline() != t {
+                    s.as_mut().reset(t);
+                }
+            }
+            None => self.sleep = Some(Box::pin(tokio::time::sleep_until(t))),
+        }
+        match &mut self.sleep {
+            Some(s) => s.as_mut().poll(cx),
+            None => Poll::Ready(()),
+        }
+    }
+
+    /// Tokens in the next token chunk.
+    fn next_chunk_tokens(&self) -> u64 {
+        self.seg_tokens_left.min(self.plan.tokens_per_chunk as u64)
+    }
+
+    /// Due time of the next token chunk (computed once, then kept).
+    fn token_due(&mut self) -> Due {
+        if let Some(d) = self.next_due {
+            return d;
+        }
+        let base = self.first_token_at.map(|first| match self.last_due {
+            None => first,
+            Some(prev) => {
+                let active = self.shared.active_decodes.load(Ordering::Relaxed);
+                let others = active.saturating_sub(self.decoding as usize) as f64;
+                let per_token = self.decode.mul_f64(1.0 + self.slowdown * others);
+                prev + per_token * self.next_chunk_tokens() as u32
+            }
+        });
+        let stall = match self.plan.fault {
+            Some(f) if self.fault_pending && f.at_chunk == self.chunk_index => match f.kind {
+                FaultKind::Stall(d) => {
+                    self.fault_pending = false;
+                    Some(d)
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let due = match (base, stall) {
+            (Some(b), Some(s)) => Due::At(b + s),
+            (None, Some(s)) => Due::At(Instant::now() + s),
+            (Some(b), None) => Due::At(b),
+            (None, None) => Due::Now,
+        };
+        self.next_due = Some(due);
+        due
+    }
+
+    fn stamp(&mut self, tokens: u32, kind: ChunkKind) {
+        let mono = clock::now();
+        if let Some(log) = &mut self.log {
+            log.chunks.push(ChunkLog {
+                mono_ns: mono,
+                wall_ns: log.received.wall_of(mono),
+                tokens,
+                kind,
+            });
+        }
+    }
+
+    fn emit(&mut self, bytes: Bytes, tokens: u32, kind: ChunkKind) -> PollFrame {
+        self.stamp(tokens, kind);
+        Poll::Ready(Some(Ok(Frame::data(bytes))))
+    }
+
+    /// Usage for a chunk when continuous usage is on.
+    fn running_usage(&self) -> Option<u64> {
+        self.plan.continuous_usage.then_some(self.tokens_done)
+    }
+
+    /// Ends the log once: records the outcome, caches the output blocks of a finished
+    /// response, and hands the entry to the shared log.
+    fn finalize(&mut self, finished: bool) {
+        let Some(mut log) = self.log.take() else {
+            return;
+        };
+        if self.decoding {
+            self.shared.active_decodes.fetch_sub(1, Ordering::Relaxed);
+            self.decoding = false;
+        }
+        log.finished = finished;
+        log.output_tokens = self.tokens_done;
+        if finished && !self.plan.output_keys.is_empty() {
+            self.shared.cache_insert(&self.plan.output_keys);
+        }
+        self.shared.log.finish(log);
+    }
+}
+
+type PollFrame = Poll<Option<Result<Frame<Bytes>, SimBodyError>>>;
+
+impl http_body::Body for SimBody {
+    type Data = Bytes;
+    type Error = SimBodyError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> PollFrame {
+        let this = &mut *self;
+        loop {
+            match this.phase {
+                Phase::Prelude => {
+                    if !(this.plan.stream && this.plan.role_prelude) {
+                        this.phase = Phase::Tokens;
+                        continue;
+                    }
+                    let due = match this.first_token_at {
+                        Some(t) if !this.plan.prelude_early => Due::At(t),
+                        _ => Due::Now,
+                    };
+                    ready!(this.wait(due, cx));
+                    this.phase = Phase::Tokens;
+                    let bytes = this.writer.prelude(this.running_usage());
+                    return this.emit(bytes, 0, ChunkKind::Prelude);
+                }
+                Phase::Tokens => {
+                    if let Some(f) = this.plan.fault {
+                        if this.fault_pending && f.at_chunk == this.chunk_index {
+                            match f.kind {
+                                FaultKind::Disconnect => {
+                                    let due = this.token_due();
+                                    ready!(this.wait(due, cx));
+                                    this.fault_pending = false;
+                                    this.phase = Phase::End;
+                                    this.finalize(false);
+                                    return Poll::Ready(Some(Err(SimBodyError::InjectedDisconnect)));
+                                }
+                                FaultKind::Malformed if this.plan.stream => {
+                                    let due = this.token_due();
+                                    ready!(this.wait(due, cx));
+                                    this.fault_pending = false;
+                                    return this.emit(
+                                        Bytes::from_static(frame::MALFORMED),
+                                        0,
+                                        ChunkKind::Malformed,
+                                    );
+                                }
+                                // Stall: folded into the due time. Malformed non-streaming:
+                                // the body was cut at construction.
+                                _ => {}
+                            }
+                        }
+                    }
+                    let Some(seg) = this.plan.output.segments.get(this.seg).copied() else {
+                        this.phase = Phase::Tail;
+                        continue;
+                    };
+                    let due = this.token_due();
+                    ready!(this.wait(due, cx));
+                    let tokens = this.next_chunk_tokens();
+                    let start = seg.start + this.off;
+                    let end = match seg.kind {
+                        SegKind::ToolHeader => start,
+                        _ => (start + tokens as usize * BYTES_PER_TOKEN).min(seg.end),
+                    };
+                    this.off = end - seg.start;
+                    this.seg_tokens_left -= tokens;
+                    if this.seg_tokens_left == 0 {
+                        this.seg += 1;
+                        this.off = 0;
+                        this.seg_tokens_left =
+                            this.plan.output.segments.get(this.seg).map_or(0, |s| s.tokens);
+                    }
+                    this.chunk_index += 1;
+                    this.tokens_done += tokens;
+                    this.next_due = None;
+                    if let Due::At(t) = due {
+                        this.last_due = Some(t);
+                    }
+                    if !this.decoding {
+                        this.decoding = true;
+                        this.shared.active_decodes.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if !this.plan.stream {
+                        continue;
+                    }
+                    let last = this.seg >= this.plan.output.segments.len();
+                    let finish = last.then_some(this.plan.output.finish);
+                    let usage = this.running_usage();
+                    let o = &this.plan.output;
+                    let tool_id = o.tool_id.as_deref().unwrap_or("");
+                    let bytes = this
+                        .writer
+                        .piece(seg.kind, &o.text[start..end], tool_id, finish, usage);
+                    let kind = match seg.kind {
+                        SegKind::Reasoning => ChunkKind::Reasoning,
+                        SegKind::Content => ChunkKind::Content,
+                        SegKind::ToolHeader | SegKind::ToolArgs => ChunkKind::ToolCall,
+                    };
+                    return this.emit(bytes, tokens as u32, kind);
+                }
+                Phase::Tail => {
+                    if this.plan.stream {
+                        this.phase = Phase::Done;
+                        if this.plan.include_usage {
+                            let bytes = this.writer.usage(this.tokens_done);
+                            return this.emit(bytes, 0, ChunkKind::Usage);
+                        }
+                        continue;
+                    }
+                    this.phase = Phase::End;
+                    let body = this.full.take().unwrap_or_default();
+                    return this.emit(body, this.tokens_done as u32, ChunkKind::Body);
+                }
+                Phase::Done => {
+                    this.phase = Phase::End;
+                    return this.emit(Bytes::from_static(frame::DONE), 0, ChunkKind::Done);
+                }
+                Phase::End => {
+                    this.finalize(true);
+                    return Poll::Ready(None);
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.phase == Phase::End
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match (&self.full, self.plan.fault.map(|f| f.kind)) {
+            (Some(b), None | Some(FaultKind::Stall(_) | FaultKind::Malformed)) => {
+                SizeHint::with_exact(b.len() as u64)
+            }
+            _ => SizeHint::default(),
+        }
+    }
+}
+
+impl Drop for SimBody {
+    fn drop(&mut self) {
+        // Dropped after the last frame: a normal end. Dropped earlier: the client went away.
+        let finished = self.phase == Phase::End;
+        self.finalize(finished);
+    }
+}

@@ -1,0 +1,529 @@
+//! From a parsed request to everything its response will be: the plan.
+//!
+//! All per-request decisions are made here, once, before the first byte is written: the prompt
+//! rendering and its token count, the cache lookup, when the first token is due, the output
+//! length and text, the mode (reasoning, tool call), and the fault. The response body then only
+//! walks the plan. Random draws come from one [`Rng`] seeded from (seed, arrival number) — or
+//! (seed, prompt hash) with `output.seed_from_prompt` — in a fixed order, so a seed reproduces
+//! every response exactly.
+//!
+//! Output text is exactly 4 bytes per token, so the stand-in tokenizer counts what was emitted:
+//! reasoning is [`REASONING_PREAMBLE`] followed by filler words, content is filler words, a tool
+//! call is one `bash` call whose `arguments` is `{"command":"EXE …"}`.
+
+use crate::cache::BlockChain;
+use crate::config::{ms, SimConfig};
+use crate::render;
+use crate::rng::Rng;
+use serde::Deserialize;
+use serde_json::Value;
+use std::hash::{DefaultHasher, Hasher};
+use std::time::Duration;
+use tokentap_core::text::{filler, REASONING_PREAMBLE};
+use tokentap_core::tokenize::{self, BYTES_PER_TOKEN};
+use tokentap_core::wire::{ChatRequest, FunctionCall, StreamOptions, ToolCall};
+
+/// Which OpenAI route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Api {
+    Chat,
+    Completions,
+}
+
+/// `POST /v1/completions` body: only the fields the sim reads.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct CompletionRequest {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub prompt: Value,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    #[serde(default)]
+    pub max_completion_tokens: Option<u64>,
+}
+
+/// A request body that parsed.
+pub(crate) enum Parsed {
+    Chat(Box<ChatRequest>),
+    Completion(CompletionRequest),
+}
+
+/// A piece of the output, streamed in chunks of at most k tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SegKind {
+    Reasoning,
+    Content,
+    /// The first tool-call partial (id, type, name); counts as one token, carries no text.
+    ToolHeader,
+    ToolArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Segment {
+    pub kind: SegKind,
+    /// Byte range in [`Output::text`].
+    pub start: usize,
+    pub end: usize,
+    pub tokens: u64,
+}
+
+/// The generated output.
+#[derive(Debug, Clone)]
+pub(crate) struct Output {
+    /// Reasoning, then content or tool arguments, back to back.
+    pub text: String,
+    pub segments: Vec<Segment>,
+    pub tokens: u64,
+    pub reasoning_tokens: u64,
+    /// `stop`, `length` or `tool_calls`.
+    pub finish: &'static str,
+    /// The tool call's id, when the output is a tool call.
+    pub tool_id: Option<String>,
+}
+
+impl Output {
+    pub fn segment_text(&self, s: &Segment) -> &str {
+        &self.text[s.start..s.end]
+    }
+
+    fn of_kind(&self, kind: SegKind) -> &str {
+        self.segments
+            .iter()
+            .find(|s| s.kind == kind)
+            .map_or("", |s| self.segment_text(s))
+    }
+
+    pub fn reasoning(&self) -> &str {
+        self.of_kind(SegKind::Reasoning)
+    }
+
+    pub fn content(&self) -> &str {
+        self.of_kind(SegKind::Content)
+    }
+
+    pub fn tool_calls(&self) -> Option<Vec<ToolCall>> {
+        self.tool_id.as_ref().map(|id| {
+            vec![ToolCall {
+                index: None,
+                id: Some(id.clone()),
+                kind: Some("function".into()),
+                function: FunctionCall {
+                    name: Some("bash".into()),
+                    arguments: self.of_kind(SegKind::ToolArgs).to_string(),
+                },
+            }]
+        })
+    }
+
+    /// Number of token-carrying chunks with `k` tokens per chunk.
+    pub fn token_chunks(&self, k: u32) -> u64 {
+        self.segments
+            .iter()
+            .map(|s| s.tokens.div_ceil(k.max(1) as u64))
+            .sum()
+    }
+}
+
+/// An injected fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FaultKind {
+    ErrorStatus(u16),
+    Stall(Duration),
+    Disconnect,
+    Malformed,
+}
+
+impl FaultKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::ErrorStatus(_) => "error_status",
+            FaultKind::Stall(_) => "stall",
+            FaultKind::Disconnect => "disconnect",
+            FaultKind::Malformed => "malformed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fault {
+    pub kind: FaultKind,
+    /// Applied just before the token chunk with this index (0-based), always an existing one.
+    pub at_chunk: u64,
+}
+
+/// Everything about one response.
+pub(crate) struct Plan {
+    pub api: Api,
+    pub stream: bool,
+    pub id: String,
+    /// Seconds since the epoch, as in the `created` field.
+    pub created: u64,
+    pub model: String,
+    pub include_usage: bool,
+    pub continuous_usage: bool,
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    pub output: Output,
+    pub fault: Option<Fault>,
+    pub role_prelude: bool,
+    pub prelude_early: bool,
+    pub tokens_per_chunk: u32,
+    /// The prompt's block chain, for the cache lookup.
+    pub prompt_chain: BlockChain,
+    /// Keys of the blocks of prompt + rendered output beyond the prompt's full blocks; cached
+    /// when the response finishes.
+    pub output_keys: Vec<u64>,
+    /// Prefill duration for the uncached tokens (timing applied by the server).
+    pub prefill: Duration,
+}
+
+/// Smallest tool call: one header token plus `{"command":"` … `"}` with a short command.
+const MIN_TOOL_TOKENS: u64 = 8;
+const EXECUTABLES: &[&str] = &[
+    "ls", "cat", "grep", "sed", "python", "git", "pytest", "find", "head",
+];
+
+/// Builds the plan, except the cache lookup (which needs the engine lock; see the server).
+pub(crate) fn build(cfg: &SimConfig, seq: u64, created: u64, parsed: &Parsed) -> Result<Plan, String> {
+    let (api, prompt, model, stream, opts, req_max) = match parsed {
+        Parsed::Chat(r) => {
+            if r.messages.is_empty() {
+                return Err("'messages' must contain at least one message".into());
+            }
+            (
+                Api::Chat,
+                render::chat_prompt(r),
+                r.model.clone(),
+                r.stream.unwrap_or(false),
+                r.stream_options.clone(),
+                r.max_output_tokens(),
+            )
+        }
+        Parsed::Completion(r) => (
+            Api::Completions,
+            render::completion_prompt(&r.prompt)
+                .ok_or("'prompt' must be a string or an array of strings")?,
+            r.model.clone(),
+            r.stream.unwrap_or(false),
+            r.stream_options.clone(),
+            r.max_tokens.or(r.max_completion_tokens),
+        ),
+    };
+    let prompt_tokens = tokenize::count(&prompt);
+    let key = if cfg.output.seed_from_prompt {
+        let mut h = DefaultHasher::new();
+        h.write(prompt.as_bytes());
+        h.finish()
+    } else {
+        seq
+    };
+    let mut rng = Rng::for_request(cfg.seed, key);
+    let (reasoning_ok, tool_choice) = match parsed {
+        Parsed::Chat(r) => (thinking_enabled(r), tool_choice(r)),
+        Parsed::Completion(_) => (false, ToolChoice::Never),
+    };
+    let output = generate(&mut rng, cfg, req_max, reasoning_ok, tool_choice);
+    let k = cfg.modes.tokens_per_chunk.max(1);
+    let fault = draw_fault(&mut rng, cfg, output.token_chunks(k));
+
+    let bt = cfg.cache.block_tokens;
+    let prompt_chain = BlockChain::of(bt, prompt.as_bytes());
+    let output_keys = if cfg.cache.enabled {
+        // Continue the chain from the last full prompt block over the prompt's tail and the
+        // output as the next request will render it.
+        let full = prompt_chain.keys.len() * bt as usize * BYTES_PER_TOKEN;
+        let tools = output.tool_calls();
+        let rendered =
+            render::assistant_output(output.reasoning(), output.content(), tools.as_deref());
+        let mut tail = Vec::with_capacity(prompt.len() - full + rendered.len());
+        tail.extend_from_slice(&prompt.as_bytes()[full..]);
+        tail.extend_from_slice(rendered.as_bytes());
+        let mut chain = prompt_chain.clone();
+        chain.extend(bt, &tail);
+        chain.keys.split_off(prompt_chain.keys.len())
+    } else {
+        Vec::new()
+    };
+    let opts = opts.unwrap_or_default();
+    Ok(Plan {
+        api,
+        stream,
+        id: match api {
+            Api::Chat => format!("chatcmpl-sim{seq:08}"),
+            Api::Completions => format!("cmpl-sim{seq:08}"),
+        },
+        created,
+        model: model.unwrap_or_else(|| cfg.model.clone()),
+        include_usage: opts.include_usage.unwrap_or(false),
+        continuous_usage: opts.continuous_usage_stats.unwrap_or(false),
+        prompt_tokens,
+        cached_tokens: 0,
+        output,
+        fault,
+        role_prelude: cfg.modes.role_prelude && api == Api::Chat,
+        prelude_early: cfg.modes.prelude_early,
+        tokens_per_chunk: k,
+        prompt_chain,
+        output_keys,
+        prefill: Duration::ZERO,
+    })
+}
+
+impl Plan {
+    /// Sets the cache result and the prefill time it implies.
+    pub fn set_cached(&mut self, cfg: &SimConfig, cached: u64) {
+        self.cached_tokens = cached;
+        self.prefill = cfg.timing.prefill(self.prompt_tokens - cached);
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ToolChoice {
+    Never,
+    Auto,
+    Always,
+}
+
+fn tool_choice(r: &ChatRequest) -> ToolChoice {
+    match r.extra.get("tool_choice") {
+        Some(Value::String(s)) if s == "none" => ToolChoice::Never,
+        Some(Value::String(s)) if s == "required" => ToolChoice::Always,
+        Some(Value::Object(_)) => ToolChoice::Always,
+        _ => ToolChoice::Auto,
+    }
+}
+
+/// Qwen's `chat_template_kwargs.enable_thinking: false` (or `thinking: false`) turns reasoning off.
+fn thinking_enabled(r: &ChatRequest) -> bool {
+    let Some(kw) = r.extra.get("chat_template_kwargs") else {
+        return true;
+    };
+    !["enable_thinking", "thinking"]
+        .iter()
+        .any(|k| kw.get(k).and_then(Value::as_bool) == Some(false))
+}
+
+fn generate(
+    rng: &mut Rng,
+    cfg: &SimConfig,
+    req_max: Option<u64>,
+    reasoning_ok: bool,
+    choice: ToolChoice,
+) -> Output {
+    let cap = req_max.unwrap_or(cfg.output.max_tokens).max(1);
+    // Always drawn, so the draws after it do not depend on `always_max`.
+    let drawn = rng
+        .lognormal_mean(cfg.output.mean_tokens, cfg.output.sigma)
+        .round()
+        .max(1.0);
+    let tool_draw = rng.unit();
+    let n = if cfg.output.always_max {
+        cap
+    } else {
+        (drawn as u64).min(cap)
+    };
+    let hit_cap = cfg.output.always_max || drawn >= cap as f64;
+
+    let mut reasoning = if reasoning_ok {
+        (n as f64 * cfg.modes.reasoning_fraction).floor() as u64
+    } else {
+        0
+    };
+    let want_tool = match choice {
+        ToolChoice::Never => false,
+        ToolChoice::Always => true,
+        ToolChoice::Auto => tool_draw < cfg.modes.tool_call_rate,
+    };
+    let tool = want_tool && n >= MIN_TOOL_TOKENS;
+    if tool {
+        reasoning = reasoning.min(n - MIN_TOOL_TOKENS);
+    }
+    let rest = n - reasoning;
+
+    let mut text = String::with_capacity(n as usize * BYTES_PER_TOKEN);
+    let mut segments = Vec::with_capacity(3);
+    let mut push = |text: &mut String, kind, body: &str, tokens: u64| {
+        let start = text.len();
+        text.push_str(body);
+        segments.push(Segment {
+            kind,
+            start,
+            end: text.len(),
+            tokens,
+        });
+    };
+    if reasoning > 0 {
+        let len = reasoning as usize * BYTES_PER_TOKEN;
+        let mut r = String::with_capacity(len + REASONING_PREAMBLE.len() + 16);
+        r.push_str(REASONING_PREAMBLE);
+        r.push(' ');
+        r.push_str(&filler(rng.next_u64(), len.saturating_sub(r.len())));
+        // Invariant: preamble and filler are ASCII, so any byte index is a char boundary.
+        r.truncate(len);
+        push(&mut text, SegKind::Reasoning, &r, reasoning);
+    }
+    let mut tool_id = None;
+    if tool {
+        let len = (rest - 1) as usize * BYTES_PER_TOKEN;
+        let (open, close) = ("{\"command\":\"", "\"}");
+        let exe = EXECUTABLES[rng.below(EXECUTABLES.len() as u64) as usize];
+        let inner = len - open.len() - close.len();
+        let mut cmd = format!("{exe} {}", filler(rng.next_u64(), inner));
+        cmd.truncate(inner); // ASCII (invariant above)
+        let args = format!("{open}{cmd}{close}");
+        push(&mut text, SegKind::ToolHeader, "", 1);
+        push(&mut text, SegKind::ToolArgs, &args, rest - 1);
+        tool_id = Some(format!("call_{:016x}", rng.next_u64()));
+    } else if rest > 0 {
+        let len = rest as usize * BYTES_PER_TOKEN;
+        let mut c = filler(rng.next_u64(), len);
+        c.truncate(len); // ASCII (invariant above)
+        push(&mut text, SegKind::Content, &c, rest);
+    }
+    Output {
+        text,
+        segments,
+        tokens: n,
+        reasoning_tokens: reasoning,
+        finish: if hit_cap {
+            "length"
+        } else if tool {
+            "tool_calls"
+        } else {
+            "stop"
+        },
+        tool_id,
+    }
+}
+
+fn draw_fault(rng: &mut Rng, cfg: &SimConfig, token_chunks: u64) -> Option<Fault> {
+    let f = &cfg.faults;
+    let u = rng.unit();
+    // Mid-stream faults land after at least one token chunk when there are two or more, and
+    // always before the last one (so a stall or a malformed event is followed by a token).
+    let at_chunk = if token_chunks >= 2 {
+        1 + rng.below(token_chunks - 1)
+    } else {
+        0
+    };
+    let status = f.error_statuses[..]
+        .get(rng.below(f.error_statuses.len() as u64) as usize)
+        .copied()
+        .unwrap_or(500);
+    let bands = [
+        (f.error_rate, FaultKind::ErrorStatus(status)),
+        (f.stall_rate, FaultKind::Stall(ms(f.stall_ms as f64))),
+        (f.disconnect_rate, FaultKind::Disconnect),
+        (f.malformed_rate, FaultKind::Malformed),
+    ];
+    let mut edge = 0.0;
+    for (rate, kind) in bands {
+        edge += rate;
+        if u < edge {
+            return Some(Fault { kind, at_chunk });
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chat(json: &str) -> Parsed {
+        Parsed::Chat(Box::new(serde_json::from_str(json).unwrap()))
+    }
+
+    #[test]
+    fn text_is_four_bytes_per_token_in_every_mode() {
+        let mut cfg = SimConfig::zero_delay();
+        cfg.modes.reasoning_fraction = 0.3;
+        for (rate, seq) in [(0.0, 1), (1.0, 2)] {
+            cfg.modes.tool_call_rate = rate;
+            let p = build(&cfg, seq, 0, &chat(r#"{"messages":[{"role":"user","content":"x"}]}"#))
+                .unwrap();
+            let o = &p.output;
+            let mut total = 0;
+            for s in &o.segments {
+                let t = o.segment_text(s);
+                if s.kind == SegKind::ToolHeader {
+                    assert_eq!((t.len(), s.tokens), (0, 1));
+                } else {
+                    assert_eq!(t.len() as u64, s.tokens * 4, "{s:?}");
+                }
+                total += s.tokens;
+            }
+            assert_eq!(total, o.tokens);
+            assert!(o.reasoning().starts_with(&REASONING_PREAMBLE[..o.reasoning().len().min(40)]));
+            if rate == 1.0 {
+                let calls = o.tool_calls().unwrap();
+                let args: Value = serde_json::from_str(&calls[0].function.arguments).unwrap();
+                assert!(args["command"].is_string());
+                assert_eq!(o.finish, "tool_calls");
+            }
+        }
+    }
+
+    #[test]
+    fn max_tokens_caps_and_reports_length() {
+        let cfg = SimConfig::zero_delay();
+        let p = build(
+            &cfg,
+            0,
+            0,
+            &chat(r#"{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":3}"#),
+        )
+        .unwrap();
+        assert_eq!((p.output.tokens, p.output.finish), (3, "length"));
+        let mut cfg = SimConfig::zero_delay();
+        cfg.output.always_max = true;
+        let p = build(
+            &cfg,
+            0,
+            0,
+            &chat(r#"{"messages":[{"role":"user","content":"x"}],"max_tokens":700}"#),
+        )
+        .unwrap();
+        assert_eq!((p.output.tokens, p.output.finish), (700, "length"));
+    }
+
+    #[test]
+    fn faults_follow_rates() {
+        let mut cfg = SimConfig::zero_delay();
+        cfg.faults.disconnect_rate = 0.5;
+        let req = chat(r#"{"messages":[{"role":"user","content":"x"}]}"#);
+        let n = (0..400)
+            .filter(|&s| build(&cfg, s, 0, &req).unwrap().fault.is_some())
+            .count();
+        assert!((150..250).contains(&n), "{n}");
+        for s in 0..50 {
+            let p = build(&cfg, s, 0, &req).unwrap();
+            if let Some(f) = p.fault {
+                assert!(f.at_chunk >= 1 && f.at_chunk < p.output.token_chunks(1));
+            }
+        }
+    }
+
+    #[test]
+    fn thinking_off_and_tool_choice_none() {
+        let mut cfg = SimConfig::zero_delay();
+        cfg.modes.reasoning_fraction = 0.5;
+        cfg.modes.tool_call_rate = 1.0;
+        let p = build(
+            &cfg,
+            0,
+            0,
+            &chat(
+                r#"{"messages":[{"role":"user","content":"x"}],"tool_choice":"none","chat_template_kwargs":{"enable_thinking":false}}"#,
+            ),
+        )
+        .unwrap();
+        assert_eq!(p.output.reasoning_tokens, 0);
+        assert!(p.output.tool_id.is_none());
+        assert_eq!(p.output.content().len() as u64, p.output.tokens * 4);
+    }
+}

@@ -1,0 +1,441 @@
+//! The HTTP side: accept loop, routing, per-request admission, shutdown.
+//!
+//! hyper 1 + hyper-util's `auto` builder serve HTTP/1.1 (keep-alive) and h2c (prior knowledge)
+//! on every connection; `TCP_NODELAY` is set on each accepted socket so a small SSE event is
+//! sent the moment hyper writes it. Shutdown: stop accepting, let in-flight responses run for
+//! `shutdown_grace_ms`, then abort the remaining connections (their bodies are dropped and
+//! logged `finished: false`), then flush the JSONL log.
+
+use crate::body::{SimBody, SimBodyError};
+use crate::cache::PrefixCache;
+use crate::config::SimConfig;
+use crate::log::LogStore;
+use crate::plan::{self, Api, FaultKind, Parsed};
+use crate::RequestLog;
+use bytes::Bytes;
+use http::{header, Method, Request, Response, StatusCode};
+use http_body::{Frame, SizeHint};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
+use tokentap_core::clock::Anchor;
+use tokentap_core::wire::ErrorBody;
+
+/// Largest request body accepted (a 100k-token prompt is ~400 KiB).
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// State shared by every connection.
+pub(crate) struct Shared {
+    pub config: SimConfig,
+    /// Requests currently decoding (past their first token, not finished).
+    pub active_decodes: AtomicUsize,
+    engine: Mutex<Engine>,
+    pub log: LogStore,
+}
+
+/// The parts of the model that requests contend for; locked once per request at admission
+/// (and once more at the end to cache the output blocks).
+struct Engine {
+    cache: PrefixCache,
+    /// When each prefill lane is next free (only with `timing.prefill_lanes > 0`).
+    lanes: Vec<Instant>,
+}
+
+impl Shared {
+    fn new(config: SimConfig, keep_log: bool) -> std::io::Result<Shared> {
+        let cap = if config.cache.enabled {
+            config.cache.capacity_tokens
+        } else {
+            0
+        };
+        let now = Instant::now();
+        Ok(Shared {
+            engine: Mutex::new(Engine {
+                cache: PrefixCache::new(config.cache.block_tokens, cap),
+                lanes: vec![now; config.timing.prefill_lanes as usize],
+            }),
+            log: LogStore::new(keep_log, config.chunk_log.as_deref())?,
+            active_decodes: AtomicUsize::new(0),
+            config,
+        })
+    }
+
+    fn engine(&self) -> std::sync::MutexGuard<'_, Engine> {
+        // Engine updates cannot leave it inconsistent in a way that matters to a simulator.
+        self.engine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn cache_insert(&self, keys: &[u64]) {
+        self.engine().cache.insert(keys);
+    }
+
+    /// Cache lookup and prefill scheduling. Returns (cached tokens, first-token instant).
+    fn admit(&self, plan: &mut plan::Plan, start: Instant) -> Option<Instant> {
+        let mut e = self.engine();
+        let cached = if self.config.cache.enabled {
+            e.cache
+                .lookup_and_insert(&plan.prompt_chain, plan.prompt_tokens)
+        } else {
+            0
+        };
+        plan.set_cached(&self.config, cached);
+        if self.config.timing.is_zero() {
+            return None;
+        }
+        let prefill = plan.prefill;
+        let done = match e.lanes.iter_mut().min() {
+            Some(lane) => {
+                let begin = (*lane).max(start);
+                *lane = begin + prefill;
+                *lane
+            }
+            None => start + prefill,
+        };
+        Some(done)
+    }
+}
+
+/// A running simulated server bound to a loopback port.
+pub struct SimServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl SimServer {
+    /// Binds 127.0.0.1:0 and serves until `shutdown`/drop.
+    pub async fn start(config: SimConfig) -> anyhow::Result<SimServer> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        Self::start_on(listener, config).await
+    }
+
+    /// Serves on an already bound listener.
+    pub async fn start_on(listener: TcpListener, config: SimConfig) -> anyhow::Result<SimServer> {
+        Self::start_inner(listener, config, true).await
+    }
+
+    pub(crate) async fn start_inner(
+        listener: TcpListener,
+        config: SimConfig,
+        keep_log: bool,
+    ) -> anyhow::Result<SimServer> {
+        config.validate()?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared::new(config, keep_log).map_err(|e| {
+            anyhow::anyhow!("cannot open the sim chunk log: {e}")
+        })?);
+        let (stop, stop_rx) = oneshot::channel();
+        let task = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx));
+        Ok(SimServer {
+            addr,
+            shared,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn config(&self) -> &SimConfig {
+        &self.shared.config
+    }
+
+    /// Snapshot of every request seen so far (finished or not), in arrival order.
+    pub fn log(&self) -> Vec<RequestLog> {
+        self.shared.log.snapshot()
+    }
+
+    /// Waits until `n` requests (counted since the last [`SimServer::clear_log`]) have finished:
+    /// response fully written or aborted.
+    pub async fn wait_finished(&self, n: usize) {
+        self.shared.log.wait_finished(n).await
+    }
+
+    /// Forgets the log; requests still in flight from before are not counted or recorded.
+    pub fn clear_log(&self) {
+        self.shared.log.clear()
+    }
+
+    /// Prompt tokens looked up and tokens found in the prefix cache since start.
+    pub fn cache_counters(&self) -> (u64, u64) {
+        self.shared.engine().cache.counters()
+    }
+
+    /// Stops accepting, lets in-flight responses finish within `shutdown_grace_ms`, cuts the
+    /// rest, flushes the chunk log, and returns.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for SimServer {
+    fn drop(&mut self) {
+        // Dropping the sender stops the accept loop, which then shuts down in the background.
+        self.stop.take();
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).keep_alive(true);
+    builder.http2().timer(TokioTimer::new());
+    let builder = Arc::new(builder);
+    let graceful = GracefulShutdown::new();
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            accepted = listener.accept() => {
+                let (stream, _peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // Out of descriptors and the like: do not spin on the error.
+                        tracing::warn!(error = %e, "sim: accept failed");
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                };
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!(error = %e, "sim: TCP_NODELAY");
+                }
+                let shared = shared.clone();
+                let builder = builder.clone();
+                let watcher = graceful.watcher();
+                conns.spawn(async move {
+                    let svc = service_fn(move |req| {
+                        let shared = shared.clone();
+                        async move { Ok::<_, Infallible>(handle(shared, req).await) }
+                    });
+                    let conn = builder.serve_connection(TokioIo::new(stream), svc);
+                    if let Err(e) = watcher.watch(conn).await {
+                        tracing::debug!(error = %e, "sim: connection ended with an error");
+                    }
+                });
+            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    drop(listener);
+    let grace = Duration::from_millis(shared.config.shutdown_grace_ms);
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(grace) => {
+            tracing::info!(cut = conns.len(), "sim: shutdown grace expired; cutting connections");
+        }
+    }
+    conns.shutdown().await;
+    shared.log.close().await;
+}
+
+/// Every response body the sim sends.
+pub(crate) enum ResBody {
+    Full(Option<Bytes>),
+    Sim(Box<SimBody>),
+}
+
+impl http_body::Body for ResBody {
+    type Data = Bytes;
+    type Error = SimBodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, SimBodyError>>> {
+        match self.get_mut() {
+            ResBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            ResBody::Sim(s) => Pin::new(&mut **s).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ResBody::Full(b) => b.is_none(),
+            ResBody::Sim(s) => s.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ResBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            ResBody::Sim(s) => s.size_hint(),
+        }
+    }
+}
+
+async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResBody> {
+    let received = Anchor::now();
+    let start = Instant::now();
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
+    let mut entry = shared.log.begin(|seq| RequestLog {
+        seq,
+        method: parts.method.as_str().to_string(),
+        path: path.clone(),
+        headers: parts
+            .headers
+            .iter()
+            .filter(|(n, _)| *n != header::AUTHORIZATION && *n != header::PROXY_AUTHORIZATION)
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: None,
+        session: parts
+            .headers
+            .get("x-session-id")
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()),
+        received,
+        status: 0,
+        prompt_tokens: 0,
+        cached_tokens: 0,
+        output_tokens: 0,
+        chunks: Vec::new(),
+        fault: None,
+        finished: false,
+        finish_reason: None,
+    });
+    let api = match (&parts.method, path.as_str()) {
+        (&Method::POST, "/v1/chat/completions") => Api::Chat,
+        (&Method::POST, "/v1/completions") => Api::Completions,
+        (&Method::GET, "/health") => return simple(&shared, entry, StatusCode::OK, "", "text/plain"),
+        (&Method::GET, "/v1/models") => {
+            let body = serde_json::json!({
+                "object": "list",
+                "data": [{
+                    "id": shared.config.model,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "tokentap",
+                    "max_model_len": null,
+                }],
+            });
+            return simple(&shared, entry, StatusCode::OK, &body.to_string(), "application/json");
+        }
+        (_, "/health" | "/v1/models" | "/v1/chat/completions" | "/v1/completions") => {
+            return error(&shared, entry, StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+        }
+        _ => return error(&shared, entry, StatusCode::NOT_FOUND, &format!("no route for {path}")),
+    };
+
+    let bytes = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(e) => {
+            let status = if e.is::<http_body_util::LengthLimitError>() {
+                StatusCode::PAYLOAD_TOO_LARGE
+            } else {
+                StatusCode::BAD_REQUEST
+            };
+            return error(&shared, entry, status, &format!("cannot read request body: {e}"));
+        }
+    };
+    if shared.config.capture_bodies {
+        entry.body = Some(bytes.clone());
+    }
+    let parsed = match api {
+        Api::Chat => serde_json::from_slice(&bytes).map(|r| Parsed::Chat(Box::new(r))),
+        Api::Completions => serde_json::from_slice(&bytes).map(Parsed::Completion),
+    };
+    let parsed = match parsed {
+        Ok(p) => p,
+        Err(e) => {
+            return error(&shared, entry, StatusCode::BAD_REQUEST, &format!("invalid JSON body: {e}"))
+        }
+    };
+    let created = received.wall_ns / 1_000_000_000;
+    let mut plan = match plan::build(&shared.config, entry.seq, created, &parsed) {
+        Ok(p) => p,
+        Err(msg) => return error(&shared, entry, StatusCode::BAD_REQUEST, &msg),
+    };
+    drop(parsed);
+    entry.prompt_tokens = plan.prompt_tokens;
+    entry.fault = plan.fault.map(|f| f.kind.name().to_string());
+    if let Some(FaultKind::ErrorStatus(s)) = plan.fault.map(|f| f.kind) {
+        let status = StatusCode::from_u16(s).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return error(&shared, entry, status, "injected error");
+    }
+    let first_token_at = shared.admit(&mut plan, start);
+    entry.status = 200;
+    entry.cached_tokens = plan.cached_tokens;
+    entry.finish_reason = Some(plan.output.finish.to_string());
+    entry.chunks = Vec::with_capacity(if plan.stream {
+        plan.output.token_chunks(plan.tokens_per_chunk) as usize + 4
+    } else {
+        1
+    });
+    shared.log.update(&entry);
+    let content_type = if plan.stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    let seq = entry.seq;
+    let body = SimBody::new(shared.clone(), plan, entry, first_token_at);
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, content_type)
+        .header(header::CACHE_CONTROL, "no-cache")
+        .header("x-sim-seq", seq)
+        .body(ResBody::Sim(Box::new(body)))
+        .unwrap_or_else(|_| Response::new(ResBody::Full(None)))
+}
+
+/// A complete small response; the log entry ends here.
+fn simple(
+    shared: &Shared,
+    mut entry: RequestLog,
+    status: StatusCode,
+    body: &str,
+    content_type: &'static str,
+) -> Response<ResBody> {
+    entry.status = status.as_u16();
+    entry.finished = true;
+    shared.log.finish(entry);
+    let mut res = Response::new(ResBody::Full(Some(Bytes::copy_from_slice(body.as_bytes()))));
+    *res.status_mut() = status;
+    res.headers_mut()
+        .insert(header::CONTENT_TYPE, header::HeaderValue::from_static(content_type));
+    res
+}
+
+/// An OpenAI-style error response.
+fn error(shared: &Shared, entry: RequestLog, status: StatusCode, message: &str) -> Response<ResBody> {
+    let kind = match status.as_u16() {
+        400 | 405 | 413 => "invalid_request_error",
+        404 => "not_found_error",
+        429 => "rate_limit_error",
+        _ => "server_error",
+    };
+    let body = ErrorBody::new(kind, message, Some(status.as_u16()));
+    let text = serde_json::to_string(&body).unwrap_or_default();
+    simple(shared, entry, status, &text, "application/json")
+}
