@@ -1,0 +1,249 @@
+//! Settings: the `tokentap proxy` command line ([`Opts`], every flag also from an environment
+//! variable `TOKENTAP_PROXY_<NAME>`, the sidecar habit) and the validated [`Config`] the proxy
+//! runs with. Tests and the demo build a [`Config`] directly ([`Config::new`] binds loopback
+//! port 0 for both listeners).
+
+use http::HeaderName;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `tokentap proxy` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Opts {
+    /// Address to serve clients on.
+    #[arg(long, env = "TOKENTAP_PROXY_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Upstream server URL (http://, https:// or h2c:// for HTTP/2 with prior knowledge), with an
+    /// optional path prefix. Repeat (or comma-separate in the env var) for several replicas.
+    #[arg(
+        long = "upstream",
+        env = "TOKENTAP_PROXY_UPSTREAM",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub upstreams: Vec<String>,
+    /// Admin listener (/health, /metrics, /sessions). Loopback unless you say otherwise.
+    #[arg(long, env = "TOKENTAP_PROXY_ADMIN", default_value = "127.0.0.1:9464")]
+    pub admin: SocketAddr,
+    /// Directory for JSONL records (`records-<start>-<n>.jsonl`). Without it, records are only
+    /// counted and summarised in /sessions.
+    #[arg(long, env = "TOKENTAP_PROXY_RECORDS")]
+    pub records: Option<PathBuf>,
+    /// Rotate record files after this many bytes.
+    #[arg(long, env = "TOKENTAP_PROXY_RECORDS_MAX_BYTES", default_value_t = 256 << 20)]
+    pub records_max_bytes: u64,
+    /// Put prompts and outputs into records (off: they are never recorded).
+    #[arg(long, env = "TOKENTAP_PROXY_RECORD_CONTENT")]
+    pub record_content: bool,
+    /// Copy this request header into `record.headers` (repeatable). Authorization and cookies
+    /// are never copied.
+    #[arg(
+        long = "record-header",
+        env = "TOKENTAP_PROXY_RECORD_HEADER",
+        value_delimiter = ','
+    )]
+    pub record_headers: Vec<String>,
+    /// Header carrying the session id (repeatable; the first one present wins).
+    #[arg(
+        long = "session-header",
+        env = "TOKENTAP_PROXY_SESSION_HEADER",
+        value_delimiter = ',',
+        default_value = "X-Session-ID"
+    )]
+    pub session_headers: Vec<String>,
+    /// Serve TLS with this certificate chain (PEM); needs --tls-key. ALPN offers h2 and http/1.1.
+    #[arg(long, env = "TOKENTAP_PROXY_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) for --tls-cert.
+    #[arg(long, env = "TOKENTAP_PROXY_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Extra CA certificate (PEM) trusted for https upstreams, besides the system roots.
+    #[arg(long, env = "TOKENTAP_PROXY_UPSTREAM_CA")]
+    pub upstream_ca: Option<PathBuf>,
+    /// On SIGTERM, let in-flight streams finish for this many seconds, then cut them.
+    #[arg(long, env = "TOKENTAP_PROXY_GRACE", default_value_t = 30.0)]
+    pub grace: f64,
+    /// Seconds to wait for upstream response headers before answering 504.
+    #[arg(
+        long,
+        env = "TOKENTAP_PROXY_UPSTREAM_TIMEOUT",
+        default_value_t = 3600.0
+    )]
+    pub upstream_timeout: f64,
+    /// Seconds to wait for an upstream TCP connection before trying the next replica.
+    #[arg(long, env = "TOKENTAP_PROXY_CONNECT_TIMEOUT", default_value_t = 5.0)]
+    pub connect_timeout: f64,
+    /// Largest request head accepted (431 above).
+    #[arg(long, env = "TOKENTAP_PROXY_MAX_HEADER_BYTES", default_value_t = 64 << 10)]
+    pub max_header_bytes: usize,
+    /// Largest request body accepted (413 above).
+    #[arg(long, env = "TOKENTAP_PROXY_MAX_BODY_BYTES", default_value_t = 64 << 20)]
+    pub max_body_bytes: u64,
+    /// Ask the server for usage the client did not ask for, and strip it from the response.
+    #[arg(long, env = "TOKENTAP_PROXY_INJECT_USAGE")]
+    pub inject_usage: bool,
+    /// With --inject-usage, also ask for continuous usage (vLLM): exact tokens per chunk.
+    #[arg(long, env = "TOKENTAP_PROXY_INJECT_CONTINUOUS_USAGE")]
+    pub inject_continuous_usage: bool,
+    /// Forward the client's Host header instead of the upstream's authority.
+    #[arg(long, env = "TOKENTAP_PROXY_PRESERVE_HOST")]
+    pub preserve_host: bool,
+    /// Add `Via: 1.1 tokentap` to requests and responses.
+    #[arg(long, env = "TOKENTAP_PROXY_VIA")]
+    pub via: bool,
+    /// Forget a session after this many idle seconds.
+    #[arg(long, env = "TOKENTAP_PROXY_SESSION_TTL", default_value_t = 3600.0)]
+    pub session_ttl: f64,
+    /// Most sessions kept in the table (the least recently active are evicted).
+    #[arg(long, env = "TOKENTAP_PROXY_MAX_SESSIONS", default_value_t = 100_000)]
+    pub max_sessions: usize,
+}
+
+/// Why options are unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--session-header {0:?} is not a valid header name")]
+    HeaderName(String),
+    #[error("--{flag} must be a finite, non-negative number of seconds, got {value}")]
+    Seconds { flag: &'static str, value: f64 },
+}
+
+/// Everything the proxy runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub admin: SocketAddr,
+    pub upstreams: Vec<String>,
+    pub upstream_ca: Option<PathBuf>,
+    pub records_dir: Option<PathBuf>,
+    pub records_max_bytes: u64,
+    /// Also keep records in memory for [`crate::Proxy::records`] (tests, demo).
+    pub keep_records: bool,
+    pub record_content: bool,
+    pub record_headers: Vec<HeaderName>,
+    pub session_headers: Vec<HeaderName>,
+    pub tls: Option<(PathBuf, PathBuf)>,
+    pub grace: Duration,
+    pub upstream_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub max_header_bytes: usize,
+    pub max_body_bytes: u64,
+    /// Request bodies up to this size are parsed for `model`, `stream`, ... (bigger ones are
+    /// forwarded without being read).
+    pub sniff_limit: usize,
+    pub inject_usage: bool,
+    pub inject_continuous_usage: bool,
+    pub preserve_host: bool,
+    pub via: bool,
+    pub session_ttl: Duration,
+    pub max_sessions: usize,
+}
+
+impl Config {
+    /// Loopback port 0 for clients and admin, in front of `upstreams`, defaults otherwise.
+    pub fn new<S: Into<String>>(upstreams: impl IntoIterator<Item = S>) -> Config {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            admin: SocketAddr::from(([127, 0, 0, 1], 0)),
+            upstreams: upstreams.into_iter().map(Into::into).collect(),
+            upstream_ca: None,
+            records_dir: None,
+            records_max_bytes: 256 << 20,
+            keep_records: false,
+            record_content: false,
+            record_headers: Vec::new(),
+            session_headers: vec![HeaderName::from_static("x-session-id")],
+            tls: None,
+            grace: Duration::from_secs(30),
+            upstream_timeout: Duration::from_secs(3600),
+            connect_timeout: Duration::from_secs(5),
+            max_header_bytes: 64 << 10,
+            max_body_bytes: 64 << 20,
+            sniff_limit: 16 << 20,
+            inject_usage: false,
+            inject_continuous_usage: false,
+            preserve_host: false,
+            via: false,
+            session_ttl: Duration::from_secs(3600),
+            max_sessions: 100_000,
+        }
+    }
+
+    /// Validates command-line options.
+    pub fn from_opts(o: &Opts) -> Result<Config, ConfigError> {
+        let secs = |flag: &'static str, value: f64| {
+            if value.is_finite() && value >= 0.0 {
+                Ok(Duration::from_secs_f64(value))
+            } else {
+                Err(ConfigError::Seconds { flag, value })
+            }
+        };
+        let names = |v: &[String]| {
+            v.iter()
+                .map(|n| {
+                    HeaderName::from_bytes(n.trim().as_bytes())
+                        .map_err(|_| ConfigError::HeaderName(n.clone()))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let mut c = Config::new(o.upstreams.clone());
+        c.listen = o.listen;
+        c.admin = o.admin;
+        c.upstream_ca = o.upstream_ca.clone();
+        c.records_dir = o.records.clone();
+        c.records_max_bytes = o.records_max_bytes;
+        c.record_content = o.record_content;
+        c.record_headers = names(&o.record_headers)?;
+        c.session_headers = names(&o.session_headers)?;
+        c.tls = o.tls_cert.clone().zip(o.tls_key.clone());
+        c.grace = secs("grace", o.grace)?;
+        c.upstream_timeout = secs("upstream-timeout", o.upstream_timeout)?;
+        c.connect_timeout = secs("connect-timeout", o.connect_timeout)?;
+        c.max_header_bytes = o.max_header_bytes;
+        c.max_body_bytes = o.max_body_bytes;
+        c.inject_usage = o.inject_usage;
+        c.inject_continuous_usage = o.inject_continuous_usage;
+        c.preserve_host = o.preserve_host;
+        c.via = o.via;
+        c.session_ttl = secs("session-ttl", o.session_ttl)?;
+        c.max_sessions = o.max_sessions;
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        o: Opts,
+    }
+
+    #[test]
+    fn flags_and_repeatable_lists() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--upstream",
+            "http://a:1",
+            "--upstream",
+            "http://b:2",
+            "--session-header",
+            "X-Session-ID,X-SMG-Routing-Key",
+            "--grace",
+            "2.5",
+        ])
+        .unwrap();
+        let c = Config::from_opts(&cli.o).unwrap();
+        assert_eq!(c.upstreams, ["http://a:1", "http://b:2"]);
+        assert_eq!(c.session_headers.len(), 2);
+        assert_eq!(c.grace, Duration::from_millis(2500));
+        assert!(
+            Cli::try_parse_from(["x"]).is_err(),
+            "an upstream is required"
+        );
+    }
+}

@@ -1,0 +1,145 @@
+//! Every way a proxied request can fail, with whose fault it was (pingora's habit) and a
+//! bounded `kind` that becomes a record field and a metric label.
+//!
+//! A failure before the response head is answered by the proxy itself with an OpenAI-style JSON
+//! body, `{"error":{"message","type":"proxy_error","code"}}`, so clients that parse OpenAI
+//! errors show something sensible. A failure after the head has gone out cannot change the status
+//! any more: the stream is cut (the client sees a broken stream, as it would without the proxy)
+//! and the record says what happened.
+
+use bytes::Bytes;
+use http::StatusCode;
+use tokentap_core::record::{ErrorSource, Status, TurnError};
+
+/// A failure the proxy answers itself.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// Every candidate upstream refused the connection (or failed TLS / DNS).
+    #[error("no upstream accepted the connection: {0}")]
+    Connect(String),
+    /// The upstream did not send response headers within `--upstream-timeout`.
+    #[error("upstream sent no response headers within {0} ms")]
+    Timeout(u64),
+    /// The upstream connection broke before response headers arrived.
+    #[error("upstream connection failed before the response: {0}")]
+    Reset(String),
+    /// Request headers larger than `--max-header-bytes`.
+    #[error("request headers are {got} bytes, the limit is {limit} bytes")]
+    HeadersTooLarge { got: usize, limit: usize },
+    /// Request body larger than `--max-body-bytes`.
+    #[error("request body exceeds the limit of {limit} bytes")]
+    BodyTooLarge { limit: u64 },
+    /// The client's request body broke (it went away while uploading).
+    #[error("request body could not be read: {0}")]
+    RequestBody(String),
+    /// `--inject-usage` could not read the request body as JSON; it is forwarded untouched instead
+    /// (never answered with this error), kept here so the kind is bounded and documented.
+    #[error("request is not valid JSON: {0}")]
+    BadJson(String),
+    /// A bug or an impossible state.
+    #[error("internal proxy error: {0}")]
+    Internal(String),
+}
+
+impl ProxyError {
+    /// Whose fault it was.
+    pub fn source(&self) -> ErrorSource {
+        match self {
+            ProxyError::Connect(_) | ProxyError::Timeout(_) | ProxyError::Reset(_) => {
+                ErrorSource::Upstream
+            }
+            ProxyError::HeadersTooLarge { .. }
+            | ProxyError::BodyTooLarge { .. }
+            | ProxyError::RequestBody(_)
+            | ProxyError::BadJson(_) => ErrorSource::Downstream,
+            ProxyError::Internal(_) => ErrorSource::Internal,
+        }
+    }
+
+    /// The bounded identifier used in records and metric labels.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProxyError::Connect(_) => "connect",
+            ProxyError::Timeout(_) => "timeout",
+            ProxyError::Reset(_) => "reset",
+            ProxyError::HeadersTooLarge { .. } => "headers_too_large",
+            ProxyError::BodyTooLarge { .. } => "body_too_large",
+            ProxyError::RequestBody(_) => "request_body",
+            ProxyError::BadJson(_) => "bad_json",
+            ProxyError::Internal(_) => "internal",
+        }
+    }
+
+    /// The status the proxy answers with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ProxyError::Connect(_) | ProxyError::Reset(_) => StatusCode::BAD_GATEWAY,
+            ProxyError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ProxyError::RequestBody(_) | ProxyError::BadJson(_) => StatusCode::BAD_REQUEST,
+            ProxyError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// How the turn is recorded.
+    pub fn record_status(&self) -> Status {
+        match self {
+            ProxyError::Timeout(_) => Status::TimedOut,
+            _ => Status::Failed,
+        }
+    }
+
+    /// The record's error field.
+    pub fn turn_error(&self) -> TurnError {
+        TurnError {
+            source: self.source(),
+            kind: self.kind().to_string(),
+            message: self.to_string(),
+        }
+    }
+
+    /// `{"error":{"message","type":"proxy_error","code"}}`.
+    pub fn json_body(&self) -> Bytes {
+        let v = serde_json::json!({
+            "error": {
+                "message": self.to_string(),
+                "type": "proxy_error",
+                "code": self.kind(),
+            }
+        });
+        Bytes::from(v.to_string())
+    }
+}
+
+/// Renders an error and its whole `source()` chain on one line (hyper's errors put the useful part
+/// — "connection refused" — several levels down).
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_body_is_openai_shaped() {
+        let e = ProxyError::Timeout(5);
+        let v: serde_json::Value = serde_json::from_slice(&e.json_body()).unwrap();
+        assert_eq!(v["error"]["type"], "proxy_error");
+        assert_eq!(v["error"]["code"], "timeout");
+        assert_eq!(e.status(), StatusCode::GATEWAY_TIMEOUT);
+        assert_eq!(e.source(), ErrorSource::Upstream);
+        assert_eq!(
+            ProxyError::BodyTooLarge { limit: 1 }.status(),
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+    }
+}

@@ -1,0 +1,374 @@
+//! `--inject-usage`: ask the server for token usage the client did not ask for, and take it out
+//! again on the way back so the client receives the bytes it would have got directly.
+//!
+//! Request side: the body has to be rewritten, so it is buffered (documented cost: one copy of
+//! the request and a re-serialisation, once per request; the streamed response is unaffected in
+//! time to first byte but see below). `stream_options.include_usage` is set, and
+//! `continuous_usage_stats` too with `--inject-continuous-usage` (vLLM honours it, others ignore
+//! it). Nothing is injected into non-streaming requests: their responses always carry usage.
+//!
+//! Response side ([`Stripper`]): the server's SSE is cut into whole events (an event split across
+//! frames waits for its end), and
+//! - the usage-only final chunk (`"choices":[]` with `usage`) is dropped when the client did not
+//!   ask for `include_usage`;
+//! - the top-level `usage` member of chunks with choices is removed when the client did not ask
+//!   for it (vLLM adds it only with continuous usage; OpenAI-style servers add `"usage":null`
+//!   once `include_usage` is on). The member is cut out of the JSON text, so every other byte
+//!   is the server's own.
+//!
+//! Measurement always sees the server's original bytes (with usage): that is the point.
+//! Limitation: a server that would have sent `"usage":null` to a client that asked for
+//! `include_usage` but not continuous usage, when the proxy injects continuous usage, gets the
+//! member removed rather than set back to `null`.
+
+use bytes::{Bytes, BytesMut};
+use serde_json::Value;
+use tokentap_core::chunk::ChunkInfo;
+
+/// What the proxy changed in a request, and so what it must strip from the response.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Drop the usage-only final chunk.
+    pub drop_usage_chunk: bool,
+    /// Remove `usage` from chunks that have choices.
+    pub strip_chunk_usage: bool,
+}
+
+impl Plan {
+    pub fn is_noop(&self) -> bool {
+        !self.drop_usage_chunk && !self.strip_chunk_usage
+    }
+}
+
+/// Rewrites a request body. Returns the body to send and the plan, or `None` when nothing needs
+/// injecting (not JSON, not streaming, or the client already asked for everything).
+pub fn rewrite_request(body: &[u8], continuous: bool) -> Option<(Bytes, Plan)> {
+    let mut v: Value = serde_json::from_slice(body).ok()?;
+    let obj = v.as_object_mut()?;
+    if obj.get("stream").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    let so = obj
+        .entry("stream_options")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if so.is_null() {
+        *so = Value::Object(Default::default());
+    }
+    let so = so.as_object_mut()?;
+    let had_usage = so.get("include_usage").and_then(Value::as_bool) == Some(true);
+    let had_cont = so.get("continuous_usage_stats").and_then(Value::as_bool) == Some(true);
+    let mut plan = Plan::default();
+    if !had_usage {
+        so.insert("include_usage".into(), Value::Bool(true));
+        plan.drop_usage_chunk = true;
+        plan.strip_chunk_usage = true;
+    }
+    if continuous && !had_cont {
+        so.insert("continuous_usage_stats".into(), Value::Bool(true));
+        plan.strip_chunk_usage = true;
+    }
+    if plan.is_noop() {
+        return None;
+    }
+    let out = serde_json::to_vec(&v).ok()?;
+    Some((Bytes::from(out), plan))
+}
+
+/// Cuts the response into whole SSE events and removes what the client did not ask for.
+#[derive(Debug)]
+pub struct Stripper {
+    plan: Plan,
+    pending: BytesMut,
+    out: BytesMut,
+    /// Events dropped or edited, for the record's honesty.
+    pub edited: u32,
+}
+
+impl Stripper {
+    pub fn new(plan: Plan) -> Self {
+        Stripper {
+            plan,
+            pending: BytesMut::new(),
+            out: BytesMut::new(),
+            edited: 0,
+        }
+    }
+
+    /// Feeds one frame; returns the bytes to forward now (possibly empty).
+    pub fn push(&mut self, data: &[u8]) -> Bytes {
+        self.pending.extend_from_slice(data);
+        while let Some(end) = event_end(&self.pending) {
+            let ev = self.pending.split_to(end);
+            self.event(&ev);
+        }
+        self.out.split().freeze()
+    }
+
+    /// End of stream: whatever is left (an unterminated event) goes out untouched.
+    pub fn finish(&mut self) -> Bytes {
+        let rest = self.pending.split();
+        self.out.extend_from_slice(&rest);
+        self.out.split().freeze()
+    }
+
+    fn event(&mut self, ev: &[u8]) {
+        // Only the common one-line `data: {...}` event is edited; anything else passes.
+        let body_end = ev
+            .iter()
+            .rposition(|&b| b != b'\n' && b != b'\r')
+            .map_or(0, |i| i + 1);
+        let (body, term) = ev.split_at(body_end);
+        let Some(payload) = body.strip_prefix(b"data:") else {
+            self.out.extend_from_slice(ev);
+            return;
+        };
+        if memchr::memchr2(b'\n', b'\r', body).is_some() {
+            self.out.extend_from_slice(ev);
+            return;
+        }
+        let json = payload.strip_prefix(b" ").unwrap_or(payload);
+        let Ok(info) = ChunkInfo::parse(json) else {
+            self.out.extend_from_slice(ev);
+            return;
+        };
+        if info.choices == 0 && info.usage.is_some() && self.plan.drop_usage_chunk {
+            self.edited += 1;
+            return;
+        }
+        if info.choices > 0 && self.plan.strip_chunk_usage {
+            if let Some((a, b)) = member_span(json, b"usage") {
+                self.edited += 1;
+                let start = body.len() - json.len();
+                self.out.extend_from_slice(&body[..start + a]);
+                self.out.extend_from_slice(&json[b..]);
+                self.out.extend_from_slice(term);
+                return;
+            }
+        }
+        self.out.extend_from_slice(ev);
+    }
+}
+
+/// End (exclusive, including the blank line) of the first complete event in `buf`.
+fn event_end(buf: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while let Some(p) = memchr::memchr2(b'\n', b'\r', &buf[i..]) {
+        let p = i + p;
+        // line end at p; length of this line terminator
+        let t = if buf[p] == b'\r' {
+            if p + 1 >= buf.len() {
+                return None; // could be \r\n split: wait for more
+            }
+            if buf[p + 1] == b'\n' {
+                2
+            } else {
+                1
+            }
+        } else {
+            1
+        };
+        let next = p + t;
+        // a blank line follows?
+        match buf.get(next) {
+            Some(b'\n') => return Some(next + 1),
+            Some(b'\r') => {
+                return match buf.get(next + 1) {
+                    Some(b'\n') => Some(next + 2),
+                    Some(_) => Some(next + 1),
+                    None => None,
+                };
+            }
+            Some(_) => i = next,
+            None => return None,
+        }
+    }
+    None
+}
+
+/// Span `[a, b)` to delete so that the top-level member `key` disappears from the JSON object
+/// `json`, comma included. `None` if the object has no such member.
+fn member_span(json: &[u8], key: &[u8]) -> Option<(usize, usize)> {
+    let mut depth = 0i32;
+    let mut i = 0;
+    // (start of member incl. preceding comma, whether it was the first member)
+    let mut prev_comma: Option<usize> = None;
+    let mut member_start: Option<usize> = None;
+    while i < json.len() {
+        match json[i] {
+            b'"' => {
+                let s = i;
+                i += 1;
+                while i < json.len() && json[i] != b'"' {
+                    if json[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                if depth == 1 && member_start.is_some() && &json[s + 1..i.min(json.len())] == key {
+                    // is it a key? next non-space must be ':'
+                    let mut j = i + 1;
+                    while j < json.len() && json[j].is_ascii_whitespace() {
+                        j += 1;
+                    }
+                    if json.get(j) == Some(&b':') {
+                        let vstart = j + 1;
+                        let vend = value_end(json, vstart)?;
+                        let ms = member_start?;
+                        return Some(match prev_comma {
+                            Some(c) => (c, vend),
+                            None => {
+                                // first member: delete through the following comma
+                                let mut k = vend;
+                                while k < json.len() && json[k].is_ascii_whitespace() {
+                                    k += 1;
+                                }
+                                if json.get(k) == Some(&b',') {
+                                    (ms, k + 1)
+                                } else {
+                                    (ms, vend)
+                                }
+                            }
+                        });
+                    }
+                }
+                member_start = None;
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                if depth == 1 {
+                    member_start = Some(i + 1);
+                    prev_comma = None;
+                }
+            }
+            b'}' | b']' => depth -= 1,
+            b',' if depth == 1 => {
+                prev_comma = Some(i);
+                member_start = Some(i + 1);
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// End (exclusive) of the JSON value starting at or after `i`, trailing spaces excluded.
+fn value_end(json: &[u8], mut i: usize) -> Option<usize> {
+    while i < json.len() && json[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    let mut depth = 0i32;
+    while i < json.len() {
+        match json[i] {
+            b'"' => {
+                i += 1;
+                while i < json.len() && json[i] != b'"' {
+                    if json[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                if depth == 0 {
+                    return Some(i);
+                }
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            b',' if depth == 0 => return Some(i),
+            c if depth == 0 && c.is_ascii_whitespace() => return Some(i),
+            _ => {}
+        }
+        i += 1;
+    }
+    Some(i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_gets_usage_and_plan_says_strip() {
+        let (b, plan) = rewrite_request(br#"{"model":"m","stream":true}"#, false).unwrap();
+        assert_eq!(
+            &b[..],
+            br#"{"model":"m","stream":true,"stream_options":{"include_usage":true}}"#
+        );
+        assert!(plan.drop_usage_chunk && plan.strip_chunk_usage);
+        let (b, plan) = rewrite_request(
+            br#"{"stream":true,"stream_options":{"include_usage":true}}"#,
+            true,
+        )
+        .unwrap();
+        assert!(!plan.drop_usage_chunk && plan.strip_chunk_usage);
+        assert!(std::str::from_utf8(&b)
+            .unwrap()
+            .contains("continuous_usage_stats"));
+        assert!(rewrite_request(br#"{"stream":false}"#, true).is_none());
+        assert!(rewrite_request(
+            br#"{"stream":true,"stream_options":{"include_usage":true}}"#,
+            false
+        )
+        .is_none());
+        assert!(rewrite_request(b"nope", true).is_none());
+    }
+
+    #[test]
+    fn member_removal_keeps_every_other_byte() {
+        let cases: [(&[u8], &[u8]); 4] = [
+            (br#"{"a":1,"usage":{"x":[1,2]}}"#, br#"{"a":1}"#),
+            (br#"{"usage":null,"a":"u,}"}"#, br#"{"a":"u,}"}"#),
+            (
+                br#"{"a":{"usage":1},"usage":2,"b":3}"#,
+                br#"{"a":{"usage":1},"b":3}"#,
+            ),
+            (br#"{"a":"\"usage\":1"}"#, br#"{"a":"\"usage\":1"}"#),
+        ];
+        for (i, o) in cases {
+            let got = match member_span(i, b"usage") {
+                Some((a, b)) => [&i[..a], &i[b..]].concat(),
+                None => i.to_vec(),
+            };
+            assert_eq!(got, o, "{}", String::from_utf8_lossy(i));
+        }
+    }
+
+    #[test]
+    fn stripper_restores_the_direct_stream_across_any_split() {
+        let served = concat!(
+            "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}],\"usage\":{\"completion_tokens\":0}}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":{\"completion_tokens\":1}}\r\n\r\n",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\n",
+            "data: [DONE]\n\n"
+        );
+        let direct = concat!(
+            "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\r\n\r\n",
+            "data: [DONE]\n\n"
+        );
+        let plan = Plan {
+            drop_usage_chunk: true,
+            strip_chunk_usage: true,
+        };
+        let b = served.as_bytes();
+        for i in 0..=b.len() {
+            for j in i..=b.len() {
+                let mut s = Stripper::new(plan);
+                let mut out = Vec::new();
+                for piece in [&b[..i], &b[i..j], &b[j..]] {
+                    out.extend_from_slice(&s.push(piece));
+                }
+                out.extend_from_slice(&s.finish());
+                assert_eq!(String::from_utf8(out).unwrap(), direct, "split {i},{j}");
+            }
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! # tokentap-proxy — the measurement proxy
+//!
+//! A transparent reverse proxy that sits between any OpenAI-compatible client and server and
+//! timestamps every streamed chunk on its own side of each socket, per session. Clients trust
+//! their own numbers and engines theirs; neither can be checked. The wire can: the proxy sees
+//! what the client gets, and when. That only holds if the proxy is transparent (bytes through
+//! untouched, hop-by-hop headers handled as RFC 9110 says) and costs far less than it measures
+//! (decode intervals on an H200 are a few ms; the proxy adds microseconds — see the README).
+//!
+//! ## Design overview
+//!
+//! ```text
+//!   client ──► server::accept_loop ──► service::handle ──► upstream::Clients ──► server(s)
+//!                 (TLS, h1/h2, drain)      │  Tap (per-request state)       (pooled, NODELAY,
+//!                                          │  RequestTap (sniff the body)    rendezvous ranking)
+//!   client ◄──────────── hyper ◄──── meter::MeteredBody ◄────────────── upstream body
+//!                                          │ finish / drop: exactly one record per request
+//!                                          ▼
+//!                  records::Writer (JSONL thread)   sessions::Sessions   metrics::Metrics
+//!                                                          ▲                  ▲
+//!                                                admin listener: /sessions, /metrics, /health
+//! ```
+//!
+//! ## Layout
+//! - [`config`]: `Opts` (clap, env `TOKENTAP_PROXY_*`) and the validated `Config`.
+//! - [`server`]: listeners, TLS, graceful drain with a deadline.
+//! - [`service`]: the request path — limits, headers, body, replica choice, failover, errors.
+//! - [`meter`]: `Tap` and `MeteredBody`, the per-chunk hot path and the record at the end.
+//! - [`sniff`]: reads `model`/`stream`/`stream_options`/messages without holding the body back.
+//! - [`inject`]: `--inject-usage` request rewrite and response stripping.
+//! - [`upstream`]: replica set, rendezvous hashing, pooled clients (rustls, h2).
+//! - [`records`], [`sessions`], [`metrics`], [`admin`], [`error`], [`headers`], [`content`].
+//!
+//! ## Clocks
+//! Every instant is raw `CLOCK_MONOTONIC` ns ([`tokentap_core::clock::now`]); a record's
+//! `start_mono_ns` is when hyper handed the request head to the service, its `anchor` reads the
+//! wall clock at the same moment, and every other `*_ns` field is an offset from the start:
+//! `forwarded_ns` (request sent upstream), `headers_ns` (response head back from upstream),
+//! `ttfb_ns`/`ttft_ns`/chunk offsets (frame handed to hyper for the client), `e2e_ns` (last byte).
+#![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod config;
+pub mod content;
+pub mod error;
+pub mod headers;
+pub mod inject;
+pub mod meter;
+pub mod metrics;
+pub mod records;
+pub mod server;
+pub mod service;
+pub mod sessions;
+pub mod sniff;
+pub mod upstream;
+
+pub use config::{Config, Opts};
+
+use records::{Writer, WriterConfig};
+use service::Shared;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokentap_core::record::TurnRecord;
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, Notify};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Upstream(#[from] upstream::UpstreamError),
+    #[error("TLS {what}: {why}")]
+    Tls { what: String, why: String },
+    #[error("records directory: {0}")]
+    Records(std::io::Error),
+}
+
+/// How a shutdown went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// All streams finished within the grace period (false: the rest were cut).
+    pub drained: bool,
+    /// Requests the proxy saw.
+    pub seen: u64,
+    /// Records written (equals `seen` unless records were dropped).
+    pub written: u64,
+    pub dropped: u64,
+}
+
+/// A running proxy.
+pub struct Proxy {
+    addr: SocketAddr,
+    admin_addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<Duration>>,
+    accept: JoinHandle<server::DrainReport>,
+    admin_stop: CancellationToken,
+    admin: JoinHandle<()>,
+    sweeper: JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Binds both listeners and starts serving.
+    pub async fn start(cfg: Config) -> Result<Proxy, StartError> {
+        let upstreams = upstream::Upstreams::new(&cfg.upstreams)?;
+        let needs_roots = cfg.upstreams.iter().any(|u| u.starts_with("https://"));
+        let clients = upstream::Clients::new(&upstream::ClientConfig {
+            connect_timeout: cfg.connect_timeout,
+            pool_idle_timeout: Duration::from_secs(90),
+            extra_ca: cfg.upstream_ca.clone(),
+            native_roots: needs_roots,
+        })?;
+        let tls = match &cfg.tls {
+            Some((c, k)) => Some(server::tls_acceptor(c, k)?),
+            None => None,
+        };
+        let listener = TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: cfg.listen,
+                source,
+            })?;
+        let admin_listener =
+            TcpListener::bind(cfg.admin)
+                .await
+                .map_err(|source| StartError::Bind {
+                    addr: cfg.admin,
+                    source,
+                })?;
+        let bound = |l: &TcpListener, a: SocketAddr| {
+            l.local_addr()
+                .map_err(|source| StartError::Bind { addr: a, source })
+        };
+        let addr = bound(&listener, cfg.listen)?;
+        let admin_addr = bound(&admin_listener, cfg.admin)?;
+        let writer = Writer::start(WriterConfig {
+            dir: cfg.records_dir.clone(),
+            max_bytes: cfg.records_max_bytes,
+            keep: cfg.keep_records,
+        })
+        .map_err(StartError::Records)?;
+        let sessions = sessions::Sessions::new(
+            cfg.session_ttl.as_nanos().min(u64::MAX as u128) as u64,
+            cfg.max_sessions,
+        );
+        let ttl = cfg.session_ttl;
+        let shared = Arc::new(Shared {
+            cfg,
+            upstreams,
+            clients,
+            writer,
+            metrics: metrics::Metrics::new(),
+            sessions,
+            seen: AtomicU64::new(0),
+            live: AtomicUsize::new(0),
+            idle: Notify::new(),
+            cutting: AtomicBool::new(false),
+        });
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let cut = CancellationToken::new();
+        let accept = tokio::spawn(server::accept_loop(
+            listener,
+            shared.clone(),
+            tls,
+            stop_rx,
+            cut,
+        ));
+        let admin_stop = CancellationToken::new();
+        let admin = tokio::spawn(server::admin_loop(
+            admin_listener,
+            shared.clone(),
+            admin_stop.clone(),
+        ));
+        let sw = shared.clone();
+        let sweeper = tokio::spawn(async move {
+            let every = (ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+            loop {
+                tokio::time::sleep(every).await;
+                sw.sessions.sweep();
+            }
+        });
+        Ok(Proxy {
+            addr,
+            admin_addr,
+            shared,
+            stop: Some(stop_tx),
+            accept,
+            admin_stop,
+            admin,
+            sweeper,
+        })
+    }
+
+    /// The client-facing address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR` (or `https://` with TLS).
+    pub fn base_url(&self) -> String {
+        let scheme = if self.shared.cfg.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// Requests the proxy has seen so far.
+    pub fn records_seen(&self) -> u64 {
+        self.shared.seen.load(Ordering::Relaxed)
+    }
+
+    /// Records written so far.
+    pub fn records_written(&self) -> u64 {
+        self.shared.writer.counts.written.load(Ordering::Relaxed)
+    }
+
+    /// Records kept in memory (needs `Config::keep_records`).
+    pub fn records(&self) -> Vec<TurnRecord> {
+        self.shared.writer.subscribe().borrow().clone()
+    }
+
+    /// Waits until at least `n` records are kept in memory (needs `Config::keep_records`).
+    pub async fn wait_records(&self, n: usize) -> Vec<TurnRecord> {
+        let mut rx = self.shared.writer.subscribe();
+        let got = rx.wait_for(|v| v.len() >= n).await.map(|v| v.clone());
+        got.unwrap_or_else(|_| rx.borrow().clone())
+    }
+
+    /// The Prometheus registry's current text (what `/metrics` serves).
+    pub fn metrics_text(&self) -> String {
+        String::from_utf8_lossy(&self.shared.metrics.render()).into_owned()
+    }
+
+    /// Stops accepting, lets in-flight requests finish for up to `grace`, cuts the rest (they
+    /// are recorded `cancelled`), flushes every record, stops the admin listener.
+    pub async fn shutdown(mut self, grace: Duration) -> ShutdownReport {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(grace);
+        }
+        let drained = match (&mut self.accept).await {
+            Ok(r) => r.drained,
+            Err(_) => false,
+        };
+        // Every tap ends when its connection ends; cut connections end within a scheduler turn.
+        // Bounded anyway, so a stuck task cannot hold the exit hostage.
+        let wait_idle = async {
+            loop {
+                let n = self.shared.idle.notified();
+                tokio::pin!(n);
+                n.as_mut().enable();
+                if self.shared.live.load(Ordering::Acquire) == 0 {
+                    break;
+                }
+                n.await;
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(10), wait_idle).await;
+        self.shared.writer.flush().await;
+        self.admin_stop.cancel();
+        let _ = (&mut self.admin).await;
+        self.sweeper.abort();
+        let c = &self.shared.writer.counts;
+        ShutdownReport {
+            drained,
+            seen: self.shared.seen.load(Ordering::Relaxed),
+            written: c.written.load(Ordering::Relaxed),
+            dropped: c.dropped.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// `tokentap proxy`: starts, prints `listening on http://ADDR` and `admin on http://ADDR` as
+/// the first two stdout lines, serves until `shutdown` resolves, then drains within `--grace`.
+pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let cfg = Config::from_opts(&opts)?;
+    let grace = cfg.grace;
+    let proxy = Proxy::start(cfg).await?;
+    println!("listening on {}", proxy.base_url());
+    println!("admin on http://{}", proxy.admin_addr());
+    shutdown.await;
+    let r = proxy.shutdown(grace).await;
+    tracing::info!(
+        drained = r.drained,
+        seen = r.seen,
+        written = r.written,
+        dropped = r.dropped,
+        "proxy stopped"
+    );
+    Ok(())
+}

@@ -1,0 +1,358 @@
+//! The request path: one call of [`handle`] per client request.
+//!
+//! ```text
+//!  request ─► Tap::new (record start, seen += 1) ─► limits (431/413) ─► session + turn index
+//!          ─► hop-by-hop headers out ─► body: RequestTap (streamed) or rewritten (--inject-usage)
+//!          ─► replicas in ranking order: connect refused → next; timeout → 504; reset → 502
+//!          ─► response head: hop-by-hop out ─► MeteredBody(upstream body, Tap) ─► client
+//! ```
+//!
+//! The record's start is the moment hyper hands the parsed request head to this function: the
+//! first request byte arrived a parse earlier (a few µs for a normal head), and on a keep-alive
+//! connection hyper reads the next head as soon as it arrives, so that is the proxy's closest
+//! observable instant to "first byte in".
+
+use crate::config::Config;
+use crate::error::{chain, ProxyError};
+use crate::headers::{head_size, is_secret, strip_hop_by_hop};
+use crate::inject::{self, Stripper};
+use crate::meter::{MeteredBody, ProxyBody, Tap};
+use crate::metrics::Metrics;
+use crate::records::Writer;
+use crate::sessions::Sessions;
+use crate::sniff::{ReqCell, ReqInfo, RequestTap};
+use crate::upstream::{Clients, UpBody, Upstreams};
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Request, Response, Version};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokentap_core::clock::{self, Anchor};
+use tokio::sync::{oneshot, Notify};
+
+/// State shared by every request. Nothing in it is touched per chunk.
+pub struct Shared {
+    pub cfg: Config,
+    pub upstreams: Upstreams,
+    pub clients: Clients,
+    pub writer: Writer,
+    pub metrics: Metrics,
+    pub sessions: Sessions,
+    /// Requests handed to the service.
+    pub seen: AtomicU64,
+    /// Taps not yet finished (records not yet handed to the writer).
+    pub live: AtomicUsize,
+    /// Notified when `live` drops to zero.
+    pub idle: Notify,
+    /// The shutdown deadline passed: taps dropped now were cut by us, not by the client.
+    pub cutting: AtomicBool,
+}
+
+/// The routes the proxy measures; everything else is forwarded and recorded with status and
+/// E2E only. Also the `route` metric label (bounded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Chat,
+    Completions,
+    Other,
+}
+
+impl Route {
+    pub fn of(path: &str) -> Route {
+        if path.ends_with("/v1/chat/completions") {
+            Route::Chat
+        } else if path.ends_with("/v1/completions") {
+            Route::Completions
+        } else {
+            Route::Other
+        }
+    }
+
+    pub fn is_llm(self) -> bool {
+        self != Route::Other
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Route::Chat => "/v1/chat/completions",
+            Route::Completions => "/v1/completions",
+            Route::Other => "other",
+        }
+    }
+}
+
+/// The first configured session header present on the request.
+pub fn session_of<'a>(names: &[header::HeaderName], h: &'a HeaderMap) -> Option<&'a str> {
+    names
+        .iter()
+        .find_map(|n| h.get(n))
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| !s.is_empty())
+}
+
+/// The request body as it stands between attempts.
+enum Src {
+    /// The client's body, not read yet.
+    Stream(Incoming),
+    /// A body already in memory (read for --inject-usage), re-sendable.
+    Buffered(Bytes),
+    /// The body was consumed by a failed attempt (cannot retry).
+    Gone,
+}
+
+/// Serves one client request.
+pub async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<ProxyBody>, Infallible> {
+    let anchor = Anchor::now();
+    shared.seen.fetch_add(1, Ordering::Relaxed);
+    shared.metrics.requests_seen.inc();
+    let route = Route::of(req.uri().path());
+    let mut tap = Tap::new(shared.clone(), anchor, route);
+    let cfg = &shared.cfg;
+    let session = session_of(&cfg.session_headers, req.headers()).map(str::to_string);
+    {
+        let rec = tap.record_mut();
+        if route == Route::Other {
+            rec.route = Some(req.uri().path().to_string());
+        }
+        for name in &cfg.record_headers {
+            if is_secret(name.as_str()) {
+                continue;
+            }
+            if let Some(v) = req.headers().get(name).and_then(|v| v.to_str().ok()) {
+                rec.headers.insert(name.as_str().to_string(), v.to_string());
+            }
+        }
+        if let Some(s) = &session {
+            if route.is_llm() {
+                rec.turn_index = shared.sessions.start_turn(s);
+            }
+            rec.conversation_id = Some(s.clone());
+        }
+    }
+
+    let head = head_size(req.method(), req.uri(), req.headers());
+    if head > cfg.max_header_bytes {
+        return Ok(reject(
+            &mut tap,
+            ProxyError::HeadersTooLarge {
+                got: head,
+                limit: cfg.max_header_bytes,
+            },
+        ));
+    }
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > cfg.max_body_bytes) {
+        return Ok(reject(
+            &mut tap,
+            ProxyError::BodyTooLarge {
+                limit: cfg.max_body_bytes,
+            },
+        ));
+    }
+
+    let (parts, body) = req.into_parts();
+    let mut headers = parts.headers;
+    strip_hop_by_hop(&mut headers);
+    if !cfg.preserve_host {
+        headers.remove(header::HOST);
+    }
+    if cfg.via {
+        headers.append(header::VIA, HeaderValue::from_static("1.1 tokentap"));
+    }
+
+    let cell = Arc::new(ReqCell::default());
+    tap.set_cell(cell.clone());
+    let mut plan = None;
+    let mut src = if cfg.inject_usage && route.is_llm() {
+        match read_limited(body, cfg.max_body_bytes).await {
+            Ok(b) => {
+                let mut info = ReqInfo::parse(&b).unwrap_or_default();
+                info.bytes = b.len() as u64;
+                let _ = cell.info.set(info);
+                if cfg.record_content {
+                    let _ = cell.content.set(b.clone());
+                }
+                match inject::rewrite_request(&b, cfg.inject_continuous_usage) {
+                    Some((nb, p)) => {
+                        plan = Some(p);
+                        tap.record_mut().usage_injected = Some(true);
+                        shared.metrics.usage_injected.inc();
+                        headers.remove(header::CONTENT_LENGTH);
+                        Src::Buffered(nb)
+                    }
+                    None => Src::Buffered(b),
+                }
+            }
+            Err(e) => return Ok(reject(&mut tap, e)),
+        }
+    } else {
+        Src::Stream(body)
+    };
+    if plan.is_none() && cfg.inject_usage && route.is_llm() {
+        tap.record_mut().usage_injected = Some(false);
+    }
+
+    let ranking = shared.upstreams.ranking(session.as_deref());
+    let mut refused: Vec<String> = Vec::new();
+    for idx in ranking {
+        let up = &shared.upstreams.list[idx];
+        let uri = match up.uri_for(parts.uri.path_and_query()) {
+            Ok(u) => u,
+            Err(e) => return Ok(reject(&mut tap, ProxyError::Internal(e.to_string()))),
+        };
+        let (giveback_tx, mut giveback_rx) = oneshot::channel();
+        let body = match std::mem::replace(&mut src, Src::Gone) {
+            Src::Stream(inc) => UpBody::Tap(RequestTap::new(
+                inc,
+                giveback_tx,
+                cell.clone(),
+                cfg.sniff_limit,
+                cfg.max_body_bytes,
+                cfg.record_content,
+            )),
+            Src::Buffered(b) => {
+                src = Src::Buffered(b.clone());
+                UpBody::Full(Full::new(b))
+            }
+            Src::Gone => break,
+        };
+        let mut up_req = Request::new(body);
+        *up_req.method_mut() = parts.method.clone();
+        *up_req.uri_mut() = uri;
+        *up_req.version_mut() = Version::HTTP_11;
+        *up_req.headers_mut() = headers.clone();
+        up.in_flight.fetch_add(1, Ordering::AcqRel);
+        tap.set_upstream(Some(idx));
+        tap.forwarded(clock::now());
+        let client = if up.h2_prior {
+            &shared.clients.h2
+        } else {
+            &shared.clients.auto
+        };
+        let result = tokio::time::timeout(cfg.upstream_timeout, client.request(up_req)).await;
+        match result {
+            Ok(Ok(resp)) => return Ok(respond(tap, resp, plan)),
+            Ok(Err(e)) if e.is_connect() => {
+                up.in_flight.fetch_sub(1, Ordering::AcqRel);
+                tap.set_upstream(None);
+                shared
+                    .metrics
+                    .upstream_errors
+                    .with_label_values(&[&up.name, "connect"])
+                    .inc();
+                refused.push(format!("{}: {}", up.name, chain(&e)));
+                if let Ok(inc) = giveback_rx.try_recv() {
+                    src = Src::Stream(inc);
+                }
+                continue;
+            }
+            Ok(Err(e)) => {
+                let err = if cell.too_large.load(Ordering::Relaxed) {
+                    ProxyError::BodyTooLarge {
+                        limit: cfg.max_body_bytes,
+                    }
+                } else if cell.client_error.load(Ordering::Relaxed) {
+                    ProxyError::RequestBody(chain(&e))
+                } else {
+                    shared
+                        .metrics
+                        .upstream_errors
+                        .with_label_values(&[&up.name, "reset"])
+                        .inc();
+                    ProxyError::Reset(chain(&e))
+                };
+                return Ok(reject(&mut tap, err));
+            }
+            Err(_elapsed) => {
+                shared
+                    .metrics
+                    .upstream_errors
+                    .with_label_values(&[&up.name, "timeout"])
+                    .inc();
+                let ms = cfg.upstream_timeout.as_millis() as u64;
+                return Ok(reject(&mut tap, ProxyError::Timeout(ms)));
+            }
+        }
+    }
+    let why = if refused.is_empty() {
+        "request body already consumed".to_string()
+    } else {
+        refused.join("; ")
+    };
+    Ok(reject(&mut tap, ProxyError::Connect(why)))
+}
+
+/// Reads a whole body, failing above `limit` bytes.
+async fn read_limited(mut body: Incoming, limit: u64) -> Result<Bytes, ProxyError> {
+    let mut frames: Vec<Bytes> = Vec::new();
+    let mut total = 0u64;
+    while let Some(f) = body.frame().await {
+        let f = f.map_err(|e| ProxyError::RequestBody(chain(&e)))?;
+        if let Ok(d) = f.into_data() {
+            total += d.len() as u64;
+            if total > limit {
+                return Err(ProxyError::BodyTooLarge { limit });
+            }
+            frames.push(d);
+        }
+    }
+    Ok(crate::meter::concat_frames(&frames))
+}
+
+/// The proxy answers itself: JSON error body, and the record is finished now.
+fn reject(tap: &mut Tap, e: ProxyError) -> Response<ProxyBody> {
+    tap.answered(e.status().as_u16(), e.turn_error(), e.record_status());
+    let mut r = Response::new(ProxyBody::Full(Full::new(e.json_body())));
+    *r.status_mut() = e.status();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// Wraps the upstream response for the client.
+fn respond(
+    mut tap: Tap,
+    resp: Response<Incoming>,
+    plan: Option<inject::Plan>,
+) -> Response<ProxyBody> {
+    let t = clock::now();
+    let (mut parts, body) = resp.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    let ct = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let sse = ct.starts_with("text/event-stream");
+    let json = ct.starts_with("application/json");
+    tap.on_headers(t, parts.status.as_u16(), sse, json);
+    let strip = match plan {
+        Some(p) if sse && parts.status.is_success() => {
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Some(Stripper::new(p))
+        }
+        _ => None,
+    };
+    if tap.via() {
+        parts
+            .headers
+            .append(header::VIA, HeaderValue::from_static("1.1 tokentap"));
+    }
+    parts.version = Version::HTTP_11;
+    Response::from_parts(
+        parts,
+        ProxyBody::Metered(MeteredBody::new(body, tap, strip)),
+    )
+}

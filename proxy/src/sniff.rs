@@ -1,0 +1,291 @@
+//! Reading the request without holding it back.
+//!
+//! [`RequestTap`] wraps the client's request body on its way upstream. Each frame is forwarded
+//! as soon as hyper's client asks for it; the tap keeps a refcounted clone of the frame (a
+//! `Bytes` clone, no copy) and, once the body has ended, parses the few fields measurement needs
+//! ([`ReqInfo`]: `model`, `stream`, `stream_options`, message count, max tokens) in one pass that
+//! builds no JSON tree. Bodies above the sniff limit are forwarded but not parsed.
+//!
+//! The tap also enforces `--max-body-bytes` (the body fails, hyper's client aborts the upstream
+//! request, the service answers 413) and makes connect-time failover possible: if hyper's client
+//! drops the request without ever polling its body (the connection could not be made), the tap
+//! hands the untouched client body back through a oneshot, so the service can try the next
+//! upstream with it.
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use serde::de::{IgnoredAny, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{ready, Context, Poll};
+use tokio::sync::oneshot;
+
+/// What the proxy learnt from a request body.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReqInfo {
+    pub model: Option<String>,
+    pub stream: Option<bool>,
+    /// `stream_options.include_usage`.
+    pub include_usage: bool,
+    /// `stream_options.continuous_usage_stats` (vLLM).
+    pub continuous_usage: bool,
+    /// Entries in `messages` (chat) — `None` for `/v1/completions`.
+    pub messages: Option<u32>,
+    /// `max_completion_tokens`, else `max_tokens`.
+    pub max_tokens: Option<u64>,
+    /// Body size in bytes.
+    pub bytes: u64,
+}
+
+impl ReqInfo {
+    /// Parses a whole request body; `None` if it is not a JSON object.
+    pub fn parse(body: &[u8]) -> Option<ReqInfo> {
+        let raw: RawReq = serde_json::from_slice(body).ok()?;
+        let so = raw.stream_options.unwrap_or_default();
+        Some(ReqInfo {
+            model: raw.model,
+            stream: raw.stream,
+            include_usage: so.include_usage.unwrap_or(false),
+            continuous_usage: so.continuous_usage_stats.unwrap_or(false),
+            messages: raw.messages.map(|c| c.0),
+            max_tokens: raw.max_completion_tokens.or(raw.max_tokens),
+            bytes: body.len() as u64,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct RawReq {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    stream_options: Option<RawStreamOptions>,
+    #[serde(default)]
+    messages: Option<Count>,
+    #[serde(default)]
+    max_completion_tokens: Option<u64>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawStreamOptions {
+    #[serde(default)]
+    include_usage: Option<bool>,
+    #[serde(default)]
+    continuous_usage_stats: Option<bool>,
+}
+
+/// Counts the elements of a JSON array without keeping them.
+struct Count(u32);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Count;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
+                let mut n = 0u32;
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    n += 1;
+                }
+                Ok(Count(n))
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+/// Shared between the tap (in hyper's client task) and the request's measurement state.
+#[derive(Debug, Default)]
+pub struct ReqCell {
+    /// Set once, when the body ended (or the tap was dropped).
+    pub info: OnceLock<ReqInfo>,
+    /// The body went over `--max-body-bytes`.
+    pub too_large: AtomicBool,
+    /// The client's body failed while being read.
+    pub client_error: AtomicBool,
+    /// The body content, kept for `--record-content` only.
+    pub content: OnceLock<Bytes>,
+}
+
+/// Error a [`RequestTap`] fails with.
+#[derive(Debug, thiserror::Error)]
+pub enum TapError {
+    #[error("request body exceeds {0} bytes")]
+    TooLarge(u64),
+    #[error("client request body failed: {0}")]
+    Client(#[from] hyper::Error),
+}
+
+/// The client's request body on its way upstream.
+pub struct RequestTap {
+    inner: Option<Incoming>,
+    giveback: Option<oneshot::Sender<Incoming>>,
+    polled: bool,
+    frames: Vec<Bytes>,
+    total: u64,
+    sniff_limit: usize,
+    max_body: u64,
+    keep_content: bool,
+    cell: Arc<ReqCell>,
+    parsed: bool,
+}
+
+impl RequestTap {
+    /// Wraps `inner`. If the tap is dropped before its first poll, `inner` is sent on `giveback`.
+    pub fn new(
+        inner: Incoming,
+        giveback: oneshot::Sender<Incoming>,
+        cell: Arc<ReqCell>,
+        sniff_limit: usize,
+        max_body: u64,
+        keep_content: bool,
+    ) -> Self {
+        RequestTap {
+            inner: Some(inner),
+            giveback: Some(giveback),
+            polled: false,
+            frames: Vec::new(),
+            total: 0,
+            sniff_limit,
+            max_body,
+            keep_content,
+            cell,
+            parsed: false,
+        }
+    }
+
+    fn finish_parse(&mut self) {
+        if self.parsed {
+            return;
+        }
+        self.parsed = true;
+        let frames = std::mem::take(&mut self.frames);
+        let whole = match frames.len() {
+            0 => Bytes::new(),
+            1 => frames.into_iter().next().unwrap_or_default(),
+            _ => {
+                let mut v = Vec::with_capacity(self.total as usize);
+                for f in &frames {
+                    v.extend_from_slice(f);
+                }
+                Bytes::from(v)
+            }
+        };
+        let sniffed = self.total as usize <= self.sniff_limit;
+        let mut info = if sniffed {
+            ReqInfo::parse(&whole).unwrap_or_default()
+        } else {
+            ReqInfo::default()
+        };
+        info.bytes = self.total;
+        let _ = self.cell.info.set(info);
+        if self.keep_content && sniffed {
+            let _ = self.cell.content.set(whole);
+        }
+    }
+}
+
+impl Body for RequestTap {
+    type Data = Bytes;
+    type Error = TapError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, TapError>>> {
+        let this = &mut *self;
+        this.polled = true;
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match ready!(Pin::new(inner).poll_frame(cx)) {
+            Some(Ok(frame)) => {
+                if let Some(d) = frame.data_ref() {
+                    this.total += d.len() as u64;
+                    if this.total > this.max_body {
+                        this.cell.too_large.store(true, Ordering::Relaxed);
+                        return Poll::Ready(Some(Err(TapError::TooLarge(this.max_body))));
+                    }
+                    if this.total as usize <= this.sniff_limit {
+                        this.frames.push(d.clone());
+                    } else {
+                        this.frames.clear();
+                    }
+                }
+                if this.inner.as_ref().is_some_and(|b| b.is_end_stream()) {
+                    this.finish_parse();
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Some(Err(e)) => {
+                this.cell.client_error.store(true, Ordering::Relaxed);
+                Poll::Ready(Some(Err(TapError::Client(e))))
+            }
+            None => {
+                this.finish_parse();
+                Poll::Ready(None)
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.as_ref().is_none_or(|b| b.is_end_stream())
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), |b| b.size_hint())
+    }
+}
+
+impl Drop for RequestTap {
+    fn drop(&mut self) {
+        if !self.polled {
+            if let (Some(b), Some(tx)) = (self.inner.take(), self.giveback.take()) {
+                // The connection was never made: give the body back for the next upstream.
+                let _ = tx.send(b);
+                return;
+            }
+        }
+        if self.inner.as_ref().is_some_and(|b| b.is_end_stream()) || self.polled {
+            self.finish_parse();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_measurement_fields_without_a_tree() {
+        let i = ReqInfo::parse(
+            br#"{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"x"}]}],"stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":12,"tools":[{"a":1}]}"#,
+        )
+        .unwrap();
+        assert_eq!(i.model.as_deref(), Some("m"));
+        assert_eq!(i.stream, Some(true));
+        assert!(i.include_usage && !i.continuous_usage);
+        assert_eq!(i.messages, Some(2));
+        assert_eq!(i.max_tokens, Some(12));
+    }
+
+    #[test]
+    fn completions_and_garbage() {
+        let i = ReqInfo::parse(br#"{"prompt":"hi","max_tokens":3}"#).unwrap();
+        assert_eq!(i.messages, None);
+        assert_eq!(i.max_tokens, Some(3));
+        assert!(ReqInfo::parse(b"not json").is_none());
+    }
+}
