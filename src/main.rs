@@ -1,1 +1,85 @@
-fn main() {}
+//! `tokentap` — one binary, one module per subcommand. `main` parses options, builds the runtime,
+//! calls the library's `run(opts, shutdown)` and maps the outcome to an exit code.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod demo;
+mod shutdown;
+
+/// Measure multi-turn agentic LLM inference from the wire.
+///
+/// tokentap replays MLPerf Agentic Inference trajectories exactly as the benchmark defines them
+/// (closed loop, salting, delays, performance window), runs a simulated OpenAI-compatible server
+/// so everything works without a GPU, and measures every streamed token: TTFT, ITL, TPOT, E2E and
+/// KV-cache reuse, turn by turn.
+#[derive(Parser, Debug)]
+#[command(name = "tokentap", version, propagate_version = true, max_term_width = 100)]
+struct Cli {
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `tokentap_replay=debug`.
+    #[arg(long, global = true, env = "TOKENTAP_LOG", default_value = "warn")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the demo: simulated server + replay of a small synthetic dataset, with live progress
+    /// and a summary. No arguments needed; takes about a minute.
+    Demo(demo::Opts),
+    /// Replay agentic trajectories against an OpenAI-compatible endpoint (MLPerf closed loop).
+    Replay(Box<tokentap_replay::Opts>),
+    /// Run the simulated OpenAI-compatible server (prefill, decode, prefix KV cache, faults).
+    Sim(Box<tokentap_sim::Opts>),
+    /// Validate, describe or synthesize MLPerf agentic datasets (JSONL).
+    #[command(subcommand)]
+    Dataset(tokentap_dataset::cli::DatasetCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&cli.log)
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+
+    if let Command::Dataset(cmd) = cli.command {
+        return exit(tokentap_dataset::cli::run(cmd));
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Demo(opts) => exit(demo::run(opts, shutdown::signal()).await),
+            Command::Replay(opts) => match tokentap_replay::run(*opts, shutdown::signal()).await {
+                Ok(outcome) if outcome.interrupted => ExitCode::from(130),
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::from(1)
+                }
+            },
+            Command::Sim(opts) => exit(tokentap_sim::run(*opts, shutdown::signal()).await.map(|()| 0)),
+            Command::Dataset(_) => unreachable!("handled before the runtime starts"),
+        }
+    })
+}
+
+fn exit(result: anyhow::Result<i32>) -> ExitCode {
+    match result {
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

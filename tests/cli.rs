@@ -1,0 +1,174 @@
+//! End-to-end tests of the `tokentap` binary: the commands a user types, over real sockets and
+//! real processes (the simulated server in-process where the test needs its ground-truth log).
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tokentap");
+
+fn tokentap(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(args).output().expect("the tokentap binary runs")
+}
+
+fn signal(pid: u32, sig: &str) {
+    let st = Command::new("kill").args([sig, &pid.to_string()]).status().expect("kill runs");
+    assert!(st.success(), "kill {sig} {pid} failed");
+}
+
+fn read_jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every record line is JSON"))
+        .collect()
+}
+
+#[test]
+fn help_lists_every_subcommand_and_each_help_works() {
+    let out = tokentap(&["--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for sub in ["demo", "replay", "sim", "dataset"] {
+        assert!(text.contains(sub), "--help does not mention {sub}:\n{text}");
+        let out = tokentap(&[sub, "--help"]);
+        assert!(out.status.success(), "{sub} --help failed");
+        assert!(!out.stdout.is_empty());
+    }
+    for sub in ["validate", "stats", "synth"] {
+        assert!(tokentap(&["dataset", sub, "--help"]).status.success());
+    }
+}
+
+#[test]
+fn dataset_validate_names_file_line_field_and_exits_nonzero() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &path,
+        concat!(
+            r#"{"conversation_id":"c1","turn":1,"role":"user","content":"hi","system":"s"}"#, "\n",
+            r#"{"conversation_id":"c1","turn":2,"role":"assistant","tool_calls":[{"id":"","type":"function","function":{"name":"bash","arguments":"{}"}}]}"#, "\n",
+        ),
+    )
+    .unwrap();
+    let out = tokentap(&["dataset", "validate", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.jsonl:2"), "{err}");
+    assert!(err.contains("\"c1\""), "{err}");
+    assert!(err.contains("tool_calls[0].id"), "{err}");
+
+    let good = dir.path().join("good.jsonl");
+    let out = tokentap(&["dataset", "synth", "--coding", "1", "--workflow", "2", "--scale", "0.1", "--out", good.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tokentap(&["dataset", "validate", good.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn sim_cli_prints_its_address_serves_and_stops_on_sigterm() {
+    let mut child = Command::new(BIN)
+        .args(["sim", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a first line").unwrap();
+    let addr = first.strip_prefix("listening on http://").unwrap_or_else(|| panic!("{first}"));
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    signal(child.id(), "-TERM");
+    let status = child.wait().unwrap();
+    assert!(status.success(), "sim exited with {status}");
+}
+
+#[test]
+fn demo_runs_end_to_end_and_writes_a_complete_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["demo", "--coding", "1", "--workflow", "3", "--scale", "0.1", "--decode-ms", "0.2"])
+        .args(["--delay-scale", "0", "--concurrency", "2", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("TTFT"), "{stdout}");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("run/summary.json")).unwrap()).unwrap();
+    let records = read_jsonl(&dir.path().join("run/records.jsonl"));
+    let client_turns = records.len() as u64;
+    assert!(client_turns >= 4, "one record per client turn, got {client_turns}");
+    assert!(records.iter().all(|r| r["status"] == "ok"), "all turns ok against the sim");
+    assert!(records.iter().all(|r| r["ttft_ns"].as_u64().is_some()));
+    assert_eq!(summary["counts"]["turns"]["ok"].as_u64(), Some(client_turns), "{summary}");
+    // Salting on: every request of one conversation shares its system prompt, so later turns reuse
+    // the cache.
+    let cached: u64 = records.iter().filter_map(|r| r["cached_tokens"].as_u64()).sum();
+    assert!(cached > 0, "no cached tokens at all across {client_turns} turns");
+}
+
+#[test]
+fn replay_interrupted_stops_cancels_in_flight_and_writes_every_record() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut cfg = tokentap_sim::SimConfig::zero_delay();
+    cfg.timing.decode_ms = 20.0; // slow enough that turns are in flight when the signal comes
+    cfg.output.mean_tokens = 500.0;
+    cfg.output.max_tokens = 1000;
+    let sim = rt.block_on(tokentap_sim::SimServer::start(cfg)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d.jsonl");
+    let st = Command::new(BIN)
+        .args(["dataset", "synth", "--coding", "2", "--workflow", "4", "--scale", "0.1", "--out"])
+        .arg(&data)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out_dir = dir.path().join("run");
+    let child = Command::new(BIN)
+        .args(["replay", "--endpoint", &sim.base_url(), "--model", "m", "--concurrency", "3", "--quiet"])
+        .arg("--dataset")
+        .arg(&data)
+        .arg("--out")
+        .arg(&out_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the real event: three responses have started (head sent, body not finished).
+    // The sim hands a request's chunk stamps to its log only at the end, so the head is what
+    // can be seen while streaming; the prelude chunk follows the head at once.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let streaming = sim.log().iter().filter(|r| r.status == 200 && !r.finished).count();
+        if streaming >= 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replay never had 3 streams in flight");
+        std::thread::yield_now();
+    }
+    signal(child.id(), "-INT");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    let records = read_jsonl(&out_dir.join("records.jsonl"));
+    let cancelled: Vec<_> = records.iter().filter(|r| r["status"] == "cancelled").collect();
+    assert_eq!(cancelled.len(), 3, "the three in-flight turns are recorded as cancelled");
+    assert!(
+        cancelled.iter().all(|r| r["ttfb_ns"].as_u64().is_some()),
+        "cancelled records keep what had arrived: {cancelled:?}"
+    );
+    // Every request the server saw has a record.
+    assert_eq!(records.iter().filter(|r| r["status"] != "aborted").count(), sim.log().len());
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["counts"]["turns"]["cancelled"].as_u64(), Some(3), "{summary}");
+    rt.block_on(sim.shutdown());
+}
