@@ -88,7 +88,10 @@ pub fn post(url: &str, body: Bytes, session: Option<&str>) -> Request<Full<Bytes
 }
 
 /// Sends and reads the whole body, stamping each frame on arrival.
-pub async fn send(c: &TestClient, req: Request<Full<Bytes>>) -> Got {
+pub async fn send<C>(c: &Client<C, Full<Bytes>>, req: Request<Full<Bytes>>) -> Got
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
+{
     let resp = c.request(req).await.expect("response head");
     let (parts, mut body) = resp.into_parts();
     let mut out = Got {

@@ -1,0 +1,279 @@
+//! The client must not be able to tell the proxy is there: byte-identical bodies with and
+//! without it (also with `--inject-usage`), hop-by-hop headers handled per RFC 9110, h2 and TLS
+//! on both sides.
+//!
+//! Two sims with the same config and the same request sequence produce the same bytes except
+//! `created` (the wall-clock second), which [`mask_created`] blanks on both sides.
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use http::Request;
+use http_body_util::Full;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::json;
+use std::path::PathBuf;
+use tokentap_core::record::Status;
+use tokentap_core::timeline::TokenSource;
+use tokentap_sim::SimConfig;
+
+fn rich() -> SimConfig {
+    let mut c = sim_cfg();
+    c.modes.reasoning_fraction = 0.3;
+    c.modes.tokens_per_chunk = 2;
+    c.capture_bodies = true;
+    c
+}
+
+fn variants() -> Vec<Bytes> {
+    vec![
+        chat(true, 9, json!({})),
+        chat(true, 9, json!({"stream_options": {"include_usage": true}})),
+        chat(
+            true,
+            9,
+            json!({"stream_options": {"include_usage": true, "continuous_usage_stats": true}}),
+        ),
+        chat(false, 9, json!({})),
+    ]
+}
+
+#[tokio::test]
+async fn bodies_are_byte_identical_with_and_without_the_proxy() {
+    let direct = sim(rich()).await;
+    let behind = sim(rich()).await;
+    let p = proxy(proxy_cfg(&[behind.base_url()])).await;
+    let c = client();
+    for (i, body) in variants().into_iter().enumerate() {
+        let a = send(
+            &c,
+            post(
+                &format!("{}/v1/chat/completions", direct.base_url()),
+                body.clone(),
+                Some("s"),
+            ),
+        )
+        .await;
+        let b = send(
+            &c,
+            post(
+                &format!("{}/v1/chat/completions", p.base_url()),
+                body.clone(),
+                Some("s"),
+            ),
+        )
+        .await;
+        assert_eq!(a.status, b.status);
+        assert!(a.body.len() > 100, "variant {i}");
+        assert_eq!(mask_created(&a.body), mask_created(&b.body), "variant {i}");
+        assert_eq!(a.headers.get("content-type"), b.headers.get("content-type"));
+    }
+    // And the request the server got through the proxy is the client's, byte for byte.
+    let sent: Vec<_> = behind.log().into_iter().map(|l| l.body.unwrap()).collect();
+    assert_eq!(sent, variants());
+    assert_eq!(p.wait_records(4).await.len(), 4);
+}
+
+#[tokio::test]
+async fn inject_usage_measures_tokens_yet_the_client_gets_the_direct_bytes() {
+    let direct = sim(rich()).await;
+    let behind = sim(rich()).await;
+    let mut cfg = proxy_cfg(&[behind.base_url()]);
+    cfg.inject_usage = true;
+    cfg.inject_continuous_usage = true;
+    let p = proxy(cfg).await;
+    let c = client();
+    for (i, body) in variants().into_iter().enumerate() {
+        let a = send(
+            &c,
+            post(
+                &format!("{}/v1/chat/completions", direct.base_url()),
+                body.clone(),
+                None,
+            ),
+        )
+        .await;
+        let b = send(
+            &c,
+            post(
+                &format!("{}/v1/chat/completions", p.base_url()),
+                body.clone(),
+                None,
+            ),
+        )
+        .await;
+        assert_eq!(mask_created(&a.body), mask_created(&b.body), "variant {i}");
+    }
+    let recs = p.wait_records(4).await;
+    let log = behind.log();
+    // Variant 0 asked for nothing: the server was asked for usage and continuous usage...
+    let sent0: serde_json::Value = serde_json::from_slice(log[0].body.as_ref().unwrap()).unwrap();
+    assert_eq!(sent0["stream_options"]["include_usage"], true);
+    assert_eq!(sent0["stream_options"]["continuous_usage_stats"], true);
+    // ...so the record has exact server tokens per chunk, and says it injected.
+    assert_eq!(recs[0].usage_injected, Some(true));
+    assert_eq!(recs[0].measured.chunk_tokens_source, TokenSource::ContinuousUsage);
+    assert_eq!(recs[0].measured.prompt_tokens, Some(log[0].prompt_tokens));
+    assert_eq!(recs[0].measured.output_tokens, Some(9));
+    // Variant 2 already asked for everything: nothing injected, body forwarded as sent.
+    assert_eq!(recs[2].usage_injected, Some(false));
+    assert_eq!(log[2].body.as_ref().unwrap(), &variants()[2]);
+    // Non-streaming: never rewritten.
+    assert_eq!(recs[3].usage_injected, Some(false));
+    assert!(recs.iter().all(|r| r.status == Status::Ok));
+}
+
+#[tokio::test]
+async fn hop_by_hop_headers_are_dropped_and_the_rest_forwarded() {
+    let s = sim(rich()).await;
+    let mut cfg = proxy_cfg(&[s.base_url()]);
+    cfg.via = true;
+    cfg.record_headers = vec![
+        http::HeaderName::from_static("x-keep"),
+        http::HeaderName::from_static("authorization"),
+    ];
+    let p = proxy(cfg).await;
+    let req = Request::post(format!("{}/v1/chat/completions", p.base_url()))
+        .header("content-type", "application/json")
+        .header("connection", "x-drop")
+        .header("x-drop", "1")
+        .header("keep-alive", "timeout=5")
+        .header("proxy-authorization", "Basic abc")
+        .header("x-keep", "yes")
+        .header("authorization", "Bearer secret-key")
+        .header("x-session-id", "sess")
+        .body(Full::new(chat(true, 3, json!({}))))
+        .unwrap();
+    let got = send(&client(), req).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.headers.get("via").unwrap(), "1.1 tokentap");
+    let log = s.log();
+    let h = &log[0].headers;
+    let get = |n: &str| h.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
+    assert_eq!(get("x-keep"), Some("yes"));
+    assert_eq!(get("x-session-id"), Some("sess"));
+    assert_eq!(get("x-drop"), None);
+    assert_eq!(get("keep-alive"), None);
+    assert_eq!(get("proxy-authorization"), None);
+    assert_eq!(get("via"), Some("1.1 tokentap"));
+    assert_eq!(get("host"), Some(s.addr().to_string().as_str()));
+    let rec = p.wait_records(1).await.remove(0);
+    assert_eq!(rec.headers.get("x-keep").map(String::as_str), Some("yes"));
+    assert!(
+        !rec.headers.contains_key("authorization"),
+        "authorization is never recorded"
+    );
+    let line = serde_json::to_string(&rec).unwrap();
+    assert!(!line.contains("secret-key"));
+}
+
+#[tokio::test]
+async fn h2c_on_both_sides() {
+    let direct = sim(rich()).await;
+    let behind = sim(rich()).await;
+    let up = behind.base_url().replace("http://", "h2c://");
+    let p = proxy(proxy_cfg(&[up])).await;
+    let body = chat(true, 9, json!({"stream_options": {"include_usage": true}}));
+    let a = send(
+        &client(),
+        post(
+            &format!("{}/v1/chat/completions", direct.base_url()),
+            body.clone(),
+            None,
+        ),
+    )
+    .await;
+    let b = send(
+        &client_h2(),
+        post(&format!("{}/v1/chat/completions", p.base_url()), body, None),
+    )
+    .await;
+    assert_eq!(b.version, http::Version::HTTP_2);
+    assert_eq!(mask_created(&a.body), mask_created(&b.body));
+    let rec = p.wait_records(1).await.remove(0);
+    assert_eq!(rec.status, Status::Ok);
+    assert_eq!(rec.measured.output_tokens, Some(9));
+    // h2 on the upstream side too.
+    let log = behind.log();
+    assert!(log[0].headers.iter().all(|(k, _)| k != "connection"));
+}
+
+fn certs() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/certs")
+}
+
+#[tokio::test]
+async fn tls_with_alpn_h2_downstream_and_an_https_upstream() {
+    let direct = sim(rich()).await;
+    let behind = sim(rich()).await;
+    // Inner proxy serves TLS in front of the sim...
+    let mut inner_cfg = proxy_cfg(&[behind.base_url()]);
+    inner_cfg.tls = Some((certs().join("server.pem"), certs().join("server.key")));
+    let inner = proxy(inner_cfg).await;
+    // ...and the outer proxy reaches it over https, trusting the test CA.
+    let mut outer_cfg = proxy_cfg(&[format!("https://localhost:{}", inner.addr().port())]);
+    outer_cfg.upstream_ca = Some(certs().join("ca.pem"));
+    let outer = proxy(outer_cfg).await;
+    let body = chat(true, 9, json!({}));
+    let a = send(
+        &client(),
+        post(
+            &format!("{}/v1/chat/completions", direct.base_url()),
+            body.clone(),
+            None,
+        ),
+    )
+    .await;
+    // A TLS client straight to the inner proxy negotiates h2.
+    let mut roots = rustls::RootCertStore::empty();
+    for c in tokentap_proxy::upstream::read_certs(&certs().join("ca.pem")).unwrap() {
+        roots.add(c).unwrap();
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(tokentap_proxy::upstream::provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_only()
+        .enable_all_versions()
+        .build();
+    let tls_client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build(https);
+    let b = send(
+        &tls_client,
+        post(
+            &format!("https://localhost:{}/v1/chat/completions", inner.addr().port()),
+            body.clone(),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(b.version, http::Version::HTTP_2, "ALPN picked h2");
+    assert_eq!(mask_created(&a.body), mask_created(&b.body));
+    // Through both proxies: plain → https upstream (ALPN) → sim.
+    let a2 = send(
+        &client(),
+        post(
+            &format!("{}/v1/chat/completions", direct.base_url()),
+            body.clone(),
+            None,
+        ),
+    )
+    .await;
+    let c = send(
+        &client(),
+        post(&format!("{}/v1/chat/completions", outer.base_url()), body, None),
+    )
+    .await;
+    assert_eq!(c.status, 200);
+    assert_eq!(mask_created(&a2.body), mask_created(&c.body));
+    let rec = outer.wait_records(1).await.remove(0);
+    assert_eq!(rec.status, Status::Ok);
+    assert!(rec.upstream.as_deref().unwrap().starts_with("https://"));
+    // No usage asked for and 2 tokens per chunk: 5 chunks, counted as chunks, and labelled so.
+    assert_eq!(rec.measured.output_tokens, Some(5));
+    assert_eq!(rec.measured.output_tokens_source, TokenSource::Chunks);
+}
