@@ -1,0 +1,81 @@
+//! Shared helpers of the replay end-to-end tests: a real sim on 127.0.0.1:0, a replay run with
+//! an output directory, and the records read back.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokentap_dataset::Dataset;
+use tokentap_replay::{ProgressMode, ReplayConfig, RunOutcome};
+use tokentap_sim::{SimConfig, SimServer};
+
+/// A fresh, empty directory under the system temp dir.
+pub fn temp_dir(name: &str) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "tokentap-replay-test-{}-{}-{name}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub fn dataset(text: &str) -> Arc<Dataset> {
+    Arc::new(Dataset::parse("test.jsonl", text).unwrap())
+}
+
+/// A zero-delay sim that keeps request bodies.
+pub async fn sim_with(f: impl FnOnce(&mut SimConfig)) -> SimServer {
+    let mut c = SimConfig::zero_delay();
+    c.capture_bodies = true;
+    c.output.mean_tokens = 8.0;
+    c.output.sigma = 0.0;
+    f(&mut c);
+    SimServer::start(c).await.unwrap()
+}
+
+/// A config aimed at `sim` with model "m", writing into a fresh directory.
+pub fn config(sim: &SimServer, name: &str) -> ReplayConfig {
+    let mut c = ReplayConfig::new(&sim.base_url()).unwrap();
+    c.model = Some("m".into());
+    c.out = Some(temp_dir(name));
+    c
+}
+
+pub async fn run(config: ReplayConfig, ds: Arc<Dataset>) -> (RunOutcome, Vec<Value>) {
+    let out = tokentap_replay::run_with(config, ds, ProgressMode::Off, std::future::pending())
+        .await
+        .unwrap();
+    let recs = records(&out);
+    (out, recs)
+}
+
+pub fn records(out: &RunOutcome) -> Vec<Value> {
+    let path = out.out_dir.as_ref().unwrap().join("records.jsonl");
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+pub fn status(r: &Value) -> &str {
+    r["status"].as_str().unwrap()
+}
+
+pub fn conv(r: &Value) -> &str {
+    r["conversation_id"].as_str().unwrap()
+}
+
+/// Records sorted by (trajectory, turn_index).
+pub fn sorted(mut recs: Vec<Value>) -> Vec<Value> {
+    recs.sort_by_key(|r| (r["trajectory"].as_u64(), r["turn_index"].as_u64()));
+    recs
+}
+
+pub fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap()
+}
