@@ -259,3 +259,10 @@ pub async fn admin_get(p: &Proxy, path: &str) -> (StatusCode, String) {
     let g = send(&c, req).await;
     (g.status, g.text())
 }
+
+/// Fails the test instead of hanging when an awaited event never comes.
+pub async fn within<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(30), f)
+        .await
+        .expect("the awaited event never happened")
+}

@@ -1,0 +1,247 @@
+//! Every fault of issue 3 §5 with its record: the proxy answers what it must (502/504/431/413
+//! with a JSON error body, or the upstream's own status), the client sees what it would see
+//! without the proxy, and one record per request says whose fault it was.
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use futures_util::StreamExt;
+use http::Request;
+use http_body_util::{BodyExt, StreamBody};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::json;
+use std::time::Duration;
+use tokentap_core::record::{ErrorSource, Status, TurnRecord};
+use tokentap_sim::SimConfig;
+
+fn url(p: &tokentap_proxy::Proxy) -> String {
+    format!("{}/v1/chat/completions", p.base_url())
+}
+
+fn err_of(r: &TurnRecord) -> (ErrorSource, &str) {
+    let e = r.error.as_ref().expect("an error");
+    (e.source, e.kind.as_str())
+}
+
+#[tokio::test]
+async fn refused_upstream_is_a_502_with_a_json_error_and_a_record() {
+    let p = proxy(proxy_cfg(&[dead_addr().await])).await;
+    let got = send(&client(), post(&url(&p), chat(true, 3, json!({})), Some("s1"))).await;
+    assert_eq!(got.status, 502);
+    let v = got.json();
+    assert_eq!(v["error"]["type"], "proxy_error");
+    assert_eq!(v["error"]["code"], "connect");
+    let rec = within(p.wait_records(1)).await.remove(0);
+    assert_eq!(rec.status, Status::Failed);
+    assert_eq!(rec.http_status, Some(502));
+    assert_eq!(err_of(&rec), (ErrorSource::Upstream, "connect"));
+    assert_eq!(rec.conversation_id.as_deref(), Some("s1"));
+    assert!(p
+        .metrics_text()
+        .contains("tokentap_proxy_upstream_errors_total{kind=\"connect\""));
+}
+
+#[tokio::test]
+async fn upstream_closing_before_the_head_is_a_502_reset() {
+    let p = proxy(proxy_cfg(&[closing_upstream().await])).await;
+    let got = send(&client(), post(&url(&p), chat(true, 3, json!({})), None)).await;
+    assert_eq!(got.status, 502);
+    assert_eq!(got.json()["error"]["code"], "reset");
+    let rec = within(p.wait_records(1)).await.remove(0);
+    assert_eq!(err_of(&rec), (ErrorSource::Upstream, "reset"));
+}
+
+#[tokio::test]
+async fn silent_upstream_times_out_with_a_504() {
+    let mut cfg = proxy_cfg(&[silent_upstream().await]);
+    cfg.upstream_timeout = Duration::from_millis(200);
+    let p = proxy(cfg).await;
+    let got = send(&client(), post(&url(&p), chat(true, 3, json!({})), None)).await;
+    assert_eq!(got.status, 504);
+    assert_eq!(got.json()["error"]["code"], "timeout");
+    let rec = within(p.wait_records(1)).await.remove(0);
+    assert_eq!(rec.status, Status::TimedOut);
+    assert_eq!(err_of(&rec), (ErrorSource::Upstream, "timeout"));
+    assert!(rec.measured.e2e_ns.unwrap() >= 200_000_000);
+}
+
+#[tokio::test]
+async fn client_gone_mid_stream_cancels_upstream_and_records_what_arrived() {
+    let mut cfg = sim_cfg();
+    cfg.timing.decode_ms = 10.0;
+    let s = sim(cfg).await;
+    let p = proxy(proxy_cfg(&[s.base_url()])).await;
+    let c = client();
+    let resp = c
+        .request(post(&url(&p), chat(true, 200, json!({})), Some("gone")))
+        .await
+        .unwrap();
+    let mut body = resp.into_body();
+    // Read until the first token arrived, then walk away.
+    let mut seen = 0;
+    while seen < 3 {
+        let f = body.frame().await.unwrap().unwrap();
+        if f.is_data() {
+            seen += 1;
+        }
+    }
+    drop(body);
+    drop(c);
+    let rec = within(p.wait_records(1)).await.remove(0);
+    assert_eq!(rec.status, Status::Cancelled);
+    assert_eq!(err_of(&rec), (ErrorSource::Downstream, "client_gone"));
+    assert!(rec.measured.ttft_ns.is_some(), "what had arrived is kept");
+    let n = rec.measured.chunks.len();
+    assert!((1..200).contains(&n), "{n} chunks");
+    // The upstream request was cancelled: the sim saw its body dropped before the end.
+    within(s.wait_finished(1)).await;
+    let log = s.log();
+    assert!(!log[0].finished);
+    assert!(log[0].output_tokens < 200);
+}
+
+#[tokio::test]
+async fn upstream_error_status_is_forwarded_and_recorded() {
+    let mut cfg = sim_cfg();
+    cfg.faults.error_rate = 1.0;
+    cfg.faults.error_statuses = vec![503];
+    let s = sim(cfg).await;
+    let p = proxy(proxy_cfg(&[s.base_url()])).await;
+    let got = send(&client(), post(&url(&p), chat(true, 3, json!({})), None)).await;
+    assert_eq!(got.status, 503);
+    let rec = within(p.wait_records(1)).await.remove(0);
+    assert_eq!(rec.status, Status::Failed);
+    assert_eq!(rec.http_status, Some(503));
+    assert_eq!(err_of(&rec), (ErrorSource::Upstream, "http_status"));
+}
+
+#[tokio::test]
+async fn mid_stream_disconnect_breaks_the_client_stream_and_is_recorded() {
+    let mut cfg = sim_cfg();
+    cfg.faults.disconnect_rate = 1.0;
+    let s = sim(cfg).await;
+    let p = proxy(proxy_cfg(&[s.base_url()])).await;
+    let got = send(&client(), post(&url(&p), chat(true, 50, json!({})), None)).await;
+    assert_eq!(got.status, 200);
+    assert!(got.error.is_some(), "the client sees a broken stream, not a clean end");
+    let rec = within(p.wait_records(1)).await.remove(0);
+    assert_eq!(rec.status, Status::Failed);
+    assert_eq!(err_of(&rec), (ErrorSource::Upstream, "reset"));
+    assert!(!rec.measured.done);
+}
+
+#[tokio::test]
+async fn malformed_sse_passes_byte_for_byte_and_is_counted() {
+    let mut cfg = sim_cfg();
+    cfg.faults.malformed_rate = 1.0;
+    let direct = sim(cfg.clone()).await;
+    let behind = sim(cfg).await;
+    let p = proxy(proxy_cfg(&[behind.base_url()])).await;
+    let body = chat(true, 6, json!({}));
+    let a = send(
+        &client(),
+        post(
+            &format!("{}/v1/chat/completions", direct.base_url()),
+            body.clone(),
+            None,
+        ),
+    )
+    .await;
+    let b = send(&client(), post(&url(&p), body, None)).await;
+    assert_eq!(mask_created(&a.body), mask_created(&b.body));
+    assert!(b.text().contains("data: {\"choices\":[{\"delta\":\n"));
+    let rec = within(p.wait_records(1)).await.remove(0);
+    assert_eq!(rec.measured.malformed_events, 1);
+    assert!(p
+        .metrics_text()
+        .contains("tokentap_proxy_malformed_events_total 1"));
+}
+
+#[tokio::test]
+async fn oversized_headers_and_bodies_get_431_and_413_with_records() {
+    let s = sim(sim_cfg()).await;
+    let mut cfg = proxy_cfg(&[s.base_url()]);
+    cfg.max_header_bytes = 2048;
+    cfg.max_body_bytes = 4096;
+    let p = proxy(cfg).await;
+    let c = client();
+    let mut big = post(&url(&p), chat(true, 3, json!({})), None);
+    big.headers_mut()
+        .insert("x-big", "a".repeat(3000).parse().unwrap());
+    let g = send(&c, big).await;
+    assert_eq!(g.status, 431);
+    assert_eq!(g.json()["error"]["code"], "headers_too_large");
+    let huge = chat(true, 3, json!({"pad": "x".repeat(5000)}));
+    let g = send(&c, post(&url(&p), huge, None)).await;
+    assert_eq!(g.status, 413);
+    // Without a Content-Length (chunked upload) the limit is enforced while streaming.
+    let chunks: Vec<Result<http_body::Frame<Bytes>, std::io::Error>> = (0..10)
+        .map(|_| Ok(http_body::Frame::data(Bytes::from(vec![b' '; 1000]))))
+        .collect();
+    let streamed = StreamBody::new(futures_util::stream::iter(chunks).boxed());
+    let sc: Client<_, _> = Client::builder(TokioExecutor::new()).build_http();
+    let req = Request::post(url(&p))
+        .header("content-type", "application/json")
+        .body(streamed)
+        .unwrap();
+    let resp = sc.request(req).await.unwrap();
+    assert_eq!(resp.status(), 413);
+    let recs = within(p.wait_records(3)).await;
+    let kinds: Vec<_> = recs.iter().map(|r| err_of(r).1.to_string()).collect();
+    assert_eq!(kinds, ["headers_too_large", "body_too_large", "body_too_large"]);
+    assert!(recs
+        .iter()
+        .all(|r| r.error.as_ref().unwrap().source == ErrorSource::Downstream));
+    // Declared sizes are refused before contacting the server; a chunked upload streams (the
+    // proxy never holds a body back), so the server sees that one request's body break.
+    let log = s.log();
+    assert!(log.len() <= 1, "{log:?}");
+    assert!(log.iter().all(|l| l.status != 200));
+}
+
+/// Under load with every fault injected at once, and clients walking away, the proxy writes
+/// exactly one record per request it saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_load_with_faults_records_equal_requests() {
+    let mut cfg = SimConfig::zero_delay();
+    cfg.timing.decode_ms = 0.2;
+    cfg.faults.error_rate = 0.1;
+    cfg.faults.disconnect_rate = 0.1;
+    cfg.faults.malformed_rate = 0.1;
+    cfg.faults.stall_rate = 0.05;
+    cfg.faults.stall_ms = 50;
+    let s = sim(cfg).await;
+    let p = proxy(proxy_cfg(&[s.base_url(), dead_addr().await])).await;
+    const N: usize = 240;
+    let c = client();
+    let u = url(&p);
+    let tasks: Vec<_> = (0..N)
+        .map(|i| {
+            let c = c.clone();
+            let u = u.clone();
+            tokio::spawn(async move {
+                let sess = format!("load-{}", i % 40);
+                let req = post(&u, chat(true, 20, json!({})), Some(&sess));
+                let Ok(resp) = c.request(req).await else { return };
+                let mut body = resp.into_body();
+                // Every 7th client walks away after its first frame.
+                let quit = i % 7 == 0;
+                while let Some(f) = body.frame().await {
+                    if f.is_err() || quit {
+                        break;
+                    }
+                }
+            })
+        })
+        .collect();
+    // Bounded concurrency comes from the pool; all requests are issued at once.
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let report = within(p.shutdown(Duration::from_secs(5))).await;
+    assert_eq!(report.seen, N as u64);
+    assert_eq!(report.written, N as u64, "{report:?}");
+    assert_eq!(report.dropped, 0);
+}
