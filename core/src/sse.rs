@@ -11,10 +11,13 @@
 //! there is no allocation per event. Measured in `benches/sse.rs`.
 //!
 //! Handled: `\n`, `\r\n` and lone `\r` line ends (also a `\r\n` cut between two reads), comment
-//! lines (`: keep-alive`), multi-line `data`, the `event` field, a leading byte-order mark, field
-//! values with or without the single space after the colon.
+//! lines (`: keep-alive`), multi-line `data`, the `event` field, a leading byte-order mark (also
+//! one cut between reads), field values with or without the single space after the colon.
 
 use memchr::memchr2;
+
+/// UTF-8 byte-order mark, stripped at the start of a stream.
+const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 
 /// One dispatched event. Borrowed from the framer until the callback returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +63,8 @@ pub struct Framer {
     pending_cr: bool,
     /// Still at the very start of the stream (a BOM may follow).
     at_start: bool,
+    /// Bytes of a byte-order mark matched so far at the start (a BOM may be cut between reads).
+    bom: u8,
     stats: FramerStats,
 }
 
@@ -78,18 +83,31 @@ impl Framer {
 
     /// True when bytes of an unfinished line or event are buffered.
     pub fn has_pending(&self) -> bool {
-        !self.partial.is_empty() || self.has_data
+        !self.partial.is_empty() || self.has_data || (self.at_start && self.bom > 0)
     }
 
     /// Feeds one piece of the stream; calls `on_event` for each event it completes.
     pub fn feed(&mut self, mut input: &[u8], mut on_event: impl FnMut(Event<'_>)) {
         self.stats.bytes += input.len() as u64;
-        if self.at_start && !input.is_empty() {
-            // A BOM may itself be split; only the common whole-BOM case is stripped.
-            if input.starts_with(&[0xEF, 0xBB, 0xBF]) {
-                input = &input[3..];
+        if self.at_start {
+            // Match the BOM byte by byte, so that one cut between reads is stripped too (found
+            // by the `sse` fuzz target: feeding byte by byte used to keep the BOM).
+            while let Some((&b, rest)) = input.split_first() {
+                if b == BOM[usize::from(self.bom)] {
+                    self.bom += 1;
+                    input = rest;
+                    if usize::from(self.bom) == BOM.len() {
+                        self.at_start = false;
+                        break;
+                    }
+                } else {
+                    self.leave_start();
+                    break;
+                }
             }
-            self.at_start = false;
+            if input.is_empty() {
+                return;
+            }
         }
         if self.pending_cr && !input.is_empty() {
             self.pending_cr = false;
@@ -132,6 +150,9 @@ impl Framer {
     /// End of stream. A final event that lacks its blank line is dispatched anyway (lenient, as
     /// most clients are) and reported by the return value `true`.
     pub fn finish(&mut self, mut on_event: impl FnMut(Event<'_>)) -> bool {
+        if self.at_start {
+            self.leave_start();
+        }
         if !self.partial.is_empty() {
             let line = std::mem::take(&mut self.partial);
             self.line(&line, &mut on_event);
@@ -142,6 +163,15 @@ impl Framer {
         } else {
             false
         }
+    }
+
+    /// The stream did not start with a whole BOM: the bytes of it matched so far are ordinary
+    /// bytes of the first line.
+    fn leave_start(&mut self) {
+        self.at_start = false;
+        self.partial
+            .extend_from_slice(&BOM[..usize::from(self.bom)]);
+        self.bom = 0;
     }
 
     fn line(&mut self, line: &[u8], on_event: &mut impl FnMut(Event<'_>)) {
@@ -272,6 +302,16 @@ mod tests {
     fn bom_is_stripped() {
         let (ev, _) = collect(&[b"\xEF\xBB\xBFdata: x\n\n"]);
         assert_eq!(data(&ev), ["x"]);
+        // Cut inside the BOM, and byte by byte.
+        let (ev, _) = collect(&[b"\xEF", b"\xBB", b"", b"\xBFdata: x\n\n"]);
+        assert_eq!(data(&ev), ["x"]);
+        // A partial BOM is data of the first line, however it is cut.
+        let whole = collect(&[b"\xEF\xBBdata: x\n\ndata: y\n\n"]).0;
+        assert_eq!(data(&whole), ["y"]);
+        assert_eq!(collect(&[b"\xEF", b"\xBBdata: x\n\ndata: y\n\n"]).0, whole);
+        // A BOM only at the start.
+        let (ev, _) = collect(&[b"data: a\n\n", b"\xEF\xBB\xBFdata: b\n\n"]);
+        assert_eq!(data(&ev), ["a"]);
     }
 
     #[test]

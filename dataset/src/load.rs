@@ -173,6 +173,12 @@ fn parse_row(ctx: &mut Ctx<'_>, line: &str) -> Option<(String, Row)> {
                     Some("conversation_id"),
                     format!("expected printable ASCII only (it becomes an HTTP header value), found {c:?}"),
                 );
+            } else if s.starts_with(' ') || s.ends_with(' ') {
+                // HTTP trims a header value: the session header would no longer match the id.
+                ctx.err(
+                    Some("conversation_id"),
+                    "expected no leading or trailing space (HTTP trims header values)".into(),
+                );
             }
             s
         }

@@ -346,6 +346,22 @@ fn conversation_id_not_printable_ascii() {
 }
 
 #[test]
+fn conversation_id_with_leading_or_trailing_space() {
+    for id in [" c1", "c1 "] {
+        let text = jsonl(&[&format!(
+            r#"{{"conversation_id":"{id}","turn":1,"role":"user","content":"x"}}"#
+        )]);
+        one(
+            &text,
+            1,
+            Some(id),
+            Some("conversation_id"),
+            "expected no leading or trailing space (HTTP trims header values)",
+        );
+    }
+}
+
+#[test]
 fn turn_missing() {
     one(
         &jsonl(&[

@@ -1,0 +1,137 @@
+//! The properties the fuzz targets check, as plain functions of the input bytes.
+//!
+//! Why a separate file: the same properties run in two places — under libFuzzer
+//! (`fuzz_targets/*.rs`, nightly, `cargo fuzz run …`) and, on stable, in the main workspace's
+//! tests (`dataset/tests/fuzz_harness.rs` includes this file and feeds it seeds plus
+//! deterministic mutations). It depends only on `tokentap-core` and `tokentap-dataset`.
+
+#![allow(dead_code)] // each includer uses one or both entry points
+
+use tokentap_core::chunk::ChunkInfo;
+use tokentap_core::sse::Framer;
+use tokentap_dataset::stats::stats;
+use tokentap_dataset::{Dataset, Role};
+
+/// Dataset rows: `data` as UTF-8 text (other inputs are skipped) through `Dataset::parse`.
+///
+/// Properties: never panics; a dataset that loads satisfies SPEC §2 (ids printable ASCII, turns
+/// exactly 1..N, role sequence, tool rows after tool calls) and `stats` runs on it; an input that
+/// fails has at least one error, errors are in line order and each names a line of the input.
+pub fn dataset_rows(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match Dataset::parse("fuzz.jsonl", text) {
+        Ok(ds) => {
+            assert!(!ds.conversations.is_empty());
+            for c in &ds.conversations {
+                assert!(!c.id.is_empty() && c.id.bytes().all(|b| (0x20..=0x7e).contains(&b)));
+                assert_eq!(c.rows[0].role, Role::User);
+                for (i, r) in c.rows.iter().enumerate() {
+                    assert_eq!(r.turn as usize, i + 1);
+                }
+                for w in c.rows.windows(2) {
+                    let ok = match (w[0].role, w[1].role) {
+                        (Role::User, next) => next == Role::Assistant,
+                        (Role::Assistant, Role::Tool) => w[0].has_tool_calls(),
+                        (Role::Assistant, Role::User) => !w[0].has_tool_calls(),
+                        (Role::Tool, next) => next != Role::Tool,
+                        (Role::Assistant, Role::Assistant) => false,
+                    };
+                    assert!(ok, "{}: turn {} after turn {}", c.id, w[1].turn, w[0].turn);
+                }
+            }
+            let s = stats(&ds);
+            assert_eq!(s.total.trajectories as usize, ds.conversations.len());
+            assert_eq!(s.total.client_turns as usize, ds.client_turns());
+            let _ = s.render_text();
+        }
+        Err(e) => {
+            assert!(!e.0.is_empty());
+            let lines = text.lines().count();
+            for w in e.0.windows(2) {
+                assert!(w[0].line.unwrap_or(0) <= w[1].line.unwrap_or(0));
+            }
+            for err in &e.0 {
+                assert!(!err.message.is_empty());
+                if let Some(l) = err.line {
+                    assert!(l >= 1 && l <= lines, "line {l} of {lines}");
+                }
+            }
+        }
+    }
+}
+
+/// What a framer produced for a whole stream.
+#[derive(Debug, PartialEq, Eq)]
+struct Framed {
+    /// `(data, event)` of each dispatched event.
+    events: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// `finish()` flushed an unterminated final event.
+    tail: bool,
+    comments: u64,
+    unknown_fields: u64,
+}
+
+fn frame(pieces: &[&[u8]]) -> Framed {
+    let mut f = Framer::new();
+    let mut events = Vec::new();
+    let mut on_event = |e: tokentap_core::sse::Event<'_>| {
+        events.push((e.data.to_vec(), e.event.map(<[u8]>::to_vec)))
+    };
+    for p in pieces {
+        f.feed(p, &mut on_event);
+    }
+    let tail = f.finish(&mut on_event);
+    let stats = f.stats();
+    assert_eq!(stats.events as usize, events.len());
+    Framed {
+        events,
+        tail,
+        comments: stats.comments,
+        unknown_fields: stats.unknown_fields,
+    }
+}
+
+/// SSE: `data[0] % 8` cut points (two bytes each, little-endian, modulo the stream length), then
+/// the stream.
+///
+/// Properties: never panics; feeding the stream whole, cut at the given points, and one byte at
+/// a time gives the same events, the same comment count and the same end-of-stream flag; every
+/// event's data goes through `ChunkInfo::parse` without panicking.
+pub fn sse(data: &[u8]) {
+    let Some((&n, rest)) = data.split_first() else {
+        return;
+    };
+    let n = usize::from(n % 8);
+    if rest.len() < 2 * n {
+        return;
+    }
+    let (cut_bytes, stream) = rest.split_at(2 * n);
+    let mut cuts: Vec<usize> = cut_bytes
+        .chunks_exact(2)
+        .map(|c| usize::from(u16::from_le_bytes([c[0], c[1]])) % (stream.len() + 1))
+        .collect();
+    cuts.sort_unstable();
+
+    let whole = frame(&[stream]);
+    let mut pieces = Vec::with_capacity(cuts.len() + 1);
+    let mut prev = 0;
+    for c in cuts {
+        pieces.push(&stream[prev..c]);
+        prev = c;
+    }
+    pieces.push(&stream[prev..]);
+    assert_eq!(frame(&pieces), whole, "cut at {pieces:?}");
+    let bytes: Vec<&[u8]> = stream.chunks(1).collect();
+    assert_eq!(frame(&bytes), whole, "byte by byte");
+
+    for (data, _) in &whole.events {
+        if let Ok(info) = ChunkInfo::parse(data) {
+            // A chunk without choices carries no text.
+            if info.choices == 0 {
+                assert!(!info.carries_text() && info.finish_reason.is_none());
+            }
+        }
+    }
+}
