@@ -32,9 +32,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
-use tokio::time::{Instant, Sleep};
 use tokentap_core::clock;
 use tokentap_core::tokenize::BYTES_PER_TOKEN;
+use tokio::time::{Instant, Sleep};
 
 /// The error a body returns to make hyper abort the connection.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +88,8 @@ pub(crate) struct SimBody {
     sleep: Option<Pin<Box<Sleep>>>,
     /// Counted in `Shared::active_decodes`.
     decoding: bool,
+    /// An injected disconnect has let hyper flush once.
+    yielded_before_cut: bool,
 }
 
 impl SimBody {
@@ -128,6 +130,7 @@ impl SimBody {
             slowdown,
             sleep: None,
             decoding: false,
+            yielded_before_cut: false,
             log: Some(log),
             plan,
             shared,
@@ -217,8 +220,7 @@ impl SimBody {
         self.plan.continuous_usage.then_some(self.tokens_done)
     }
 
-    /// Ends the log once: records the outcome, caches the output blocks of a finished
-    /// response, and hands the entry to the shared log.
+    /// Ends the log once: records the outcome and hands the entry to the shared log.
     fn finalize(&mut self, finished: bool) {
         let Some(mut log) = self.log.take() else {
             return;
@@ -229,9 +231,6 @@ impl SimBody {
         }
         log.finished = finished;
         log.output_tokens = self.tokens_done;
-        if finished && !self.plan.output_keys.is_empty() {
-            self.shared.cache_insert(&self.plan.output_keys);
-        }
         self.shared.log.finish(log);
     }
 }
@@ -267,10 +266,21 @@ impl http_body::Body for SimBody {
                                 FaultKind::Disconnect => {
                                     let due = this.token_due();
                                     ready!(this.wait(due, cx));
+                                    if !this.yielded_before_cut {
+                                        // Return Pending once so hyper flushes the chunks
+                                        // already written: the client must receive them and
+                                        // then see the broken stream (without this, a
+                                        // zero-delay stream is cut before its head is sent).
+                                        this.yielded_before_cut = true;
+                                        cx.waker().wake_by_ref();
+                                        return Poll::Pending;
+                                    }
                                     this.fault_pending = false;
                                     this.phase = Phase::End;
                                     this.finalize(false);
-                                    return Poll::Ready(Some(Err(SimBodyError::InjectedDisconnect)));
+                                    return Poll::Ready(Some(Err(
+                                        SimBodyError::InjectedDisconnect,
+                                    )));
                                 }
                                 FaultKind::Malformed if this.plan.stream => {
                                     let due = this.token_due();
@@ -289,6 +299,11 @@ impl http_body::Body for SimBody {
                         }
                     }
                     let Some(seg) = this.plan.output.segments.get(this.seg).copied() else {
+                        // Cache the output blocks before the client can see the end of the
+                        // response, so its next turn (on any connection) finds them.
+                        if !this.plan.output_keys.is_empty() {
+                            this.shared.cache_insert(&this.plan.output_keys);
+                        }
                         this.phase = Phase::Tail;
                         continue;
                     };
@@ -305,8 +320,12 @@ impl http_body::Body for SimBody {
                     if this.seg_tokens_left == 0 {
                         this.seg += 1;
                         this.off = 0;
-                        this.seg_tokens_left =
-                            this.plan.output.segments.get(this.seg).map_or(0, |s| s.tokens);
+                        this.seg_tokens_left = this
+                            .plan
+                            .output
+                            .segments
+                            .get(this.seg)
+                            .map_or(0, |s| s.tokens);
                     }
                     this.chunk_index += 1;
                     this.tokens_done += tokens;
@@ -326,9 +345,9 @@ impl http_body::Body for SimBody {
                     let usage = this.running_usage();
                     let o = &this.plan.output;
                     let tool_id = o.tool_id.as_deref().unwrap_or("");
-                    let bytes = this
-                        .writer
-                        .piece(seg.kind, &o.text[start..end], tool_id, finish, usage);
+                    let bytes =
+                        this.writer
+                            .piece(seg.kind, &o.text[start..end], tool_id, finish, usage);
                     let kind = match seg.kind {
                         SegKind::Reasoning => ChunkKind::Reasoning,
                         SegKind::Content => ChunkKind::Content,

@@ -141,7 +141,9 @@ mod tests {
     const BT: u32 = 4; // 16 bytes per block
 
     fn text(n_bytes: usize, salt: u8) -> Vec<u8> {
-        (0..n_bytes).map(|i| b'a' + ((i as u8) ^ salt) % 26).collect()
+        (0..n_bytes)
+            .map(|i| b'a' + ((i as u8) ^ salt) % 26)
+            .collect()
     }
 
     #[test]

@@ -195,7 +195,10 @@ impl Opts {
 
 /// Runs `tokentap sim` until `shutdown` resolves. Prints `listening on http://ADDR` as the first
 /// line of stdout once bound.
-pub async fn run(opts: Opts, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+pub async fn run(
+    opts: Opts,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
     run_with(opts, shutdown, |addr| {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "listening on http://{addr}");
@@ -241,8 +244,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tokentap-sim-cli-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let profile = dir.join("p.json");
-        std::fs::write(&profile, r#"{"seed":3,"timing":{"decode_ms":1.5,"prefill_base_ms":2}}"#)
-            .unwrap();
+        std::fs::write(
+            &profile,
+            r#"{"seed":3,"timing":{"decode_ms":1.5,"prefill_base_ms":2}}"#,
+        )
+        .unwrap();
         let cli = Cli::parse_from([
             "x",
             "--profile",
@@ -263,9 +269,15 @@ mod tests {
         assert!(!c.modes.role_prelude);
         assert_eq!(c.faults.error_statuses, vec![502, 504]);
         assert_eq!(c.modes.reasoning_field, ReasoningField::Reasoning);
-        let c = Cli::parse_from(["x", "--preset", "zero-delay"]).opts.build_config().unwrap();
+        let c = Cli::parse_from(["x", "--preset", "zero-delay"])
+            .opts
+            .build_config()
+            .unwrap();
         assert!(c.timing.is_zero());
-        assert!(Cli::parse_from(["x", "--stall-rate", "2"]).opts.build_config().is_err());
+        assert!(Cli::parse_from(["x", "--stall-rate", "2"])
+            .opts
+            .build_config()
+            .is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -250,7 +250,9 @@ impl SimConfig {
             ("output.sigma", self.output.sigma),
         ] {
             if !(v.is_finite() && v >= 0.0) {
-                return Err(ConfigError(format!("{name} must be a finite number ≥ 0, got {v}")));
+                return Err(ConfigError(format!(
+                    "{name} must be a finite number ≥ 0, got {v}"
+                )));
             }
         }
         for (name, v) in [
@@ -275,7 +277,9 @@ impl SimConfig {
             return Err(ConfigError("output.max_tokens must be ≥ 1".into()));
         }
         if self.faults.error_rate > 0.0 && self.faults.error_statuses.is_empty() {
-            return Err(ConfigError("faults.error_statuses is empty but error_rate > 0".into()));
+            return Err(ConfigError(
+                "faults.error_statuses is empty but error_rate > 0".into(),
+            ));
         }
         if let Some(s) = self
             .faults

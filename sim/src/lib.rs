@@ -51,8 +51,9 @@
 //!   tokio's timer has 1 ms granularity: chunks are never early, and usually < 1.5 ms late.
 //!
 //! ## Prefix cache
-//! See [`cache`]. After a response finishes, the blocks of prompt + output rendered as the
-//! next request will render the assistant message (`<think>reasoning</think>content…`) are
+//! See [`cache`]. When the last token of a response has been generated (before the usage chunk
+//! and `[DONE]` go out, so the client's next turn cannot race it), the blocks of prompt + output
+//! rendered as the next request will render the assistant message (`<think>reasoning</think>content…`) are
 //! cached too, so a next turn whose recorded assistant text starts like the generated text hits
 //! them. Generated reasoning starts with [`tokentap_core::text::REASONING_PREAMBLE`], which is
 //! what makes SPEC §4's generated-token cache clearing visible in `cached_tokens`.

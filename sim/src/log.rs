@@ -45,7 +45,10 @@ struct Writer {
 impl LogStore {
     pub fn new(keep: bool, chunk_log: Option<&Path>) -> std::io::Result<Self> {
         let writer = match chunk_log {
-            Some(path) => Some(Writer::spawn(File::create(path)?, path.display().to_string())?),
+            Some(path) => Some(Writer::spawn(
+                File::create(path)?,
+                path.display().to_string(),
+            )?),
             None => None,
         };
         Ok(LogStore {

@@ -188,7 +188,12 @@ const EXECUTABLES: &[&str] = &[
 ];
 
 /// Builds the plan, except the cache lookup (which needs the engine lock; see the server).
-pub(crate) fn build(cfg: &SimConfig, seq: u64, created: u64, parsed: &Parsed) -> Result<Plan, String> {
+pub(crate) fn build(
+    cfg: &SimConfig,
+    seq: u64,
+    created: u64,
+    parsed: &Parsed,
+) -> Result<Plan, String> {
     let (api, prompt, model, stream, opts, req_max) = match parsed {
         Parsed::Chat(r) => {
             if r.messages.is_empty() {
@@ -444,8 +449,13 @@ mod tests {
         cfg.modes.reasoning_fraction = 0.3;
         for (rate, seq) in [(0.0, 1), (1.0, 2)] {
             cfg.modes.tool_call_rate = rate;
-            let p = build(&cfg, seq, 0, &chat(r#"{"messages":[{"role":"user","content":"x"}]}"#))
-                .unwrap();
+            let p = build(
+                &cfg,
+                seq,
+                0,
+                &chat(r#"{"messages":[{"role":"user","content":"x"}]}"#),
+            )
+            .unwrap();
             let o = &p.output;
             let mut total = 0;
             for s in &o.segments {
@@ -458,7 +468,9 @@ mod tests {
                 total += s.tokens;
             }
             assert_eq!(total, o.tokens);
-            assert!(o.reasoning().starts_with(&REASONING_PREAMBLE[..o.reasoning().len().min(40)]));
+            assert!(o
+                .reasoning()
+                .starts_with(&REASONING_PREAMBLE[..o.reasoning().len().min(40)]));
             if rate == 1.0 {
                 let calls = o.tool_calls().unwrap();
                 let args: Value = serde_json::from_str(&calls[0].function.arguments).unwrap();

@@ -28,12 +28,12 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tokentap_core::clock::Anchor;
+use tokentap_core::wire::ErrorBody;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
-use tokentap_core::clock::Anchor;
-use tokentap_core::wire::ErrorBody;
 
 /// Largest request body accepted (a 100k-token prompt is ~400 KiB).
 const MAX_BODY: usize = 64 * 1024 * 1024;
@@ -136,9 +136,10 @@ impl SimServer {
     ) -> anyhow::Result<SimServer> {
         config.validate()?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared::new(config, keep_log).map_err(|e| {
-            anyhow::anyhow!("cannot open the sim chunk log: {e}")
-        })?);
+        let shared = Arc::new(
+            Shared::new(config, keep_log)
+                .map_err(|e| anyhow::anyhow!("cannot open the sim chunk log: {e}"))?,
+        );
         let (stop, stop_rx) = oneshot::channel();
         let task = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx));
         Ok(SimServer {
@@ -327,7 +328,9 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResBody
     let api = match (&parts.method, path.as_str()) {
         (&Method::POST, "/v1/chat/completions") => Api::Chat,
         (&Method::POST, "/v1/completions") => Api::Completions,
-        (&Method::GET, "/health") => return simple(&shared, entry, StatusCode::OK, "", "text/plain"),
+        (&Method::GET, "/health") => {
+            return simple(&shared, entry, StatusCode::OK, "", "text/plain")
+        }
         (&Method::GET, "/v1/models") => {
             let body = serde_json::json!({
                 "object": "list",
@@ -339,12 +342,30 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResBody
                     "max_model_len": null,
                 }],
             });
-            return simple(&shared, entry, StatusCode::OK, &body.to_string(), "application/json");
+            return simple(
+                &shared,
+                entry,
+                StatusCode::OK,
+                &body.to_string(),
+                "application/json",
+            );
         }
         (_, "/health" | "/v1/models" | "/v1/chat/completions" | "/v1/completions") => {
-            return error(&shared, entry, StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+            return error(
+                &shared,
+                entry,
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed",
+            );
         }
-        _ => return error(&shared, entry, StatusCode::NOT_FOUND, &format!("no route for {path}")),
+        _ => {
+            return error(
+                &shared,
+                entry,
+                StatusCode::NOT_FOUND,
+                &format!("no route for {path}"),
+            )
+        }
     };
 
     let bytes = match Limited::new(body, MAX_BODY).collect().await {
@@ -355,7 +376,12 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResBody
             } else {
                 StatusCode::BAD_REQUEST
             };
-            return error(&shared, entry, status, &format!("cannot read request body: {e}"));
+            return error(
+                &shared,
+                entry,
+                status,
+                &format!("cannot read request body: {e}"),
+            );
         }
     };
     if shared.config.capture_bodies {
@@ -368,7 +394,12 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResBody
     let parsed = match parsed {
         Ok(p) => p,
         Err(e) => {
-            return error(&shared, entry, StatusCode::BAD_REQUEST, &format!("invalid JSON body: {e}"))
+            return error(
+                &shared,
+                entry,
+                StatusCode::BAD_REQUEST,
+                &format!("invalid JSON body: {e}"),
+            )
         }
     };
     let created = received.wall_ns / 1_000_000_000;
@@ -422,13 +453,20 @@ fn simple(
     shared.log.finish(entry);
     let mut res = Response::new(ResBody::Full(Some(Bytes::copy_from_slice(body.as_bytes()))));
     *res.status_mut() = status;
-    res.headers_mut()
-        .insert(header::CONTENT_TYPE, header::HeaderValue::from_static(content_type));
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(content_type),
+    );
     res
 }
 
 /// An OpenAI-style error response.
-fn error(shared: &Shared, entry: RequestLog, status: StatusCode, message: &str) -> Response<ResBody> {
+fn error(
+    shared: &Shared,
+    entry: RequestLog,
+    status: StatusCode,
+    message: &str,
+) -> Response<ResBody> {
     let kind = match status.as_u16() {
         400 | 405 | 413 => "invalid_request_error",
         404 => "not_found_error",
