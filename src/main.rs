@@ -14,7 +14,12 @@ mod shutdown;
 /// so everything works without a GPU, and measures every streamed token: TTFT, ITL, TPOT, E2E and
 /// KV-cache reuse, turn by turn.
 #[derive(Parser, Debug)]
-#[command(name = "tokentap", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    name = "tokentap",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
 struct Cli {
     /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `tokentap_replay=debug`.
     #[arg(long, global = true, env = "TOKENTAP_LOG", default_value = "warn")]
@@ -30,6 +35,8 @@ enum Command {
     Demo(demo::Opts),
     /// Replay agentic trajectories against an OpenAI-compatible endpoint (MLPerf closed loop).
     Replay(Box<tokentap_replay::Opts>),
+    /// Run the measurement proxy in front of one or more OpenAI-compatible servers.
+    Proxy(Box<tokentap_proxy::Opts>),
     /// Run the simulated OpenAI-compatible server (prefill, decode, prefix KV cache, faults).
     Sim(Box<tokentap_sim::Opts>),
     /// Validate, describe or synthesize MLPerf agentic datasets (JSONL).
@@ -50,7 +57,10 @@ fn main() -> ExitCode {
     if let Command::Dataset(cmd) = cli.command {
         return exit(tokentap_dataset::cli::run(cmd));
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -68,7 +78,16 @@ fn main() -> ExitCode {
                     ExitCode::from(1)
                 }
             },
-            Command::Sim(opts) => exit(tokentap_sim::run(*opts, shutdown::signal()).await.map(|()| 0)),
+            Command::Proxy(opts) => exit(
+                tokentap_proxy::run(*opts, shutdown::signal())
+                    .await
+                    .map(|()| 0),
+            ),
+            Command::Sim(opts) => exit(
+                tokentap_sim::run(*opts, shutdown::signal())
+                    .await
+                    .map(|()| 0),
+            ),
             Command::Dataset(_) => unreachable!("handled before the runtime starts"),
         }
     })

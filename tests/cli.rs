@@ -11,11 +11,17 @@ use std::time::{Duration, Instant};
 const BIN: &str = env!("CARGO_BIN_EXE_tokentap");
 
 fn tokentap(args: &[&str]) -> std::process::Output {
-    Command::new(BIN).args(args).output().expect("the tokentap binary runs")
+    Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("the tokentap binary runs")
 }
 
 fn signal(pid: u32, sig: &str) {
-    let st = Command::new("kill").args([sig, &pid.to_string()]).status().expect("kill runs");
+    let st = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill runs");
     assert!(st.success(), "kill {sig} {pid} failed");
 }
 
@@ -32,7 +38,7 @@ fn help_lists_every_subcommand_and_each_help_works() {
     let out = tokentap(&["--help"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for sub in ["demo", "replay", "sim", "dataset"] {
+    for sub in ["demo", "replay", "proxy", "sim", "dataset"] {
         assert!(text.contains(sub), "--help does not mention {sub}:\n{text}");
         let out = tokentap(&[sub, "--help"]);
         assert!(out.status.success(), "{sub} --help failed");
@@ -63,10 +69,30 @@ fn dataset_validate_names_file_line_field_and_exits_nonzero() {
     assert!(err.contains("tool_calls[0].id"), "{err}");
 
     let good = dir.path().join("good.jsonl");
-    let out = tokentap(&["dataset", "synth", "--coding", "1", "--workflow", "2", "--scale", "0.1", "--out", good.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tokentap(&[
+        "dataset",
+        "synth",
+        "--coding",
+        "1",
+        "--workflow",
+        "2",
+        "--scale",
+        "0.1",
+        "--out",
+        good.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = tokentap(&["dataset", "validate", good.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -79,9 +105,12 @@ fn sim_cli_prints_its_address_serves_and_stops_on_sigterm() {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let first = lines.next().expect("a first line").unwrap();
-    let addr = first.strip_prefix("listening on http://").unwrap_or_else(|| panic!("{first}"));
+    let addr = first
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("{first}"));
     let mut s = TcpStream::connect(addr).unwrap();
-    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
     let mut resp = String::new();
     s.read_to_string(&mut resp).unwrap();
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
@@ -94,26 +123,58 @@ fn sim_cli_prints_its_address_serves_and_stops_on_sigterm() {
 fn demo_runs_end_to_end_and_writes_a_complete_run() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(BIN)
-        .args(["demo", "--coding", "1", "--workflow", "3", "--scale", "0.1", "--decode-ms", "0.2"])
+        .args([
+            "demo",
+            "--coding",
+            "1",
+            "--workflow",
+            "3",
+            "--scale",
+            "0.1",
+            "--decode-ms",
+            "0.2",
+        ])
         .args(["--delay-scale", "0", "--concurrency", "2", "--out"])
         .arg(dir.path())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("TTFT"), "{stdout}");
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("run/summary.json")).unwrap()).unwrap();
+    let summary: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("run/summary.json")).unwrap(),
+    )
+    .unwrap();
     let records = read_jsonl(&dir.path().join("run/records.jsonl"));
     let client_turns = records.len() as u64;
-    assert!(client_turns >= 4, "one record per client turn, got {client_turns}");
-    assert!(records.iter().all(|r| r["status"] == "ok"), "all turns ok against the sim");
+    assert!(
+        client_turns >= 4,
+        "one record per client turn, got {client_turns}"
+    );
+    assert!(
+        records.iter().all(|r| r["status"] == "ok"),
+        "all turns ok against the sim"
+    );
     assert!(records.iter().all(|r| r["ttft_ns"].as_u64().is_some()));
-    assert_eq!(summary["counts"]["turns"]["ok"].as_u64(), Some(client_turns), "{summary}");
+    assert_eq!(
+        summary["counts"]["turns"]["ok"].as_u64(),
+        Some(client_turns),
+        "{summary}"
+    );
     // Salting on: every request of one conversation shares its system prompt, so later turns reuse
     // the cache.
-    let cached: u64 = records.iter().filter_map(|r| r["cached_tokens"].as_u64()).sum();
-    assert!(cached > 0, "no cached tokens at all across {client_turns} turns");
+    let cached: u64 = records
+        .iter()
+        .filter_map(|r| r["cached_tokens"].as_u64())
+        .sum();
+    assert!(
+        cached > 0,
+        "no cached tokens at all across {client_turns} turns"
+    );
 }
 
 #[test]
@@ -127,14 +188,33 @@ fn replay_interrupted_stops_cancels_in_flight_and_writes_every_record() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("d.jsonl");
     let st = Command::new(BIN)
-        .args(["dataset", "synth", "--coding", "2", "--workflow", "4", "--scale", "0.1", "--out"])
+        .args([
+            "dataset",
+            "synth",
+            "--coding",
+            "2",
+            "--workflow",
+            "4",
+            "--scale",
+            "0.1",
+            "--out",
+        ])
         .arg(&data)
         .status()
         .unwrap();
     assert!(st.success());
     let out_dir = dir.path().join("run");
     let child = Command::new(BIN)
-        .args(["replay", "--endpoint", &sim.base_url(), "--model", "m", "--concurrency", "3", "--quiet"])
+        .args([
+            "replay",
+            "--endpoint",
+            &sim.base_url(),
+            "--model",
+            "m",
+            "--concurrency",
+            "3",
+            "--quiet",
+        ])
         .arg("--dataset")
         .arg(&data)
         .arg("--out")
@@ -148,27 +228,54 @@ fn replay_interrupted_stops_cancels_in_flight_and_writes_every_record() {
     // can be seen while streaming; the prelude chunk follows the head at once.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let streaming = sim.log().iter().filter(|r| r.status == 200 && !r.finished).count();
+        let streaming = sim
+            .log()
+            .iter()
+            .filter(|r| r.status == 200 && !r.finished)
+            .count();
         if streaming >= 3 {
             break;
         }
-        assert!(Instant::now() < deadline, "the replay never had 3 streams in flight");
+        assert!(
+            Instant::now() < deadline,
+            "the replay never had 3 streams in flight"
+        );
         std::thread::yield_now();
     }
     signal(child.id(), "-INT");
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let records = read_jsonl(&out_dir.join("records.jsonl"));
-    let cancelled: Vec<_> = records.iter().filter(|r| r["status"] == "cancelled").collect();
-    assert_eq!(cancelled.len(), 3, "the three in-flight turns are recorded as cancelled");
+    let cancelled: Vec<_> = records
+        .iter()
+        .filter(|r| r["status"] == "cancelled")
+        .collect();
+    assert_eq!(
+        cancelled.len(),
+        3,
+        "the three in-flight turns are recorded as cancelled"
+    );
     assert!(
         cancelled.iter().all(|r| r["ttfb_ns"].as_u64().is_some()),
         "cancelled records keep what had arrived: {cancelled:?}"
     );
     // Every request the server saw has a record.
-    assert_eq!(records.iter().filter(|r| r["status"] != "aborted").count(), sim.log().len());
+    assert_eq!(
+        records.iter().filter(|r| r["status"] != "aborted").count(),
+        sim.log().len()
+    );
     let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(summary["counts"]["turns"]["cancelled"].as_u64(), Some(3), "{summary}");
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        summary["counts"]["turns"]["cancelled"].as_u64(),
+        Some(3),
+        "{summary}"
+    );
     rt.block_on(sim.shutdown());
 }

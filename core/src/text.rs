@@ -8,7 +8,8 @@
 //! blocks are reused; with clearing (a leading space), they are not.
 
 /// Opening of generated and synthesized reasoning. Longer than several 16-token cache blocks.
-pub const REASONING_PREAMBLE: &str = "Okay, let me start by looking carefully at what was asked and at the current state of the \
+pub const REASONING_PREAMBLE: &str =
+    "Okay, let me start by looking carefully at what was asked and at the current state of the \
 work, so that I understand the problem before changing anything. First I will restate the goal, \
 then check what the previous steps have already established.";
 
