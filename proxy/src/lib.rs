@@ -112,14 +112,6 @@ pub struct Proxy {
 impl Proxy {
     /// Binds both listeners and starts serving.
     pub async fn start(cfg: Config) -> Result<Proxy, StartError> {
-        let upstreams = upstream::Upstreams::new(&cfg.upstreams)?;
-        let needs_roots = cfg.upstreams.iter().any(|u| u.starts_with("https://"));
-        let clients = upstream::Clients::new(&upstream::ClientConfig {
-            connect_timeout: cfg.connect_timeout,
-            pool_idle_timeout: Duration::from_secs(90),
-            extra_ca: cfg.upstream_ca.clone(),
-            native_roots: needs_roots,
-        })?;
         let tls = match &cfg.tls {
             Some((c, k)) => Some(server::tls_acceptor(c, k)?),
             None => None,
@@ -130,42 +122,19 @@ impl Proxy {
                 addr: cfg.listen,
                 source,
             })?;
-        let admin_listener =
-            TcpListener::bind(cfg.admin)
-                .await
-                .map_err(|source| StartError::Bind {
-                    addr: cfg.admin,
-                    source,
-                })?;
+        let admin_listener = TcpListener::bind(cfg.admin)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: cfg.admin,
+                source,
+            })?;
         let bound = |l: &TcpListener, a: SocketAddr| {
-            l.local_addr()
-                .map_err(|source| StartError::Bind { addr: a, source })
+            l.local_addr().map_err(|source| StartError::Bind { addr: a, source })
         };
         let addr = bound(&listener, cfg.listen)?;
         let admin_addr = bound(&admin_listener, cfg.admin)?;
-        let writer = Writer::start(WriterConfig {
-            dir: cfg.records_dir.clone(),
-            max_bytes: cfg.records_max_bytes,
-            keep: cfg.keep_records,
-        })
-        .map_err(StartError::Records)?;
-        let sessions = sessions::Sessions::new(
-            cfg.session_ttl.as_nanos().min(u64::MAX as u128) as u64,
-            cfg.max_sessions,
-        );
         let ttl = cfg.session_ttl;
-        let shared = Arc::new(Shared {
-            cfg,
-            upstreams,
-            clients,
-            writer,
-            metrics: metrics::Metrics::new(),
-            sessions,
-            seen: AtomicU64::new(0),
-            live: AtomicUsize::new(0),
-            idle: Notify::new(),
-            cutting: AtomicBool::new(false),
-        });
+        let shared = shared(cfg)?;
         let (stop_tx, stop_rx) = oneshot::channel();
         let cut = CancellationToken::new();
         let accept = tokio::spawn(server::accept_loop(
@@ -283,6 +252,42 @@ impl Proxy {
             dropped: c.dropped.load(Ordering::Relaxed),
         }
     }
+}
+
+/// Builds the state every request shares (clients, writer thread, metrics, sessions) without
+/// any listener: [`Proxy::start`] uses it, and so do benches that drive a [`meter::MeteredBody`]
+/// directly. Must be called inside a tokio runtime.
+pub fn shared(cfg: Config) -> Result<Arc<Shared>, StartError> {
+    let upstreams = upstream::Upstreams::new(&cfg.upstreams)?;
+    let needs_roots = cfg.upstreams.iter().any(|u| u.starts_with("https://"));
+    let clients = upstream::Clients::new(&upstream::ClientConfig {
+        connect_timeout: cfg.connect_timeout,
+        pool_idle_timeout: Duration::from_secs(90),
+        extra_ca: cfg.upstream_ca.clone(),
+        native_roots: needs_roots,
+    })?;
+    let writer = Writer::start(WriterConfig {
+        dir: cfg.records_dir.clone(),
+        max_bytes: cfg.records_max_bytes,
+        keep: cfg.keep_records,
+    })
+    .map_err(StartError::Records)?;
+    let sessions = sessions::Sessions::new(
+        cfg.session_ttl.as_nanos().min(u64::MAX as u128) as u64,
+        cfg.max_sessions,
+    );
+    Ok(Arc::new(Shared {
+        cfg,
+        upstreams,
+        clients,
+        writer,
+        metrics: metrics::Metrics::new(),
+        sessions,
+        seen: AtomicU64::new(0),
+        live: AtomicUsize::new(0),
+        idle: Notify::new(),
+        cutting: AtomicBool::new(false),
+    }))
 }
 
 /// `tokentap proxy`: starts, prints `listening on http://ADDR` and `admin on http://ADDR` as

@@ -450,6 +450,9 @@ where
 }
 
 /// What the proxy sends to the client.
+// The metered variant is large (the whole per-request state); the body is built once per
+// request and polled in place, never moved per chunk, so boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 pub enum ProxyBody {
     Metered(MeteredBody<Incoming>),
     Full(Full<Bytes>),

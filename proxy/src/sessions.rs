@@ -206,7 +206,7 @@ impl Sessions {
                 idle_s: clock::secs(now.saturating_sub(e.last_mono)),
             })
             .collect();
-        v.sort_by(|a, b| b.last_activity_wall_ns.cmp(&a.last_activity_wall_ns));
+        v.sort_by_key(|s| std::cmp::Reverse(s.last_activity_wall_ns));
         v
     }
 

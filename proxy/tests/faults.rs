@@ -28,7 +28,11 @@ fn err_of(r: &TurnRecord) -> (ErrorSource, &str) {
 #[tokio::test]
 async fn refused_upstream_is_a_502_with_a_json_error_and_a_record() {
     let p = proxy(proxy_cfg(&[dead_addr().await])).await;
-    let got = send(&client(), post(&url(&p), chat(true, 3, json!({})), Some("s1"))).await;
+    let got = send(
+        &client(),
+        post(&url(&p), chat(true, 3, json!({})), Some("s1")),
+    )
+    .await;
     assert_eq!(got.status, 502);
     let v = got.json();
     assert_eq!(v["error"]["type"], "proxy_error");
@@ -125,7 +129,10 @@ async fn mid_stream_disconnect_breaks_the_client_stream_and_is_recorded() {
     let p = proxy(proxy_cfg(&[s.base_url()])).await;
     let got = send(&client(), post(&url(&p), chat(true, 50, json!({})), None)).await;
     assert_eq!(got.status, 200);
-    assert!(got.error.is_some(), "the client sees a broken stream, not a clean end");
+    assert!(
+        got.error.is_some(),
+        "the client sees a broken stream, not a clean end"
+    );
     let rec = within(p.wait_records(1)).await.remove(0);
     assert_eq!(rec.status, Status::Failed);
     assert_eq!(err_of(&rec), (ErrorSource::Upstream, "reset"));
@@ -190,7 +197,10 @@ async fn oversized_headers_and_bodies_get_431_and_413_with_records() {
     assert_eq!(resp.status(), 413);
     let recs = within(p.wait_records(3)).await;
     let kinds: Vec<_> = recs.iter().map(|r| err_of(r).1.to_string()).collect();
-    assert_eq!(kinds, ["headers_too_large", "body_too_large", "body_too_large"]);
+    assert_eq!(
+        kinds,
+        ["headers_too_large", "body_too_large", "body_too_large"]
+    );
     assert!(recs
         .iter()
         .all(|r| r.error.as_ref().unwrap().source == ErrorSource::Downstream));
@@ -224,7 +234,9 @@ async fn under_load_with_faults_records_equal_requests() {
             tokio::spawn(async move {
                 let sess = format!("load-{}", i % 40);
                 let req = post(&u, chat(true, 20, json!({})), Some(&sess));
-                let Ok(resp) = c.request(req).await else { return };
+                let Ok(resp) = c.request(req).await else {
+                    return;
+                };
                 let mut body = resp.into_body();
                 // Every 7th client walks away after its first frame.
                 let quit = i % 7 == 0;

@@ -28,7 +28,10 @@ fn paced() -> SimConfig {
 }
 
 fn text_kind(k: ChunkKind) -> bool {
-    matches!(k, ChunkKind::Reasoning | ChunkKind::Content | ChunkKind::ToolCall)
+    matches!(
+        k,
+        ChunkKind::Reasoning | ChunkKind::Content | ChunkKind::ToolCall
+    )
 }
 
 /// The checks common to every mode.
@@ -101,7 +104,12 @@ async fn one(cfg: SimConfig, extra: serde_json::Value, max: u64) -> (TurnRecord,
 
 #[tokio::test]
 async fn role_prelude_is_not_the_first_token() {
-    let (rec, truth) = one(paced(), json!({"stream_options": {"include_usage": true}}), 8).await;
+    let (rec, truth) = one(
+        paced(),
+        json!({"stream_options": {"include_usage": true}}),
+        8,
+    )
+    .await;
     assert_eq!(truth.chunks[0].kind, ChunkKind::Prelude);
     // The prelude was forwarded (TTFB) well before the first token (TTFT = prefill later).
     assert!(rec.measured.ttfb_ns.unwrap() <= rec.measured.ttft_ns.unwrap());
@@ -145,7 +153,10 @@ async fn multi_token_chunks_with_continuous_usage_give_exact_tokens_per_chunk() 
         12,
     )
     .await;
-    assert_eq!(rec.measured.chunk_tokens_source, TokenSource::ContinuousUsage);
+    assert_eq!(
+        rec.measured.chunk_tokens_source,
+        TokenSource::ContinuousUsage
+    );
     let sim_tokens: Vec<u32> = truth
         .chunks
         .iter()
@@ -230,7 +241,10 @@ async fn non_streaming_response_is_measured_from_its_usage() {
         rec.measured.output_tokens,
         v["usage"]["completion_tokens"].as_u64()
     );
-    assert_eq!(rec.measured.prompt_tokens, v["usage"]["prompt_tokens"].as_u64());
+    assert_eq!(
+        rec.measured.prompt_tokens,
+        v["usage"]["prompt_tokens"].as_u64()
+    );
     assert_eq!(rec.measured.output_tokens_source, TokenSource::Usage);
 }
 
@@ -238,7 +252,10 @@ async fn non_streaming_response_is_measured_from_its_usage() {
 async fn completions_route_is_measured() {
     let s = sim(paced()).await;
     let p = proxy(proxy_cfg(&[s.base_url()])).await;
-    let body = serde_json::to_vec(&json!({"model":"m","prompt":"hello there","max_tokens":5,"stream":true})).unwrap();
+    let body = serde_json::to_vec(
+        &json!({"model":"m","prompt":"hello there","max_tokens":5,"stream":true}),
+    )
+    .unwrap();
     let got = send(
         &client(),
         post(

@@ -85,10 +85,15 @@ async fn sessions_stick_to_one_of_three_replicas_and_move_only_when_it_is_down()
     let d: Value = serde_json::from_str(&text).unwrap();
     let turns = d["turns"].as_array().unwrap();
     assert_eq!(turns.len(), 3);
-    let prompt: Vec<u64> = turns.iter().map(|t| t["prompt_tokens"].as_u64().unwrap()).collect();
+    let prompt: Vec<u64> = turns
+        .iter()
+        .map(|t| t["prompt_tokens"].as_u64().unwrap())
+        .collect();
     assert!(prompt[0] < prompt[1] && prompt[1] < prompt[2], "{prompt:?}");
     assert!(turns[2]["cached_tokens"].as_u64().unwrap() > 0);
-    assert!(turns.iter().all(|t| t["ttft_ns"].as_u64().is_some() && t["e2e_ns"].as_u64().is_some()));
+    assert!(turns
+        .iter()
+        .all(|t| t["ttft_ns"].as_u64().is_some() && t["e2e_ns"].as_u64().is_some()));
     let (_, list) = admin_get(&p, "/sessions").await;
     let list: Value = serde_json::from_str(&list).unwrap();
     assert_eq!(list.as_array().unwrap().len(), SESSIONS);
@@ -125,7 +130,13 @@ async fn sessions_stick_to_one_of_three_replicas_and_move_only_when_it_is_down()
         } else {
             let now = sims
                 .iter()
-                .position(|s| s.log().iter().filter(|l| l.session.as_deref() == Some(id)).count() == 4)
+                .position(|s| {
+                    s.log()
+                        .iter()
+                        .filter(|l| l.session.as_deref() == Some(id))
+                        .count()
+                        == 4
+                })
                 .expect("still on its replica");
             assert_eq!(now, alive(placed[id]), "{id} must not move");
         }
@@ -228,7 +239,11 @@ async fn past_the_grace_period_streams_are_cut_and_recorded_cancelled() {
         let (c, u, tx) = (c.clone(), url(&p), tx.clone());
         tasks.push(tokio::spawn(async move {
             let resp = c
-                .request(post(&u, chat(true, 200, json!({})), Some(&format!("cut{i}"))))
+                .request(post(
+                    &u,
+                    chat(true, 200, json!({})),
+                    Some(&format!("cut{i}")),
+                ))
                 .await
                 .unwrap();
             let mut body = resp.into_body();
@@ -252,7 +267,10 @@ async fn past_the_grace_period_streams_are_cut_and_recorded_cancelled() {
     }
     let t0 = std::time::Instant::now();
     let report = within(p.shutdown(Duration::from_millis(100))).await;
-    assert!(t0.elapsed() < Duration::from_secs(5), "200 tokens × 50 ms were not awaited");
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "200 tokens × 50 ms were not awaited"
+    );
     assert!(!report.drained);
     assert_eq!((report.seen, report.written), (4, 4));
     for t in tasks {
@@ -270,7 +288,10 @@ async fn past_the_grace_period_streams_are_cut_and_recorded_cancelled() {
         let r: TurnRecord = serde_json::from_str(l).unwrap();
         assert_eq!(r.status, Status::Cancelled);
         let e = r.error.unwrap();
-        assert_eq!((e.source, e.kind.as_str()), (ErrorSource::Internal, "shutdown"));
+        assert_eq!(
+            (e.source, e.kind.as_str()),
+            (ErrorSource::Internal, "shutdown")
+        );
         assert!(r.measured.ttft_ns.is_some());
     }
 }

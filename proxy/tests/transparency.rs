@@ -114,7 +114,10 @@ async fn inject_usage_measures_tokens_yet_the_client_gets_the_direct_bytes() {
     assert_eq!(sent0["stream_options"]["continuous_usage_stats"], true);
     // ...so the record has exact server tokens per chunk, and says it injected.
     assert_eq!(recs[0].usage_injected, Some(true));
-    assert_eq!(recs[0].measured.chunk_tokens_source, TokenSource::ContinuousUsage);
+    assert_eq!(
+        recs[0].measured.chunk_tokens_source,
+        TokenSource::ContinuousUsage
+    );
     assert_eq!(recs[0].measured.prompt_tokens, Some(log[0].prompt_tokens));
     assert_eq!(recs[0].measured.output_tokens, Some(9));
     // Variant 2 already asked for everything: nothing injected, body forwarded as sent.
@@ -245,7 +248,10 @@ async fn tls_with_alpn_h2_downstream_and_an_https_upstream() {
     let b = send(
         &tls_client,
         post(
-            &format!("https://localhost:{}/v1/chat/completions", inner.addr().port()),
+            &format!(
+                "https://localhost:{}/v1/chat/completions",
+                inner.addr().port()
+            ),
             body.clone(),
             None,
         ),
@@ -265,7 +271,11 @@ async fn tls_with_alpn_h2_downstream_and_an_https_upstream() {
     .await;
     let c = send(
         &client(),
-        post(&format!("{}/v1/chat/completions", outer.base_url()), body, None),
+        post(
+            &format!("{}/v1/chat/completions", outer.base_url()),
+            body,
+            None,
+        ),
     )
     .await;
     assert_eq!(c.status, 200);
