@@ -473,3 +473,29 @@ async fn same_seed_same_output_different_seed_different() {
     let lens: Vec<usize> = a.iter().map(|x| x.0 / 4).collect();
     assert!(lens.iter().any(|&l| l != lens[0]), "{lens:?}");
 }
+
+#[tokio::test]
+async fn keep_alive_serves_sequential_requests_on_one_connection() {
+    let s = sim(|_| {}).await;
+    let stream = tokio::net::TcpStream::connect(s.addr()).await.unwrap();
+    let (mut tx, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    for i in 0..3 {
+        tx.ready().await.unwrap();
+        let res = tx
+            .send_request(chat_request(
+                &json!({"messages": user(&format!("turn {i}")),
+                                               "stream": true, "max_completion_tokens": 4}),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(res.headers()["x-sim-seq"], i.to_string().as_str());
+        let r = read(res, 0).await;
+        assert!(r.done());
+    }
+    s.wait_finished(3).await;
+    assert!(s.log().iter().all(|l| l.finished && l.output_tokens == 4));
+}

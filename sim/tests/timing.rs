@@ -211,3 +211,27 @@ async fn shutdown_cuts_streams_after_the_grace_period_and_flushes_the_chunk_log(
     assert!(lines[1]["chunks"].as_array().unwrap().len() >= 2);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test]
+async fn many_concurrent_timed_streams_all_complete() {
+    let s = SimServer::start(timed(|c| c.timing.decode_slowdown = 0.01))
+        .await
+        .unwrap();
+    let addr = s.addr();
+    let tasks: Vec<_> = (0..48)
+        .map(|i| tokio::spawn(async move { chat(addr, stream_body(40 + i, 20)).await }))
+        .collect();
+    for t in tasks {
+        let r = t.await.unwrap();
+        assert!(r.done());
+        assert_eq!(r.usage()["completion_tokens"], 20);
+    }
+    s.wait_finished(48).await;
+    let log = s.log();
+    assert_eq!(log.len(), 48);
+    assert!(log.iter().all(|l| l.finished && l.output_tokens == 20));
+    assert_eq!(
+        log.iter().map(|l| l.seq).collect::<Vec<_>>(),
+        (0..48).collect::<Vec<u64>>()
+    );
+}
