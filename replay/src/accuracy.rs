@@ -288,7 +288,7 @@ pub fn intent_code(text: &str) -> Option<&str> {
 }
 
 /// Executables of shell commands given as tool-call argument strings.
-pub fn executables_of<'a>(arguments: &[&'a str]) -> Vec<String> {
+pub fn executables_of(arguments: &[&str]) -> Vec<String> {
     let mut out = Vec::new();
     for a in arguments {
         let parsed: Option<Value> = serde_json::from_str(a).ok();

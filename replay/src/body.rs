@@ -388,10 +388,17 @@ impl RequestBody {
     /// The whole body in one buffer (tests, debugging; the client never does this).
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.remaining as usize);
-        for f in self.frames.as_slice() {
-            v.extend_from_slice(f);
-        }
+        self.copy_into(&mut v);
         v
+    }
+
+    /// Replaces `buf`'s contents with the whole body: the one-memcpy alternative to sending the
+    /// segments as frames, kept for `benches/build.rs`.
+    pub fn copy_into(&self, buf: &mut Vec<u8>) {
+        buf.clear();
+        for f in self.frames.as_slice() {
+            buf.extend_from_slice(f);
+        }
     }
 }
 

@@ -1,0 +1,411 @@
+//! Client overhead and throughput of the replay client against the zero-delay sim.
+//!
+//! `latency`: for each concurrency, runs a closed loop of short conversations and reports, per
+//! turn, client first-text-chunk arrival (`start_mono_ns + ttft_ns`, stamped when hyper hands
+//! over the frame) minus the sim's own stamp of when it handed that chunk to hyper. Both are raw
+//! CLOCK_MONOTONIC, so the difference is exact: it is the client's receive path (kernel loopback,
+//! the runtime waking the slot's task, hyper's parsing) plus the sim's write path after its
+//! stamp. Records and sim log are joined by session id + order (SPEC §9). By default the sim runs
+//! as a separate process (this binary re-executed as `serve-sim`, its log streamed to a JSONL
+//! file by the sim's own `chunk_log`), which is the honest setup: the two do not share a tokio
+//! runtime, only the 2 cores. `--in-process` runs it inside this runtime instead.
+//!
+//! `full`: a 613-trajectory synthetic dataset (`tokentap_dataset::synth`, the official 113:500
+//! mix) replayed once against the separate zero-delay sim: turns/s and this process's peak RSS
+//! (VmHWM from /proc/self/status).
+//!
+//! Run (release):
+//! ```text
+//! cargo run --release -p tokentap-replay --example overhead -- latency
+//! cargo run --release -p tokentap-replay --example overhead -- full --concurrency 64
+//! ```
+//!
+//! Measured (2-core VM shared with other builds; release; sim in a separate process; 64 output
+//! tokens per turn, 1 token per chunk):
+//!
+//! ```text
+//! (see the crate report; numbers are pasted here after each measurement run)
+//! ```
+
+use clap::{Parser, Subcommand};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use tokentap_core::stats::Samples;
+use tokentap_dataset::Dataset;
+use tokentap_replay::{ProgressMode, ReplayConfig};
+use tokentap_sim::{ChunkKind, RequestLog, SimConfig, SimServer};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// TTFT overhead (client − sim first text chunk) at several concurrencies.
+    Latency {
+        #[arg(long, value_delimiter = ',', default_value = "1,64,512")]
+        concurrency: Vec<usize>,
+        /// Output tokens per turn (one per chunk).
+        #[arg(long, default_value_t = 64)]
+        tokens: u64,
+        /// Turns measured per concurrency level (at least).
+        #[arg(long, default_value_t = 4000)]
+        turns: usize,
+        #[arg(long)]
+        in_process: bool,
+        /// Sim decode time per token, ms (0 = zero-delay sim). A small value keeps the machine
+        /// below saturation, so the number is the receive path rather than CPU queueing.
+        #[arg(long, default_value_t = 0.0)]
+        decode_ms: f64,
+    },
+    /// 613 synthetic trajectories: turns/s and peak RSS.
+    Full {
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// Synthetic size multiplier.
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+        /// Sim output tokens per turn (mean, lognormal sigma 0.7); 400 ≈ MLPerf.
+        #[arg(long, default_value_t = 400.0)]
+        mean_tokens: f64,
+        #[arg(long)]
+        include_usage: bool,
+    },
+    /// (internal) Serve a zero-delay sim, print its URL, stream its log to FILE, stop on stdin EOF.
+    ServeSim {
+        log: PathBuf,
+        #[arg(long, default_value_t = 64.0)]
+        mean_tokens: f64,
+        #[arg(long, default_value_t = 0.0)]
+        sigma: f64,
+        #[arg(long, default_value_t = 0.0)]
+        decode_ms: f64,
+    },
+}
+
+fn sim_config(mean_tokens: f64, sigma: f64, decode_ms: f64) -> SimConfig {
+    let mut c = SimConfig::zero_delay();
+    c.output.mean_tokens = mean_tokens;
+    c.output.sigma = sigma;
+    c.timing.decode_ms = decode_ms;
+    c
+}
+
+/// The sim in a child process.
+struct SimChild {
+    child: Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl SimChild {
+    fn start(dir: &Path, mean_tokens: f64, sigma: f64, decode_ms: f64) -> anyhow::Result<SimChild> {
+        let log = dir.join("sim-log.jsonl");
+        let mut child = Command::new(std::env::current_exe()?)
+            .args(["serve-sim", &log.to_string_lossy()])
+            .args([
+                "--mean-tokens",
+                &mean_tokens.to_string(),
+                "--sigma",
+                &sigma.to_string(),
+            ])
+            .args(["--decode-ms", &decode_ms.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let out = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+        let mut line = String::new();
+        std::io::BufReader::new(out).read_line(&mut line)?;
+        let url = line.trim().to_string();
+        anyhow::ensure!(url.starts_with("http://"), "sim child said {line:?}");
+        Ok(SimChild { child, url, log })
+    }
+
+    /// Stops the child (stdin EOF → graceful shutdown) and reads its log.
+    fn finish(mut self) -> anyhow::Result<Vec<RequestLog>> {
+        drop(self.child.stdin.take());
+        self.child.wait()?;
+        let text = std::fs::read_to_string(&self.log)?;
+        text.lines()
+            .map(|l| serde_json::from_str(l).map_err(Into::into))
+            .collect()
+    }
+}
+
+async fn serve_sim(
+    log: PathBuf,
+    mean_tokens: f64,
+    sigma: f64,
+    decode_ms: f64,
+) -> anyhow::Result<()> {
+    let mut c = sim_config(mean_tokens, sigma, decode_ms);
+    c.chunk_log = Some(log);
+    let sim = SimServer::start(c).await?;
+    println!("{}", sim.base_url());
+    std::io::stdout().flush()?;
+    tokio::task::spawn_blocking(|| {
+        let mut s = String::new();
+        while std::io::stdin()
+            .read_line(&mut s)
+            .map(|n| n > 0)
+            .unwrap_or(false)
+        {}
+    })
+    .await?;
+    sim.shutdown().await;
+    Ok(())
+}
+
+/// `n` conversations of `turns` user turns each.
+fn closed_loop_dataset(n: usize, turns: usize) -> Dataset {
+    let mut s = String::new();
+    for c in 0..n {
+        for t in 0..turns {
+            s.push_str(&format!(
+                "{{\"conversation_id\":\"c{c:05}\",\"turn\":{},\"role\":\"user\",\"content\":\"question {t} of conversation {c}\"}}\n",
+                2 * t + 1
+            ));
+            s.push_str(&format!(
+                "{{\"conversation_id\":\"c{c:05}\",\"turn\":{},\"role\":\"assistant\",\"content\":\"answer {t}\"}}\n",
+                2 * t + 2
+            ));
+        }
+    }
+    // Invariant: the rows above follow every SPEC §2 rule.
+    Dataset::parse("closed-loop.jsonl", &s).expect("generated dataset is valid")
+}
+
+fn temp_dir(name: &str) -> anyhow::Result<PathBuf> {
+    let d = std::env::temp_dir().join(format!("tokentap-overhead-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
+}
+
+fn read_records(dir: &Path) -> anyhow::Result<Vec<Value>> {
+    std::fs::read_to_string(dir.join("records.jsonl"))?
+        .lines()
+        .map(|l| serde_json::from_str(l).map_err(Into::into))
+        .collect()
+}
+
+fn first_text(log: &RequestLog) -> Option<u64> {
+    log.chunks
+        .iter()
+        .find(|c| {
+            matches!(
+                c.kind,
+                ChunkKind::Reasoning | ChunkKind::Content | ChunkKind::ToolCall
+            )
+        })
+        .map(|c| c.mono_ns)
+}
+
+/// Client first-text arrival − sim first-text write, ns, joined by session + order.
+fn join(records: &[Value], log: &[RequestLog]) -> Samples {
+    let mut sim: HashMap<&str, Vec<(u64, Option<u64>)>> = HashMap::new();
+    for l in log {
+        if let Some(s) = &l.session {
+            sim.entry(s).or_default().push((l.seq, first_text(l)));
+        }
+    }
+    for v in sim.values_mut() {
+        v.sort();
+    }
+    let mut ours: HashMap<&str, Vec<(u64, Option<u64>)>> = HashMap::new();
+    for r in records {
+        if r["status"] != "ok" {
+            continue;
+        }
+        let (Some(id), Some(start)) = (r["conversation_id"].as_str(), r["start_mono_ns"].as_u64())
+        else {
+            continue;
+        };
+        ours.entry(id)
+            .or_default()
+            .push((start, r["ttft_ns"].as_u64().map(|t| start + t)));
+    }
+    let mut out = Samples::new();
+    for (id, mut v) in ours {
+        v.sort();
+        let Some(s) = sim.get(id) else { continue };
+        for ((_, client), (_, server)) in v.iter().zip(s) {
+            if let (Some(c), Some(s)) = (client, server) {
+                out.push(*c as f64 - *s as f64);
+            }
+        }
+    }
+    out
+}
+
+fn vm_hwm_kb() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+async fn latency(
+    levels: Vec<usize>,
+    tokens: u64,
+    turns: usize,
+    in_process: bool,
+    decode_ms: f64,
+) -> anyhow::Result<()> {
+    println!(
+        "TTFT overhead = client first-text arrival − sim first-text write, {tokens} tokens/turn, decode {decode_ms} ms/token, sim {}",
+        if in_process { "in-process" } else { "separate process" }
+    );
+    println!(
+        "{:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "conc", "turns", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "turns/s"
+    );
+    for c in levels {
+        let dir = temp_dir(&format!("lat{c}"))?;
+        let per_conv = 4;
+        let n = (turns / per_conv).max(c * 2);
+        let ds = Arc::new(closed_loop_dataset(n, per_conv));
+        let (url, child, sim) = if in_process {
+            let sim = SimServer::start(sim_config(tokens as f64, 0.0, decode_ms)).await?;
+            (sim.base_url(), None, Some(sim))
+        } else {
+            let ch = SimChild::start(&dir, tokens as f64, 0.0, decode_ms)?;
+            (ch.url.clone(), Some(ch), None)
+        };
+        let mut cfg = ReplayConfig::new(&url)?;
+        cfg.model = Some("m".into());
+        cfg.concurrency = c;
+        cfg.sampling.max_completion_tokens = Some(tokens);
+        cfg.out = Some(dir.clone());
+        let out =
+            tokentap_replay::run_with(cfg, ds, ProgressMode::Off, std::future::pending()).await?;
+        let log = match (child, &sim) {
+            (Some(ch), _) => ch.finish()?,
+            (None, Some(s)) => s.log(),
+            _ => unreachable!(),
+        };
+        let recs = read_records(&dir)?;
+        let mut d = join(&recs, &log);
+        let p = d
+            .percentiles()
+            .ok_or_else(|| anyhow::anyhow!("no joined samples"))?;
+        println!(
+            "{:>6} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.0}",
+            c,
+            p.count,
+            p.p50 / 1e3,
+            p.p90 / 1e3,
+            p.p99 / 1e3,
+            p.p999 / 1e3,
+            p.max / 1e3,
+            out.summary.throughput.turns_per_s.unwrap_or(0.0)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(())
+}
+
+async fn full(
+    concurrency: usize,
+    scale: f64,
+    mean_tokens: f64,
+    include_usage: bool,
+) -> anyhow::Result<()> {
+    let dir = temp_dir("full")?;
+    let path = dir.join("synth.jsonl");
+    let cfg = tokentap_dataset::synth::SynthConfig {
+        scale,
+        ..Default::default()
+    };
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path)?);
+    let s = tokentap_dataset::synth::synth(&cfg, &mut f)?;
+    f.flush()?;
+    drop(f);
+    println!(
+        "dataset: {} trajectories, {} client turns, {:.1} MB",
+        s.trajectories,
+        s.client_turns,
+        s.bytes as f64 / 1e6
+    );
+    let hwm_before = vm_hwm_kb();
+    let ds = Arc::new(Dataset::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?);
+    let hwm_loaded = vm_hwm_kb();
+    let ch = SimChild::start(&dir, mean_tokens, 0.7, 0.0)?;
+    let mut cfg = ReplayConfig::new(&ch.url)?;
+    cfg.model = Some("m".into());
+    cfg.concurrency = concurrency;
+    cfg.include_usage = include_usage;
+    cfg.salt = true;
+    cfg.out = Some(dir.join("out"));
+    let t0 = std::time::Instant::now();
+    let out =
+        tokentap_replay::run_with(cfg, ds, ProgressMode::Line, std::future::pending()).await?;
+    let wall = t0.elapsed().as_secs_f64();
+    let log = ch.finish()?;
+    let sm = &out.summary;
+    let chunks: usize = log.iter().map(|l| l.chunks.len()).sum();
+    println!(
+        "concurrency {concurrency}: {} ok turns in {wall:.1} s = {:.0} turns/s, {:.0} chunks/s, window turns/s {:.0}, output tok/s {:.0}",
+        sm.counts.turns["ok"],
+        sm.counts.turns["ok"] as f64 / wall,
+        chunks as f64 / wall,
+        sm.throughput.turns_per_s.unwrap_or(0.0),
+        sm.throughput.output_tokens_per_s.unwrap_or(0.0),
+    );
+    println!(
+        "peak RSS (VmHWM) of the replay process: before load {} MB, after load {} MB, end {} MB",
+        hwm_before.map_or(0, |k| k / 1024),
+        hwm_loaded.map_or(0, |k| k / 1024),
+        vm_hwm_kb().map_or(0, |k| k / 1024)
+    );
+    let mut d = join(&read_records(&dir.join("out"))?, &log);
+    if let Some(p) = d.percentiles() {
+        println!(
+            "TTFT overhead: p50 {:.1} µs, p99 {:.1} µs over {} turns",
+            p.p50 / 1e3,
+            p.p99 / 1e3,
+            p.count
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        match cli.cmd {
+            Cmd::Latency {
+                concurrency,
+                tokens,
+                turns,
+                in_process,
+                decode_ms,
+            } => latency(concurrency, tokens, turns, in_process, decode_ms).await,
+            Cmd::Full {
+                concurrency,
+                scale,
+                mean_tokens,
+                include_usage,
+            } => full(concurrency, scale, mean_tokens, include_usage).await,
+            Cmd::ServeSim {
+                log,
+                mean_tokens,
+                sigma,
+                decode_ms,
+            } => serve_sim(log, mean_tokens, sigma, decode_ms).await,
+        }
+    })
+}
