@@ -22,7 +22,7 @@
 //! source internal, kind `shutdown`).
 //!
 //! Steady path per chunk: no allocation (the framer's buffers and the chunk list are sized
-//! once), no lock, no shared map. Measured in `examples/overhead.rs`.
+//! once), no lock, no shared map. Measured in `examples/proxy_overhead.rs`.
 
 use crate::inject::Stripper;
 use crate::metrics::status_class;

@@ -3,7 +3,7 @@
 //! the end after that instant (causality) and within [`TOL_NS`] of it.
 //!
 //! Why 20 ms: on an idle machine the gap is loopback transit plus two task wake-ups, tens of
-//! µs (see `examples/overhead.rs`); the tests run as a debug build on 2 cores shared with
+//! µs (see `examples/proxy_overhead.rs`); the tests run as a debug build on 2 cores shared with
 //! parallel compilation, where a wake-up can wait several ms. The sim paces chunks 10 ms apart, so
 //! a proxy that stamped at the wrong event (response head, end of stream, a batch of frames) is
 //! off by tens to hundreds of ms on most chunks and fails, while scheduling noise does not.
