@@ -127,7 +127,12 @@ impl ChildProxy {
             .stdout(Stdio::piped())
             .spawn()?;
         let stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("stdin"))?;
-        let mut stdout = BufReader::new(child.stdout.take().ok_or_else(|| anyhow::anyhow!("stdout"))?);
+        let mut stdout = BufReader::new(
+            child
+                .stdout
+                .take()
+                .ok_or_else(|| anyhow::anyhow!("stdout"))?,
+        );
         let mut line = String::new();
         stdout.read_line(&mut line)?;
         let url = line
@@ -135,7 +140,12 @@ impl ChildProxy {
             .strip_prefix("listening on ")
             .ok_or_else(|| anyhow::anyhow!("child said {line:?}"))?
             .to_string();
-        Ok(ChildProxy { child, stdin, stdout, url })
+        Ok(ChildProxy {
+            child,
+            stdin,
+            stdout,
+            url,
+        })
     }
 
     fn allocs(&mut self) -> anyhow::Result<u64> {
@@ -214,7 +224,12 @@ async fn one(c: &HttpClient, url: &str, body: Bytes, slot: usize, id: u64) -> Op
     let resp = c.request(req).await.ok()?;
     let mut b = resp.into_body();
     let mut framer = Framer::new();
-    let mut seen = Seen { id, sent, events: Vec::with_capacity(160), first_text: None };
+    let mut seen = Seen {
+        id,
+        sent,
+        events: Vec::with_capacity(160),
+        first_text: None,
+    };
     while let Some(Ok(f)) = b.frame().await {
         let t = clock::now();
         if let Ok(d) = f.into_data() {
@@ -233,7 +248,14 @@ async fn one(c: &HttpClient, url: &str, body: Bytes, slot: usize, id: u64) -> Op
 }
 
 /// Runs `total` requests over `conc` closed-loop slots; returns what was seen and the wall time.
-async fn phase(c: &HttpClient, url: &str, conc: usize, total: usize, tokens: u64, base_id: u64) -> (Vec<Seen>, u64) {
+async fn phase(
+    c: &HttpClient,
+    url: &str,
+    conc: usize,
+    total: usize,
+    tokens: u64,
+    base_id: u64,
+) -> (Vec<Seen>, u64) {
     let url = format!("{url}/v1/chat/completions");
     let t0 = clock::now();
     let mut tasks = Vec::new();
@@ -278,7 +300,11 @@ fn join(seen: &[Seen], sim: &SimServer) -> Joined {
                 .map(|id| (id, l))
         })
         .collect();
-    let mut j = Joined { chunk_lat: Samples::new(), ttft: Samples::new(), events: 0 };
+    let mut j = Joined {
+        chunk_lat: Samples::new(),
+        ttft: Samples::new(),
+        events: 0,
+    };
     for s in seen {
         j.events += s.events.len() as u64;
         if let Some(i) = s.first_text {

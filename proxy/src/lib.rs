@@ -122,14 +122,16 @@ impl Proxy {
                 addr: cfg.listen,
                 source,
             })?;
-        let admin_listener = TcpListener::bind(cfg.admin)
-            .await
-            .map_err(|source| StartError::Bind {
-                addr: cfg.admin,
-                source,
-            })?;
+        let admin_listener =
+            TcpListener::bind(cfg.admin)
+                .await
+                .map_err(|source| StartError::Bind {
+                    addr: cfg.admin,
+                    source,
+                })?;
         let bound = |l: &TcpListener, a: SocketAddr| {
-            l.local_addr().map_err(|source| StartError::Bind { addr: a, source })
+            l.local_addr()
+                .map_err(|source| StartError::Bind { addr: a, source })
         };
         let addr = bound(&listener, cfg.listen)?;
         let admin_addr = bound(&admin_listener, cfg.admin)?;

@@ -287,3 +287,49 @@ async fn tls_with_alpn_h2_downstream_and_an_https_upstream() {
     assert_eq!(rec.measured.output_tokens, Some(5));
     assert_eq!(rec.measured.output_tokens_source, TokenSource::Chunks);
 }
+
+#[tokio::test]
+async fn content_is_recorded_only_when_asked() {
+    let s = sim(rich()).await;
+    let plain = proxy(proxy_cfg(&[s.base_url()])).await;
+    let mut cfg = proxy_cfg(&[s.base_url()]);
+    cfg.record_content = true;
+    let with = proxy(cfg).await;
+    let body = chat(true, 9, json!({}));
+    let _ = send(
+        &client(),
+        post(
+            &format!("{}/v1/chat/completions", plain.base_url()),
+            body.clone(),
+            None,
+        ),
+    )
+    .await;
+    let got = send(
+        &client(),
+        post(
+            &format!("{}/v1/chat/completions", with.base_url()),
+            body,
+            None,
+        ),
+    )
+    .await;
+    assert!(plain.wait_records(1).await[0].content.is_none());
+    let rec = with.wait_records(1).await.remove(0);
+    let content = rec.content.expect("content recorded");
+    assert_eq!(content["request"]["messages"][1]["role"], "user");
+    // The recorded output is exactly the text the client received in `delta.content`.
+    let mut text = String::new();
+    for line in got.text().lines() {
+        if let Some(j) = line.strip_prefix("data: ") {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(j) {
+                if let Some(t) = v["choices"][0]["delta"]["content"].as_str() {
+                    text.push_str(t);
+                }
+            }
+        }
+    }
+    assert!(!text.is_empty());
+    assert_eq!(content["output"], text);
+    assert!(!content["reasoning"].as_str().unwrap().is_empty());
+}
