@@ -119,6 +119,10 @@ pub struct SimServer {
 
 impl SimServer {
     /// Binds 127.0.0.1:0 and serves until `shutdown`/drop.
+    ///
+    /// The in-memory log keeps every request and chunk stamp (~24 bytes per chunk) until
+    /// [`SimServer::clear_log`]; long-running benchmarks should use `tokentap sim` (JSONL log
+    /// only) or clear the log as they go.
     pub async fn start(config: SimConfig) -> anyhow::Result<SimServer> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         Self::start_on(listener, config).await
