@@ -44,6 +44,40 @@ impl Domain {
     }
 }
 
+/// Which generated text a turn needs for scoring; the client parses a chunk a second time only
+/// for these. Coding turns need tool calls, workflow turns content; a turn with nothing to
+/// compare with needs neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capture {
+    pub content: bool,
+    pub tool_calls: bool,
+}
+
+impl Capture {
+    /// What scoring the client turn at `conv.rows[row]` will read.
+    pub fn for_turn(conv: &Conversation, row: usize) -> Capture {
+        let Some(truth) = conv.rows.get(row + 1).filter(|r| r.role == Role::Assistant) else {
+            return Capture::default();
+        };
+        match Domain::of(conv) {
+            Domain::Workflow => Capture {
+                content: truth.intent_codes.is_some(),
+                tool_calls: false,
+            },
+            Domain::Coding => Capture {
+                content: false,
+                tool_calls: true,
+            },
+        }
+    }
+
+    /// A chunk with these kinds of text is worth reading.
+    #[inline]
+    pub fn wants(&self, content: bool, tool_call: bool) -> bool {
+        (self.content && content) || (self.tool_calls && tool_call)
+    }
+}
+
 /// One tool call assembled from streamed partials (merged by `index`).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct CallText {
@@ -400,5 +434,22 @@ mod tests {
         assert_eq!(score(&d.conversations[1], 0, &g), Some(0.5));
         // Ends on a tool row: nothing to compare with.
         assert_eq!(score(&d.conversations[1], 2, &g), None);
+        // Only what scoring reads is captured.
+        let cap = |c: usize, r: usize| Capture::for_turn(&d.conversations[c], r);
+        assert_eq!(
+            cap(0, 0),
+            Capture {
+                content: true,
+                tool_calls: false
+            }
+        );
+        assert_eq!(
+            cap(1, 0),
+            Capture {
+                content: false,
+                tool_calls: true
+            }
+        );
+        assert_eq!(cap(1, 2), Capture::default());
     }
 }

@@ -16,7 +16,7 @@
 //!
 //! https: [`Conn::connect`] is the seam — a TLS connector would wrap the `TcpStream` there.
 
-use crate::accuracy::Generated;
+use crate::accuracy::{Capture, Generated};
 use crate::body::RequestBody;
 use crate::config::Endpoint;
 use http::header::{
@@ -210,7 +210,7 @@ pub async fn exchange(
     tl: &mut Option<Timeline>,
     expected_chunks: usize,
     scratch: &mut Scratch,
-    capture_text: bool,
+    capture_text: Capture,
 ) -> Exchange {
     let sender = match conn.ready(target.addr).await {
         Ok(s) => s,
@@ -294,11 +294,18 @@ pub async fn exchange(
 }
 
 #[inline]
-fn on_event(tl: &mut Timeline, generated: &mut Generated, capture: bool, t: MonoNs, ev: Event<'_>) {
+fn on_event(
+    tl: &mut Timeline,
+    generated: &mut Generated,
+    capture: Capture,
+    t: MonoNs,
+    ev: Event<'_>,
+) {
     if ev.is_done() {
         tl.on_done();
     } else if let Some(info) = tl.on_data(t, ev.data) {
-        if capture && (info.content || info.tool_call) {
+        // After the stamp and the timeline: scoring never delays a timestamp.
+        if capture.wants(info.content, info.tool_call) {
             generated.feed(ev.data);
         }
     }

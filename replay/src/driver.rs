@@ -273,7 +273,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
                 &mut tl,
                 run.expected_chunks,
                 scratch,
-                true,
+                accuracy::Capture::for_turn(conv, row),
             );
             tokio::select! {
                 biased;

@@ -34,7 +34,7 @@
 //! never does.
 //!
 //! ## Measured costs
-//! See `benches/build.rs` (request build time vs context size) and `examples/overhead.rs`
+//! See `benches/build.rs` (request build time vs context size) and `examples/replay_overhead.rs`
 //! (client TTFT − the sim's first-chunk write time, turns/s, peak RSS); numbers are pasted
 //! there and in the crate's report.
 #![forbid(unsafe_code)]

@@ -16,8 +16,8 @@
 //!
 //! Run (release):
 //! ```text
-//! cargo run --release -p tokentap-replay --example overhead -- latency
-//! cargo run --release -p tokentap-replay --example overhead -- full --concurrency 64
+//! cargo run --release -p tokentap-replay --example replay_overhead -- latency
+//! cargo run --release -p tokentap-replay --example replay_overhead -- full --concurrency 64
 //! ```
 //!
 //! Measured (2-core VM shared with other builds; release; sim in a separate process; 64 output
