@@ -138,14 +138,7 @@ impl Proxy {
         let ttl = cfg.session_ttl;
         let shared = shared(cfg)?;
         let (stop_tx, stop_rx) = oneshot::channel();
-        let cut = CancellationToken::new();
-        let accept = tokio::spawn(server::accept_loop(
-            listener,
-            shared.clone(),
-            tls,
-            stop_rx,
-            cut,
-        ));
+        let accept = tokio::spawn(server::accept_loop(listener, shared.clone(), tls, stop_rx));
         let admin_stop = CancellationToken::new();
         let admin = tokio::spawn(server::admin_loop(
             admin_listener,

@@ -2,43 +2,86 @@
 //!
 //! Each accepted socket gets `TCP_NODELAY` and its own task running hyper-util's `auto`
 //! connection (HTTP/1.1 or h2 by preface; over TLS, ALPN offers `h2` and `http/1.1`). Every
-//! connection is watched by a [`GracefulShutdown`] and also races a "cut" token: on shutdown the
+//! connection is watched by a [`GracefulShutdown`] and tracked by a [`Tracker`]: on shutdown the
 //! accept loop stops, graceful shutdown asks each connection to finish what it has in flight
-//! (h1: no more keep-alive; h2: GOAWAY), and when the grace period runs out the cut token drops
-//! whatever is left — which drops their response bodies, whose taps record them `cancelled`. h2
-//! streams run in tasks of their own; [`CutExecutor`] makes those obey the cut token too.
+//! (h1: no more keep-alive; h2: GOAWAY), and when the grace period runs out [`Tracker::cut`]
+//! aborts whatever is left — which drops their response bodies, whose taps record them
+//! `cancelled`. h2 streams run in tasks of their own, spawned through the same tracker.
 
 use crate::service::{self, Shared};
+use dashmap::DashMap;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-/// Spawns futures (h2 streams) so that they end when the cut token fires.
-#[derive(Clone)]
-pub struct CutExecutor {
-    cut: CancellationToken,
+/// Every task serving a client: connections, and h2 streams (hyper spawns one task per stream
+/// through [`Tracker`] as its executor). On [`Tracker::cut`] they are all aborted, which drops
+/// their response bodies, whose taps record them `cancelled`.
+///
+/// Abort handles instead of a cancellation future raced against each connection: a
+/// `select!` on `CancellationToken::cancelled()` re-polls the token (a mutex) on every wake-up of
+/// the connection task, i.e. per forwarded chunk; measured at ~1% of the proxy's CPU under
+/// load. The registry is touched once per task start and end.
+#[derive(Clone, Default)]
+pub struct Tracker {
+    next: Arc<AtomicU64>,
+    tasks: Arc<DashMap<u64, AbortHandle>>,
+    cut: Arc<AtomicBool>,
 }
 
-impl<F> hyper::rt::Executor<F> for CutExecutor
+impl Tracker {
+    /// Spawns a tracked task (dropped at once if the cut already happened).
+    pub fn spawn<F>(&self, fut: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        if self.cut.load(Ordering::Acquire) {
+            return;
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let tasks = self.tasks.clone();
+        let h = tokio::spawn(async move {
+            fut.await;
+            tasks.remove(&id);
+        });
+        self.tasks.insert(id, h.abort_handle());
+        // The task may have finished before its handle was inserted.
+        if h.is_finished() {
+            self.tasks.remove(&id);
+        }
+        // A cut racing with this spawn: make sure the new task is aborted too.
+        if self.cut.load(Ordering::Acquire) {
+            h.abort();
+        }
+    }
+
+    /// Aborts every tracked task; later spawns are refused.
+    pub fn cut(&self) {
+        self.cut.store(true, Ordering::Release);
+        for e in self.tasks.iter() {
+            e.value().abort();
+        }
+    }
+}
+
+impl<F> hyper::rt::Executor<F> for Tracker
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
     fn execute(&self, fut: F) {
-        let cut = self.cut.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = fut => {}
-                _ = cut.cancelled() => {}
-            }
+        self.spawn(async move {
+            let _ = fut.await;
         });
     }
 }
@@ -56,9 +99,9 @@ pub async fn accept_loop(
     shared: Arc<Shared>,
     tls: Option<TlsAcceptor>,
     stop: oneshot::Receiver<Duration>,
-    cut: CancellationToken,
 ) -> DrainReport {
-    let mut builder = auto::Builder::new(CutExecutor { cut: cut.clone() });
+    let tracker = Tracker::default();
+    let mut builder = auto::Builder::new(tracker.clone());
     // hyper's own head limit sits above ours so oversized heads reach the service, which
     // answers 431 *and records it*; only heads beyond this hard cap are refused by hyper alone.
     let hard_cap = shared.cfg.max_header_bytes.saturating_mul(2).max(64 << 10);
@@ -91,28 +134,21 @@ pub async fn accept_loop(
                 let shared = shared.clone();
                 let builder = builder.clone();
                 let watcher = graceful.watcher();
-                let cut = cut.clone();
                 let tls = tls.clone();
-                tokio::spawn(async move {
+                tracker.spawn(async move {
                     let svc = service_fn(move |req| service::handle(shared.clone(), req));
-                    let serve = async move {
-                        match tls {
-                            Some(acc) => match acc.accept(sock).await {
-                                Ok(s) => {
-                                    let conn = builder.serve_connection(TokioIo::new(s), svc).into_owned();
-                                    let _ = watcher.watch(conn).await;
-                                }
-                                Err(e) => tracing::debug!(error = %e, "TLS handshake failed"),
-                            },
-                            None => {
-                                let conn = builder.serve_connection(TokioIo::new(sock), svc).into_owned();
+                    match tls {
+                        Some(acc) => match acc.accept(sock).await {
+                            Ok(s) => {
+                                let conn = builder.serve_connection(TokioIo::new(s), svc).into_owned();
                                 let _ = watcher.watch(conn).await;
                             }
+                            Err(e) => tracing::debug!(error = %e, "TLS handshake failed"),
+                        },
+                        None => {
+                            let conn = builder.serve_connection(TokioIo::new(sock), svc).into_owned();
+                            let _ = watcher.watch(conn).await;
                         }
-                    };
-                    tokio::select! {
-                        _ = serve => {}
-                        _ = cut.cancelled() => {}
                     }
                 });
             }
@@ -124,10 +160,8 @@ pub async fn accept_loop(
         _ = tokio::time::sleep(grace) => false,
     };
     if !drained {
-        shared
-            .cutting
-            .store(true, std::sync::atomic::Ordering::Release);
-        cut.cancel();
+        shared.cutting.store(true, Ordering::Release);
+        tracker.cut();
     }
     DrainReport { drained }
 }

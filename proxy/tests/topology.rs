@@ -225,6 +225,16 @@ async fn sigterm_drain_lets_streams_in_flight_finish() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_grace_period_streams_are_cut_and_recorded_cancelled() {
+    cut_after_grace(client()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_grace_period_h2_streams_are_cut_too() {
+    // h2 streams run in tasks of their own; the cut must reach them as well.
+    cut_after_grace(client_h2()).await;
+}
+
+async fn cut_after_grace(c: TestClient) {
     let mut cfg = sim_cfg();
     cfg.timing.decode_ms = 50.0;
     let s = sim(cfg).await;
@@ -232,7 +242,6 @@ async fn past_the_grace_period_streams_are_cut_and_recorded_cancelled() {
     let dir = tempfile::tempdir().unwrap();
     pc.records_dir = Some(dir.path().to_path_buf());
     let p = proxy(pc).await;
-    let c = client();
     let (tx, mut rx) = tokio::sync::mpsc::channel(8);
     let mut tasks = Vec::new();
     for i in 0..4 {
