@@ -181,6 +181,9 @@ impl Conn {
     }
 }
 
+/// Largest non-streaming JSON response kept for parsing.
+const MAX_JSON_BODY: usize = 64 << 20;
+
 /// Per-slot scratch reused across turns.
 #[derive(Default)]
 pub struct Scratch {
@@ -212,28 +215,60 @@ pub async fn exchange(
     scratch: &mut Scratch,
     capture_text: Capture,
 ) -> Exchange {
-    let sender = match conn.ready(target.addr).await {
-        Ok(s) => s,
-        Err(error) => {
+    let mut req = Some(req);
+    let mut attempt = 0;
+    let resp = loop {
+        let sender = match conn.ready(target.addr).await {
+            Ok(s) => s,
+            Err(error) => {
+                return Exchange::Failed {
+                    http_status: None,
+                    error,
+                }
+            }
+        };
+        let Some(r) = req.take() else {
             return Exchange::Failed {
                 http_status: None,
-                error,
+                error: internal("send", "request lost before sending".into()),
+            };
+        };
+        // The send instant: every offset of the turn counts from here.
+        *tl = Some(Timeline::new(clock::now(), expected_chunks));
+        match sender.try_send_request(r).await {
+            Ok(resp) => break resp,
+            Err(mut e) => {
+                conn.reset();
+                // hyper hands the request back when it was never written (a keep-alive
+                // connection the server closed while the slot was idle, e.g. during a long
+                // delay): reconnect and send it once more, stamping the send instant again.
+                match e.take_message() {
+                    Some(back) if attempt == 0 => {
+                        req = Some(back);
+                        attempt += 1;
+                    }
+                    _ => {
+                        return Exchange::Failed {
+                            http_status: None,
+                            error: upstream("send", format!("request failed: {}", e.into_error())),
+                        }
+                    }
+                }
             }
         }
     };
-    let tl = tl.insert(Timeline::new(clock::now(), expected_chunks));
-    let resp = match sender.send_request(req).await {
-        Ok(r) => r,
-        Err(e) => {
-            conn.reset();
-            return Exchange::Failed {
-                http_status: None,
-                error: upstream("send", format!("request failed: {e}")),
-            };
-        }
+    let Some(tl) = tl.as_mut() else {
+        return Exchange::Failed {
+            http_status: None,
+            error: internal("send", "no timeline".into()),
+        };
     };
     tl.on_headers(clock::now());
     let status = resp.status();
+    let resp_is_json = resp
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
     let mut body = resp.into_body();
     if !status.is_success() {
         // Keep a short, bounded excerpt of the error body: servers put the reason there.
@@ -264,8 +299,49 @@ pub async fn exchange(
             ),
         };
     }
-    let mut framer = Framer::new();
     let generated = &mut scratch.generated;
+    let json = resp_is_json;
+    if json {
+        // A server that ignored `stream: true` and sent one JSON body: no per-chunk timeline,
+        // but usage, finish reason and the text for scoring are read from it.
+        let mut whole = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let t = clock::now();
+            match frame {
+                Ok(f) => {
+                    if let Some(d) = f.data_ref() {
+                        tl.on_bytes(t);
+                        if whole.len() + d.len() > MAX_JSON_BODY {
+                            conn.reset();
+                            return Exchange::Failed {
+                                http_status: Some(status.as_u16()),
+                                error: upstream(
+                                    "body_too_large",
+                                    format!("JSON response over {MAX_JSON_BODY} bytes"),
+                                ),
+                            };
+                        }
+                        whole.extend_from_slice(d);
+                    }
+                }
+                Err(e) => {
+                    conn.reset();
+                    return Exchange::Failed {
+                        http_status: Some(status.as_u16()),
+                        error: upstream("stream", format!("response body broke: {e}")),
+                    };
+                }
+            }
+        }
+        tl.on_json_body(&whole);
+        if capture_text != Capture::default() {
+            generated.feed(&whole);
+        }
+        return Exchange::Ok {
+            http_status: status.as_u16(),
+        };
+    }
+    let mut framer = Framer::new();
     while let Some(frame) = body.frame().await {
         // Stamped before anything else looks at the bytes.
         let t = clock::now();

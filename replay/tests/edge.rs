@@ -1,0 +1,144 @@
+//! Server behaviours the sim does not produce, served by a few lines of raw HTTP on a real
+//! socket: a server that closes every keep-alive connection after one response, and one that
+//! answers a streaming request with a plain JSON body. Plus `--shard` against the sim.
+
+mod common;
+use common::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const TWO_TURNS: &str = r#"{"conversation_id":"e","turn":1,"role":"user","content":"a"}
+{"conversation_id":"e","turn":2,"role":"assistant","content":"b"}
+{"conversation_id":"e","turn":3,"role":"user","content":"c"}
+"#;
+
+/// Reads one request (head + Content-Length body); returns false on EOF.
+async fn read_request(s: &mut TcpStream) -> bool {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map(|v| v.trim().parse().unwrap())
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let n = s.read(&mut chunk).await.unwrap();
+                assert!(n > 0);
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            return true;
+        }
+        let n = s.read(&mut chunk).await.unwrap();
+        if n == 0 {
+            return false;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Serves one fixed 200 response to every request; closes the connection after each response
+/// when `close`. Reports each accepted connection on the channel.
+async fn serve(
+    close: bool,
+    content_type: &str,
+    body: &str,
+) -> (String, tokio::sync::mpsc::UnboundedReceiver<()>) {
+    let response: std::sync::Arc<str> = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into();
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            s.set_nodelay(true).unwrap();
+            let _ = tx.send(());
+            let response = response.clone();
+            tokio::spawn(async move {
+                while read_request(&mut s).await {
+                    s.write_all(response.as_bytes()).await.unwrap();
+                    if close {
+                        // No `Connection: close`: the client only learns by the socket closing.
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, rx)
+}
+
+const SSE: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+
+fn cfg(url: &str, name: &str) -> tokentap_replay::ReplayConfig {
+    let mut c = tokentap_replay::ReplayConfig::new(url).unwrap();
+    c.model = Some("m".into());
+    c.out = Some(temp_dir(name));
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_keep_alive_connection_is_replaced() {
+    let (url, mut conns) = serve(true, "text/event-stream", SSE).await;
+    let (_, recs) = run(cfg(&url, "reconnect"), dataset(TWO_TURNS)).await;
+    assert_eq!(recs.len(), 2);
+    assert!(recs.iter().all(|r| status(r) == "ok"), "{recs:?}");
+    conns.recv().await.unwrap();
+    conns.recv().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_json_answer_is_read_for_usage_and_finish_reason() {
+    const JSON: &str = "{\"object\":\"chat.completion\",\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"x\"},\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":7}}";
+    let (url, _conns) = serve(false, "application/json", JSON).await;
+    let (_, recs) = run(cfg(&url, "json"), dataset(TWO_TURNS)).await;
+    for r in &recs {
+        assert_eq!(status(r), "ok");
+        assert_eq!(r["output_tokens"], 7);
+        assert_eq!(r["output_tokens_source"], "usage");
+        assert_eq!(r["finish_reason"], "length");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_issue_disjoint_parts_of_the_same_fifo() {
+    let sim = sim_with(|_| {}).await;
+    let mut text = String::new();
+    for i in 0..3 {
+        text.push_str(&format!(
+            "{{\"conversation_id\":\"s{i}\",\"turn\":1,\"role\":\"user\",\"content\":\"q\"}}\n"
+        ));
+    }
+    let mut seen = Vec::new();
+    for index in 0..2 {
+        let mut c = config(&sim, "shard");
+        c.trajectories = Some(7);
+        c.shard = tokentap_replay::config::Shard { index, count: 2 };
+        c.concurrency = 2;
+        let (out, recs) = run(c, dataset(&text)).await;
+        assert_eq!(
+            out.summary.run.trajectory_budget,
+            if index == 0 { 4 } else { 3 }
+        );
+        for r in recs {
+            let k = u(&r["trajectory"]);
+            assert_eq!(k % 2, index);
+            // Same FIFO numbering as a single process: conversation k mod 3, pass k div 3 + 1.
+            let want = if k < 3 {
+                format!("s{}", k % 3)
+            } else {
+                format!("s{}__repeat_{}", k % 3, k / 3 + 1)
+            };
+            assert_eq!(conv(&r), want);
+            seen.push(k);
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, (0..7).collect::<Vec<u64>>());
+}
