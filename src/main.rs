@@ -42,6 +42,8 @@ enum Command {
     /// Validate, describe or synthesize MLPerf agentic datasets (JSONL).
     #[command(subcommand)]
     Dataset(tokentap_dataset::cli::DatasetCommand),
+    /// Check a benchmark client's timing claims against what the proxy saw on the wire.
+    Compare(Box<tokentap_compare::Opts>),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +58,9 @@ fn main() -> ExitCode {
 
     if let Command::Dataset(cmd) = cli.command {
         return exit(tokentap_dataset::cli::run(cmd));
+    }
+    if let Command::Compare(opts) = cli.command {
+        return exit(tokentap_compare::run(*opts));
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -89,6 +94,7 @@ fn main() -> ExitCode {
                     .map(|()| 0),
             ),
             Command::Dataset(_) => unreachable!("handled before the runtime starts"),
+            Command::Compare(_) => unreachable!("handled before the runtime starts"),
         }
     })
 }

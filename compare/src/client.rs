@@ -1,0 +1,150 @@
+//! What a benchmark client claims, normalised: one [`ClientTurn`] per request it reports, plus the
+//! percentiles it published, if it publishes any ([`Published`]).
+//!
+//! Every format parser ([`crate::formats`]) produces a [`ClientRun`]. Units are fixed here, so the
+//! rest of the crate never converts: times in milliseconds (f64), token counts as f64, start
+//! instants in nanoseconds on the clock named by [`ClientRun::clock`].
+
+use serde::Serialize;
+use std::fmt;
+
+/// The metrics `compare` checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Time to first token, ms: from the turn's start to the first text-carrying chunk.
+    Ttft,
+    /// Inter-token latency of one turn, ms: the mean gap per output token after the first
+    /// chunk. Claims are percentiles over turns of this per-turn mean (AIPerf's definition), so
+    /// a client that reports per-chunk gaps on multi-token chunks shows up as a difference.
+    Itl,
+    /// End to end, ms: from the turn's start to the last byte of the response.
+    E2e,
+    /// Output tokens of the turn (the client's count vs the server's usage seen on the wire).
+    OutputTokens,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 4] = [Metric::Ttft, Metric::Itl, Metric::E2e, Metric::OutputTokens];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::Ttft => "ttft",
+            Metric::Itl => "itl",
+            Metric::E2e => "e2e",
+            Metric::OutputTokens => "output_tokens",
+        }
+    }
+
+    /// Display name in the terminal table.
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::Ttft => "TTFT",
+            Metric::Itl => "ITL",
+            Metric::E2e => "E2E",
+            Metric::OutputTokens => "output tokens",
+        }
+    }
+
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::OutputTokens => "tokens",
+            _ => "ms",
+        }
+    }
+
+    /// Index into per-metric arrays ([`Values`]).
+    pub fn idx(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// One value per [`Metric`], each optional (`None`: not measured / not claimed).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Values(pub [Option<f64>; 4]);
+
+impl Values {
+    pub fn get(&self, m: Metric) -> Option<f64> {
+        self.0[m.idx()]
+    }
+
+    pub fn set(&mut self, m: Metric, v: Option<f64>) {
+        self.0[m.idx()] = v.filter(|x| x.is_finite());
+    }
+}
+
+/// Which shared clock a client's start instants are on (SPEC §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Clock {
+    /// Wall clock, ns since the Unix epoch (any host). Joined against `anchor.wall_ns`.
+    Wall,
+    /// Raw `CLOCK_MONOTONIC` ns (same host only). Joined against `start_mono_ns`.
+    Mono,
+}
+
+/// One request as the client reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientTurn {
+    /// Where it came from in the client's file: the 1-based line (JSONL) or 1-based list
+    /// position (JSON array).
+    pub at: usize,
+    /// The id the client sent in a request-id header (AIPerf `x_request_id` → `X-Request-ID`).
+    pub request_id: Option<String>,
+    /// The value of the session header the client sent (tokentap's conversation id, AIPerf's
+    /// `x_correlation_id`, MLPerf's logical conversation id).
+    pub session: Option<String>,
+    /// 0-based order of this turn inside its session, as the client numbers it.
+    pub turn: Option<u32>,
+    /// The client's start instant (its send), ns on [`ClientRun::clock`].
+    pub start_ns: Option<u64>,
+    /// The client counted the request as successful.
+    pub ok: bool,
+    /// What the client measured for this turn.
+    pub values: Values,
+}
+
+impl ClientTurn {
+    pub fn new(at: usize) -> Self {
+        ClientTurn {
+            at,
+            request_id: None,
+            session: None,
+            turn: None,
+            start_ns: None,
+            ok: true,
+            values: Values::default(),
+        }
+    }
+}
+
+/// Percentiles a client published in its own summary (p50/p90/p99 per metric).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Published {
+    /// Where they were read from.
+    pub source: String,
+    /// `[p50, p90, p99]` per metric, in the metric's unit.
+    pub stats: [Option<[Option<f64>; 3]>; 4],
+}
+
+impl Published {
+    pub fn get(&self, m: Metric) -> Option<[Option<f64>; 3]> {
+        self.stats[m.idx()]
+    }
+}
+
+/// Everything read from one client output file.
+#[derive(Debug, Clone)]
+pub struct ClientRun {
+    pub clock: Clock,
+    pub turns: Vec<ClientTurn>,
+    pub published: Option<Published>,
+    /// Facts worth telling the reader (skipped lines, unsupported fields...).
+    pub notes: Vec<String>,
+}

@@ -1,0 +1,52 @@
+//! tokentap replay `records.jsonl`: one [`TurnRecord`] (origin `replay`) per client turn.
+//!
+//! Session = `conversation_id` (what the replay sent in `X-Session-ID`), order = `turn_index`,
+//! start = `start_mono_ns` (or its wall-clock anchor with `--clock wall`, for a replay on another
+//! host). Values are computed exactly as for the wire ([`crate::wire::values_of`]), so our own
+//! client is held to the same definitions it claims. `aborted` turns were never sent and are not
+//! turns on the wire: they are skipped and counted in a note.
+
+use crate::client::{ClientRun, ClientTurn, Clock};
+use crate::error::CompareError;
+use std::path::Path;
+use tokentap_core::record::{Status, TurnRecord};
+
+pub fn parse(path: &Path, text: &str, clock: Clock) -> Result<ClientRun, CompareError> {
+    let mut turns = Vec::new();
+    let mut aborted = 0;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let r: TurnRecord = serde_json::from_str(line).map_err(|e| {
+            CompareError::parse(path, i + 1, format!("not a tokentap turn record: {e}"))
+        })?;
+        if r.status == Status::Aborted {
+            aborted += 1;
+            continue;
+        }
+        let mut t = ClientTurn::new(i + 1);
+        t.session = r.conversation_id.clone();
+        t.turn = Some(r.turn_index);
+        t.request_id = r.headers.get("x-request-id").cloned();
+        t.start_ns = Some(match clock {
+            Clock::Mono => r.start_mono_ns,
+            Clock::Wall => r.anchor.wall_of(r.start_mono_ns),
+        });
+        t.ok = r.status == Status::Ok;
+        t.values = crate::wire::values_of(&r);
+        turns.push(t);
+    }
+    let mut notes = Vec::new();
+    if aborted > 0 {
+        notes.push(format!(
+            "{aborted} aborted turns in the client file were never sent and are not compared"
+        ));
+    }
+    Ok(ClientRun {
+        clock,
+        turns,
+        published: None,
+        notes,
+    })
+}

@@ -1,0 +1,362 @@
+//! Joining client turns to wire turns (SPEC §9).
+//!
+//! Three passes, each over what the previous ones left:
+//! 1. **Request id.** The client's request id equals a recorded request header of a wire turn
+//!    (`X-Request-ID` by default; the proxy records it with `--record-header X-Request-ID`).
+//!    Exact, whatever the concurrency.
+//! 2. **Session + order.** Client turns and wire turns of one session (the wire's session is the
+//!    proxy's `conversation_id`, or a recorded `X-Correlation-ID` / `X-Session-ID` header), each
+//!    in order. In a closed loop the k-th request of a session reaches the proxy after the client
+//!    sent it and before the client sends the (k+1)-th, so wire turn w belongs to client turn k
+//!    when `start_k − slack ≤ w.start < start_(k+1) − slack` (and `w.start ≤ start_k + window`):
+//!    the wall-clock or monotonic anchors break the ties that plain order cannot (a turn the
+//!    proxy never saw, a retry the client never reported). Without start instants: plain order.
+//! 3. **Time.** Client turns that have no session, or whose session the wire never saw, are
+//!    matched to the remaining wire turns by start and end instants: the pair with the smallest
+//!    |Δstart| + |Δend| first, within [−slack, window].
+//!
+//! Everything not joined is reported as a turn only one side has.
+
+use crate::client::{ClientRun, ClientTurn, Metric};
+use crate::wire::WireTurn;
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+
+/// How pairs are found.
+#[derive(Debug, Clone)]
+pub struct JoinConfig {
+    /// Request headers whose recorded value is the client's request id.
+    pub id_headers: Vec<String>,
+    /// How far the wire's start may precede the client's (clock read order, a client clock that
+    /// starts after connection setup), ns.
+    pub slack_ns: u64,
+    /// How far the wire's start may follow the client's, ns.
+    pub window_ns: u64,
+}
+
+impl Default for JoinConfig {
+    fn default() -> Self {
+        JoinConfig {
+            id_headers: vec!["x-request-id".into()],
+            slack_ns: 50_000_000,
+            window_ns: 10_000_000_000,
+        }
+    }
+}
+
+/// How a pair was joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JoinMethod {
+    RequestId,
+    SessionOrder,
+    Time,
+}
+
+/// One client turn and the wire turn it was joined to (indices into the inputs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pair {
+    pub client: usize,
+    pub wire: usize,
+    pub how: JoinMethod,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Joined {
+    /// In client order.
+    pub pairs: Vec<Pair>,
+    pub client_only: Vec<usize>,
+    pub wire_only: Vec<usize>,
+    pub notes: Vec<String>,
+}
+
+pub fn join(client: &ClientRun, wire: &[WireTurn], cfg: &JoinConfig) -> Joined {
+    let n = client.turns.len();
+    let mut c_used = vec![false; n];
+    let mut w_used = vec![false; wire.len()];
+    let mut pairs = Vec::new();
+    let mut notes = Vec::new();
+    let wstart = |w: usize| wire[w].start_on(client.clock);
+
+    // 1. Request id.
+    let mut by_id: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, w) in wire.iter().enumerate() {
+        for h in &cfg.id_headers {
+            if let Some(v) = w.header(h) {
+                by_id.entry(v).or_default().push(i);
+            }
+        }
+    }
+    let client_has_ids = client.turns.iter().any(|t| t.request_id.is_some());
+    if client_has_ids && by_id.is_empty() {
+        notes.push(format!(
+            "the client sent request ids but no proxy record has a {} header: run the proxy with --record-header {} for exact joins",
+            cfg.id_headers.join(" / "),
+            cfg.id_headers.first().map(String::as_str).unwrap_or("X-Request-ID")
+        ));
+    }
+    for (ci, t) in client.turns.iter().enumerate() {
+        let Some(id) = t.request_id.as_deref() else {
+            continue;
+        };
+        if let Some(ws) = by_id.get(id) {
+            if let Some(&wi) = ws.iter().find(|&&w| !w_used[w]) {
+                w_used[wi] = true;
+                c_used[ci] = true;
+                pairs.push(Pair {
+                    client: ci,
+                    wire: wi,
+                    how: JoinMethod::RequestId,
+                });
+            }
+        }
+    }
+
+    // 2. Session + order.
+    let mut sessions: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, w) in wire.iter().enumerate() {
+        if w_used[i] {
+            continue;
+        }
+        let mut keys: Vec<&str> = Vec::with_capacity(3);
+        keys.extend(w.record.conversation_id.as_deref());
+        keys.extend(w.header("x-correlation-id"));
+        keys.extend(w.header("x-session-id"));
+        keys.sort_unstable();
+        keys.dedup();
+        for k in keys {
+            sessions.entry(k).or_default().push(i);
+        }
+    }
+    for v in sessions.values_mut() {
+        v.sort_by_key(|&w| (wstart(w), w));
+    }
+    let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (ci, t) in client.turns.iter().enumerate() {
+        if let (false, Some(s)) = (c_used[ci], t.session.as_deref()) {
+            groups.entry(s).or_default().push(ci);
+        }
+    }
+    let mut group_keys: Vec<&str> = groups.keys().copied().collect();
+    group_keys.sort_unstable();
+    for key in group_keys {
+        let Some(cands) = sessions.get(key) else {
+            continue;
+        };
+        let mut g = groups.remove(key).unwrap_or_default();
+        let by_turn = g.iter().all(|&c| client.turns[c].turn.is_some());
+        g.sort_by_key(|&c| {
+            let t = &client.turns[c];
+            (if by_turn { t.turn } else { None }, t.start_ns, c)
+        });
+        let mut j = 0;
+        for (k, &ci) in g.iter().enumerate() {
+            let t = &client.turns[ci];
+            let found = match t.start_ns {
+                None => (j..cands.len()).find(|&x| !w_used[cands[x]]),
+                Some(s) => {
+                    let next = g[k + 1..].iter().find_map(|&c| client.turns[c].start_ns);
+                    (j..cands.len()).find(|&x| {
+                        let w = cands[x];
+                        if w_used[w] {
+                            return false;
+                        }
+                        let ws = wstart(w);
+                        ws.saturating_add(cfg.slack_ns) >= s
+                            && ws <= s.saturating_add(cfg.window_ns)
+                            && next.is_none_or(|n| ws.saturating_add(cfg.slack_ns) < n)
+                    })
+                }
+            };
+            if let Some(x) = found {
+                let wi = cands[x];
+                w_used[wi] = true;
+                c_used[ci] = true;
+                j = x + 1;
+                pairs.push(Pair {
+                    client: ci,
+                    wire: wi,
+                    how: JoinMethod::SessionOrder,
+                });
+            }
+        }
+    }
+
+    // 3. Time, for client turns the session pass could not place.
+    let seen_sessions: HashSet<&str> = sessions.keys().copied().collect();
+    let loose: Vec<usize> = (0..n)
+        .filter(|&c| {
+            let t = &client.turns[c];
+            !c_used[c]
+                && t.start_ns.is_some()
+                && t.session
+                    .as_deref()
+                    .is_none_or(|s| !seen_sessions.contains(s))
+        })
+        .collect();
+    if !loose.is_empty() {
+        let mut free: Vec<usize> = (0..wire.len()).filter(|&w| !w_used[w]).collect();
+        free.sort_by_key(|&w| (wstart(w), w));
+        let starts: Vec<u64> = free.iter().map(|&w| wstart(w)).collect();
+        let mut cands: Vec<(u64, usize, usize)> = Vec::new();
+        for &ci in &loose {
+            let t: &ClientTurn = &client.turns[ci];
+            let Some(s) = t.start_ns else { continue };
+            let lo = starts.partition_point(|&x| x.saturating_add(cfg.slack_ns) < s);
+            let hi = starts.partition_point(|&x| x <= s.saturating_add(cfg.window_ns));
+            // The 64 nearest starts are plenty: closed-loop clients never have more turns
+            // starting within one join window than they have connections.
+            for (x, &wi) in free.iter().enumerate().take(hi.min(lo + 64)).skip(lo) {
+                let ds = starts[x].abs_diff(s);
+                let de = match (t.values.get(Metric::E2e), wire[wi].record.measured.e2e_ns) {
+                    (Some(ce), Some(we)) => {
+                        let cend = s as f64 + ce * 1e6;
+                        let wend = starts[x] as f64 + we as f64;
+                        (cend - wend).abs() as u64
+                    }
+                    _ => 0,
+                };
+                cands.push((ds + de, ci, wi));
+            }
+        }
+        cands.sort_unstable();
+        for (_, ci, wi) in cands {
+            if c_used[ci] || w_used[wi] {
+                continue;
+            }
+            c_used[ci] = true;
+            w_used[wi] = true;
+            pairs.push(Pair {
+                client: ci,
+                wire: wi,
+                how: JoinMethod::Time,
+            });
+        }
+    }
+
+    pairs.sort_by_key(|p| p.client);
+    Joined {
+        pairs,
+        client_only: (0..n).filter(|&c| !c_used[c]).collect(),
+        wire_only: (0..wire.len()).filter(|&w| !w_used[w]).collect(),
+        notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::Clock;
+    use tokentap_core::clock::Anchor;
+    use tokentap_core::record::{Origin, TurnRecord};
+
+    fn wire(session: &str, start: u64, id: Option<&str>) -> WireTurn {
+        let mut r = TurnRecord::new(
+            Origin::Proxy,
+            Anchor {
+                wall_ns: start + 1_000_000_000,
+                mono_ns: start,
+            },
+        );
+        r.conversation_id = Some(session.into());
+        if let Some(id) = id {
+            r.headers.insert("x-request-id".into(), id.into());
+        }
+        r.measured.e2e_ns = Some(5_000_000);
+        WireTurn {
+            at: String::new(),
+            record: r,
+        }
+    }
+
+    fn client(session: Option<&str>, turn: u32, start: u64, id: Option<&str>) -> ClientTurn {
+        let mut t = ClientTurn::new(turn as usize + 1);
+        t.session = session.map(Into::into);
+        t.turn = Some(turn);
+        t.start_ns = Some(start);
+        t.request_id = id.map(Into::into);
+        t.values.set(Metric::E2e, Some(5.0));
+        t
+    }
+
+    fn run(turns: Vec<ClientTurn>) -> ClientRun {
+        ClientRun {
+            clock: Clock::Mono,
+            turns,
+            published: None,
+            notes: vec![],
+        }
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn request_id_beats_order() {
+        // Same session, ids crossed relative to time order: the ids win.
+        let w = vec![
+            wire("s", 100 * MS, Some("b")),
+            wire("s", 200 * MS, Some("a")),
+        ];
+        let c = run(vec![
+            client(Some("s"), 0, 99 * MS, Some("a")),
+            client(Some("s"), 1, 199 * MS, Some("b")),
+        ]);
+        let j = join(&c, &w, &JoinConfig::default());
+        assert_eq!(j.pairs.len(), 2);
+        assert_eq!((j.pairs[0].client, j.pairs[0].wire), (0, 1));
+        assert_eq!((j.pairs[1].client, j.pairs[1].wire), (1, 0));
+        assert!(j.pairs.iter().all(|p| p.how == JoinMethod::RequestId));
+    }
+
+    #[test]
+    fn session_order_uses_anchors_for_missing_turns() {
+        // The wire never saw the client's turn 1 (e.g. refused before the proxy), and saw a
+        // retry the client never reported between turns 2 and 3.
+        let w = vec![
+            wire("s", 101 * MS, None),
+            wire("s", 301 * MS, None),
+            wire("s", 350 * MS, None),
+            wire("t", 102 * MS, None),
+        ];
+        let c = run(vec![
+            client(Some("s"), 0, 100 * MS, None),
+            client(Some("s"), 1, 200 * MS, None),
+            client(Some("s"), 2, 300 * MS, None),
+            client(Some("t"), 0, 101 * MS, None),
+        ]);
+        let cfg = JoinConfig {
+            slack_ns: 10 * MS,
+            ..JoinConfig::default()
+        };
+        let j = join(&c, &w, &cfg);
+        let got: Vec<(usize, usize)> = j.pairs.iter().map(|p| (p.client, p.wire)).collect();
+        assert_eq!(got, [(0, 0), (2, 1), (3, 3)]);
+        assert_eq!(j.client_only, [1]);
+        assert_eq!(j.wire_only, [2]);
+    }
+
+    #[test]
+    fn time_join_for_sessionless_clients() {
+        let w = vec![
+            wire("x", 100 * MS, None),
+            wire("y", 100 * MS + 300_000, None),
+        ];
+        let mut c0 = client(None, 0, 100 * MS + 200_000, None);
+        c0.values.set(Metric::E2e, Some(5.0));
+        let c1 = client(None, 1, 99 * MS + 900_000, None);
+        let j = join(&run(vec![c0, c1]), &w, &JoinConfig::default());
+        let got: Vec<(usize, usize)> = j.pairs.iter().map(|p| (p.client, p.wire)).collect();
+        assert_eq!(got, [(0, 1), (1, 0)]);
+        assert!(j.pairs.iter().all(|p| p.how == JoinMethod::Time));
+    }
+
+    #[test]
+    fn ids_without_recorded_headers_say_how_to_fix() {
+        let w = vec![wire("s", 100 * MS, None)];
+        let c = run(vec![client(Some("s"), 0, 99 * MS, Some("a"))]);
+        let j = join(&c, &w, &JoinConfig::default());
+        assert_eq!(j.pairs.len(), 1);
+        assert_eq!(j.pairs[0].how, JoinMethod::SessionOrder);
+        assert!(j.notes[0].contains("--record-header"), "{:?}", j.notes);
+    }
+}

@@ -1,0 +1,175 @@
+//! # tokentap-compare — check a benchmark client's timing claims against the wire
+//!
+//! Benchmark clients publish TTFT and ITL that their users cannot check: Python event loops
+//! inflate TTFT under load, per-chunk ITL is wrong when chunks carry several tokens, a clock
+//! started after connection setup hides time. With `tokentap proxy` in the path, every turn the
+//! client sent was also measured on the wire. `tokentap compare` joins the client's per-request
+//! output to the proxy's records turn by turn and says, per metric and per claimed percentile,
+//! how far the client is from what crossed the wire.
+//!
+//! ## What client − wire means
+//! The client times from its send, the proxy from its receipt of the request head; both time the
+//! first text chunk and the last byte on their own side. So client TTFT − wire TTFT = the
+//! client's send path + one loopback hop + its receive path: small and positive for an honest
+//! client. Large values are client overhead (event loop, parsing) or queueing inside the client;
+//! negative values mean the client's clock started after the request left (e.g. after
+//! connection setup) — findings, not errors.
+//!
+//! ## Layout
+//! - [`client`]: the normalised client view ([`ClientTurn`], [`Metric`], [`Clock`]).
+//! - [`formats`]: one parser per client format (`tokentap`, `mlperf`, `aiperf`, `inference-perf`).
+//! - [`wire`]: the proxy's records and their per-turn values.
+//! - [`join`]: request id → session + order (anchors break ties) → time.
+//! - [`report`]: distributions, claims, verdicts; the terminal table and the `--json` schema.
+//!
+//! ## Data flow
+//! ```text
+//!  client file ──formats::load──► ClientRun ─┐
+//!                                            ├─► join::join ──► Joined ──► report::build ──► Report
+//!  proxy records ──wire::load──► [WireTurn] ─┘                                 │
+//!                                                   terminal table ◄───────────┴──► --json FILE
+//! ```
+//!
+//! Exit status of [`run`]: 0 when every judged claim passes, 2 when a claim fails (or nothing
+//! could be judged, or `--require-all-joined` found unjoined turns), 1 on bad input.
+#![forbid(unsafe_code)]
+
+pub mod client;
+pub mod error;
+pub mod formats;
+pub mod join;
+pub mod report;
+pub mod wire;
+
+pub use client::{ClientRun, ClientTurn, Clock, Metric};
+pub use error::CompareError;
+pub use formats::{Format, PublishedSource};
+pub use join::{JoinConfig, JoinMethod};
+pub use report::{Report, Tolerance, Verdict};
+
+use anyhow::Context as _;
+use std::path::PathBuf;
+
+/// `tokentap compare` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Opts {
+    /// Proxy records: the `--records` directory of `tokentap proxy` (its `records-*.jsonl`) or a
+    /// `.jsonl` file. Repeatable.
+    #[arg(long, required = true)]
+    pub wire: Vec<PathBuf>,
+    /// The client's per-request output (see --format).
+    #[arg(long)]
+    pub client: PathBuf,
+    /// The client's output format.
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// Write the full comparison as JSON (schema in docs/compare.md), including every joined
+    /// pair (client vs wire per turn).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Absolute tolerance of a time claim, ms.
+    #[arg(long, default_value_t = 1.0)]
+    pub tolerance_ms: f64,
+    /// Relative tolerance of any claim, percent of the wire's value. A claim passes when
+    /// |client − wire| ≤ max(absolute, relative).
+    #[arg(long, default_value_t = 5.0)]
+    pub tolerance_pct: f64,
+    /// Absolute tolerance of an output-token claim, tokens.
+    #[arg(long, default_value_t = 0.0)]
+    pub tolerance_tokens: f64,
+    /// Request header whose recorded value is the client's request id (repeatable).
+    #[arg(long = "id-header", default_value = "X-Request-ID")]
+    pub id_headers: Vec<String>,
+    /// How far a wire start may precede the client's start when joining by session + order or
+    /// time, ms.
+    #[arg(long, default_value_t = 50.0)]
+    pub join_slack_ms: f64,
+    /// How far a wire start may follow the client's start when joining, ms.
+    #[arg(long, default_value_t = 10_000.0)]
+    pub join_window_ms: f64,
+    /// The clock of the client's start instants, for formats that carry both (tokentap records:
+    /// `wall` when the replay ran on another host than the proxy).
+    #[arg(long, value_enum)]
+    pub clock: Option<Clock>,
+    /// The client's published summary (AIPerf: profile_export_aiperf.json; default: beside the
+    /// client file, when present).
+    #[arg(long, value_name = "FILE", conflicts_with = "no_published")]
+    pub published: Option<PathBuf>,
+    /// Ignore published summaries: judge percentiles recomputed from the client's per-turn values.
+    #[arg(long)]
+    pub no_published: bool,
+    /// Fail when any turn is only on one side.
+    #[arg(long)]
+    pub require_all_joined: bool,
+    /// Print nothing but the verdict line.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn non_negative(flag: &'static str, value: f64) -> Result<f64, CompareError> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(value)
+    } else {
+        Err(CompareError::Setting { flag, value })
+    }
+}
+
+/// Reads, joins and judges; returns the report (no printing, no files).
+pub fn compare(opts: &Opts) -> Result<Report, CompareError> {
+    let tolerance = Tolerance {
+        ms: non_negative("tolerance-ms", opts.tolerance_ms)?,
+        pct: non_negative("tolerance-pct", opts.tolerance_pct)?,
+        tokens: non_negative("tolerance-tokens", opts.tolerance_tokens)?,
+    };
+    let join_cfg = JoinConfig {
+        id_headers: opts
+            .id_headers
+            .iter()
+            .map(|h| h.to_ascii_lowercase())
+            .collect(),
+        slack_ns: (non_negative("join-slack-ms", opts.join_slack_ms)? * 1e6) as u64,
+        window_ns: (non_negative("join-window-ms", opts.join_window_ms)? * 1e6) as u64,
+    };
+    let published = match (&opts.published, opts.no_published) {
+        (_, true) => PublishedSource::Off,
+        (Some(p), false) => PublishedSource::File(p.clone()),
+        (None, false) => PublishedSource::Beside,
+    };
+    let client = formats::load(opts.format, &opts.client, opts.clock, &published)?;
+    let (wire, ignored) = wire::load(&opts.wire)?;
+    let joined = join::join(&client, &wire, &join_cfg);
+    Ok(report::build(
+        &client,
+        &wire,
+        ignored,
+        &joined,
+        &report::Settings {
+            format: opts.format,
+            client_file: opts.client.display().to_string(),
+            wire: opts.wire.iter().map(|p| p.display().to_string()).collect(),
+            tolerance,
+            join: join_cfg,
+            require_all_joined: opts.require_all_joined,
+        },
+    ))
+}
+
+/// `tokentap compare`: prints the table (or only the verdict with `--quiet`), writes `--json`,
+/// returns the exit status (0 pass, 2 fail or nothing judged).
+pub fn run(opts: Opts) -> anyhow::Result<i32> {
+    let report = compare(&opts)?;
+    if opts.quiet {
+        println!("verdict: {}", report.verdict.as_str());
+    } else {
+        print!("{}", report.render_text());
+    }
+    if let Some(path) = &opts.json {
+        let mut text = serde_json::to_string_pretty(&report).context("serializing the report")?;
+        text.push('\n');
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(match report.verdict {
+        Verdict::Pass => 0,
+        _ => 2,
+    })
+}

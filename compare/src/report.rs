@@ -1,0 +1,703 @@
+//! The comparison itself: per metric, the distribution of client − wire over joined turns, the
+//! client's claimed percentiles against the wire's, and a verdict per claim. [`Report`] is also
+//! the `--json` schema (documented in `docs/compare.md`; `schema` names its version).
+//!
+//! Decisions:
+//! - Only pairs where both sides saw a successful turn are compared; pairs where one side
+//!   failed are counted (`status_differs`).
+//! - Claims: the client's published percentiles when it publishes them (AIPerf's summary),
+//!   otherwise recomputed from its per-turn values over the compared pairs. The wire's
+//!   percentiles are always over the compared pairs: same turns, same definition.
+//! - A claim passes when |client − wire| ≤ max(absolute tolerance, pct × |wire|): the absolute
+//!   part covers the loopback hop and clock reads that every client pays on small values, the
+//!   relative part scales with long turns. Defaults and their measured basis: `docs/compare.md`.
+//! - Percentiles are numpy-`linear` ([`tokentap_core::stats`]), the method AIPerf uses too.
+
+use crate::client::{ClientRun, Clock, Metric};
+use crate::formats::Format;
+use crate::join::{JoinConfig, JoinMethod, Joined};
+use crate::wire::WireTurn;
+use serde::Serialize;
+use tokentap_core::stats::Samples;
+
+/// JSON schema id, bumped on any incompatible change.
+pub const SCHEMA: &str = "tokentap-compare/1";
+
+/// The percentiles a claim is checked at.
+pub const STATS: [(&str, f64); 3] = [("p50", 0.50), ("p90", 0.90), ("p99", 0.99)];
+
+/// `--tolerance-*`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Tolerance {
+    /// Absolute tolerance for time metrics, ms.
+    pub ms: f64,
+    /// Relative tolerance, percent of the wire's value.
+    pub pct: f64,
+    /// Absolute tolerance for output tokens.
+    pub tokens: f64,
+}
+
+impl Default for Tolerance {
+    fn default() -> Self {
+        Tolerance {
+            ms: 1.0,
+            pct: 5.0,
+            tokens: 0.0,
+        }
+    }
+}
+
+impl Tolerance {
+    /// The largest |client − wire| that passes for a wire value `wire`.
+    pub fn allowed(&self, m: Metric, wire: f64) -> f64 {
+        let abs = match m {
+            Metric::OutputTokens => self.tokens,
+            _ => self.ms,
+        };
+        abs.max(self.pct / 100.0 * wire.abs())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    /// Nothing to judge (the client does not claim the metric, or no turn was compared).
+    NoData,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::NoData => "n/a",
+        }
+    }
+}
+
+/// Order statistics of client − wire over the compared turns.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Dist {
+    pub min: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Claim {
+    /// `p50`, `p90` or `p99`.
+    pub stat: &'static str,
+    pub client: f64,
+    pub wire: f64,
+    /// client − wire.
+    pub diff: f64,
+    /// The |diff| that passes.
+    pub tolerance: f64,
+    pub verdict: Verdict,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricReport {
+    pub metric: Metric,
+    pub unit: &'static str,
+    /// Compared turns that have the metric on both sides.
+    pub turns: usize,
+    /// client − wire per turn; `None` without turns.
+    pub diff: Option<Dist>,
+    /// Turns whose own |client − wire| exceeds the tolerance.
+    pub turns_beyond_tolerance: usize,
+    /// `published` (read from the client's summary) or `recomputed` (from its per-turn values).
+    pub claims_source: &'static str,
+    pub claims: Vec<Claim>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Counts {
+    /// Client turns read (aborted, never-sent turns excluded).
+    pub client_turns: usize,
+    /// Wire turns read (completion requests only).
+    pub wire_turns: usize,
+    /// Wire records that were not completion requests (ignored).
+    pub wire_ignored: usize,
+    pub joined: usize,
+    pub by_request_id: usize,
+    pub by_session_order: usize,
+    pub by_time: usize,
+    pub client_only: usize,
+    pub wire_only: usize,
+    /// Joined pairs where one side succeeded and the other did not.
+    pub status_differs: usize,
+    /// Joined pairs compared (both sides successful).
+    pub compared: usize,
+}
+
+/// One metric of one side of a pair (`null` when not measured).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Side {
+    pub ok: bool,
+    pub ttft_ms: Option<f64>,
+    pub itl_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+    pub output_tokens: Option<f64>,
+}
+
+impl Side {
+    fn of(ok: bool, v: &crate::client::Values) -> Side {
+        Side {
+            ok,
+            ttft_ms: v.get(Metric::Ttft),
+            itl_ms: v.get(Metric::Itl),
+            e2e_ms: v.get(Metric::E2e),
+            output_tokens: v.get(Metric::OutputTokens),
+        }
+    }
+}
+
+/// A joined pair, for plots (client vs wire TTFT scatter) and for finding a turn in both files.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PairOut {
+    /// Line (or list position) in the client file.
+    pub client_at: usize,
+    /// `file:line` of the proxy record.
+    pub wire_at: String,
+    pub join: JoinMethod,
+    pub session: Option<String>,
+    pub turn: Option<u32>,
+    pub request_id: Option<String>,
+    /// Wire start − client start, ms, on the client's clock (`null` if the client has no start).
+    pub start_offset_ms: Option<f64>,
+    pub client: Side,
+    pub wire: Side,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClientOnly {
+    pub client_at: usize,
+    pub session: Option<String>,
+    pub turn: Option<u32>,
+    pub request_id: Option<String>,
+    pub ok: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WireOnly {
+    pub wire_at: String,
+    pub session: Option<String>,
+    pub turn_index: u32,
+    pub request_id: Option<String>,
+    pub ok: bool,
+    /// Wall clock of the proxy's first request byte, ns since the epoch.
+    pub start_wall_ns: u64,
+}
+
+/// The join settings, echoed in the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JoinSettings {
+    pub id_headers: Vec<String>,
+    pub slack_ms: f64,
+    pub window_ms: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    pub format: Format,
+    pub client_file: String,
+    pub wire: Vec<String>,
+    pub clock: Clock,
+    pub tolerance: Tolerance,
+    pub join: JoinSettings,
+    pub counts: Counts,
+    pub metrics: Vec<MetricReport>,
+    /// PASS when every judged claim passes (and, with `--require-all-joined`, every turn joined).
+    pub verdict: Verdict,
+    /// Why the verdict is not PASS.
+    pub reasons: Vec<String>,
+    pub pairs: Vec<PairOut>,
+    pub client_only: Vec<ClientOnly>,
+    pub wire_only: Vec<WireOnly>,
+    pub notes: Vec<String>,
+}
+
+/// What [`build`] needs besides the data.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub format: Format,
+    pub client_file: String,
+    pub wire: Vec<String>,
+    pub tolerance: Tolerance,
+    pub join: JoinConfig,
+    pub require_all_joined: bool,
+}
+
+/// Builds the report from a client run, the wire and their join.
+pub fn build(
+    client: &ClientRun,
+    wire: &[WireTurn],
+    wire_ignored: usize,
+    joined: &Joined,
+    s: &Settings,
+) -> Report {
+    let mut counts = Counts {
+        client_turns: client.turns.len(),
+        wire_turns: wire.len(),
+        wire_ignored,
+        joined: joined.pairs.len(),
+        client_only: joined.client_only.len(),
+        wire_only: joined.wire_only.len(),
+        ..Counts::default()
+    };
+    let mut pairs = Vec::with_capacity(joined.pairs.len());
+    // Per metric: (client, wire) values of compared pairs.
+    let mut values: [Vec<(f64, f64)>; 4] = Default::default();
+    for p in &joined.pairs {
+        match p.how {
+            JoinMethod::RequestId => counts.by_request_id += 1,
+            JoinMethod::SessionOrder => counts.by_session_order += 1,
+            JoinMethod::Time => counts.by_time += 1,
+        }
+        let c = &client.turns[p.client];
+        let w = &wire[p.wire];
+        let wv = w.values();
+        if c.ok != w.ok() {
+            counts.status_differs += 1;
+        } else if c.ok {
+            counts.compared += 1;
+            for m in Metric::ALL {
+                if let (Some(a), Some(b)) = (c.values.get(m), wv.get(m)) {
+                    values[m.idx()].push((a, b));
+                }
+            }
+        }
+        pairs.push(PairOut {
+            client_at: c.at,
+            wire_at: w.at.clone(),
+            join: p.how,
+            session: c.session.clone(),
+            turn: c.turn,
+            request_id: c.request_id.clone(),
+            start_offset_ms: c
+                .start_ns
+                .map(|cs| (w.start_on(client.clock) as f64 - cs as f64) / 1e6),
+            client: Side::of(c.ok, &c.values),
+            wire: Side::of(w.ok(), &wv),
+        });
+    }
+
+    let mut metrics = Vec::new();
+    let mut reasons = Vec::new();
+    let mut judged = 0;
+    for m in Metric::ALL {
+        let vals = &values[m.idx()];
+        let mut diffs: Samples = vals.iter().map(|(a, b)| a - b).collect();
+        let diff = diffs.percentiles().map(|p| Dist {
+            min: p.min,
+            p50: p.p50,
+            p90: p.p90,
+            p99: p.p99,
+            max: p.max,
+            mean: p.mean,
+        });
+        let beyond = vals
+            .iter()
+            .filter(|(a, b)| (a - b).abs() > s.tolerance.allowed(m, *b))
+            .count();
+        let mut wire_s: Samples = vals.iter().map(|(_, b)| *b).collect();
+        let mut client_s: Samples = vals.iter().map(|(a, _)| *a).collect();
+        let published = client.published.as_ref().and_then(|p| p.get(m));
+        let claims_source = if published.is_some() {
+            "published"
+        } else {
+            "recomputed"
+        };
+        let mut claims = Vec::new();
+        for (i, (stat, q)) in STATS.iter().enumerate() {
+            let claimed = match published {
+                Some(row) => row[i],
+                None => client_s.quantile(*q),
+            };
+            let (Some(cv), Some(wv)) = (claimed, wire_s.quantile(*q)) else {
+                continue;
+            };
+            let tol = s.tolerance.allowed(m, wv);
+            let d = cv - wv;
+            let verdict = if d.abs() <= tol {
+                Verdict::Pass
+            } else {
+                Verdict::Fail
+            };
+            judged += 1;
+            if verdict == Verdict::Fail {
+                reasons.push(format!(
+                    "{} {stat}: client {} vs wire {} ({:+.3} {}, tolerance ±{:.3})",
+                    m.label(),
+                    fmt_num(cv),
+                    fmt_num(wv),
+                    d,
+                    m.unit(),
+                    tol
+                ));
+            }
+            claims.push(Claim {
+                stat,
+                client: cv,
+                wire: wv,
+                diff: d,
+                tolerance: tol,
+                verdict,
+            });
+        }
+        metrics.push(MetricReport {
+            metric: m,
+            unit: m.unit(),
+            turns: vals.len(),
+            diff,
+            turns_beyond_tolerance: beyond,
+            claims_source,
+            claims,
+        });
+    }
+    if s.require_all_joined && (counts.client_only > 0 || counts.wire_only > 0) {
+        reasons.push(format!(
+            "--require-all-joined: {} client turns and {} wire turns are not joined",
+            counts.client_only, counts.wire_only
+        ));
+    }
+    let verdict = if !reasons.is_empty() {
+        Verdict::Fail
+    } else if judged == 0 {
+        reasons.push("no claim could be checked: no joined turn has a value on both sides".into());
+        Verdict::NoData
+    } else {
+        Verdict::Pass
+    };
+
+    let client_only = joined
+        .client_only
+        .iter()
+        .map(|&c| {
+            let t = &client.turns[c];
+            ClientOnly {
+                client_at: t.at,
+                session: t.session.clone(),
+                turn: t.turn,
+                request_id: t.request_id.clone(),
+                ok: t.ok,
+            }
+        })
+        .collect();
+    let wire_only = joined
+        .wire_only
+        .iter()
+        .map(|&w| {
+            let r = &wire[w];
+            WireOnly {
+                wire_at: r.at.clone(),
+                session: r.record.conversation_id.clone(),
+                turn_index: r.record.turn_index,
+                request_id: s
+                    .join
+                    .id_headers
+                    .iter()
+                    .find_map(|h| r.header(h).map(String::from)),
+                ok: r.ok(),
+                start_wall_ns: r.start_on(Clock::Wall),
+            }
+        })
+        .collect();
+    let mut notes = client.notes.clone();
+    notes.extend(joined.notes.iter().cloned());
+    if let Some(p) = &client.published {
+        notes.push(format!("published claims read from {}", p.source));
+    }
+    Report {
+        schema: SCHEMA,
+        format: s.format,
+        client_file: s.client_file.clone(),
+        wire: s.wire.clone(),
+        clock: client.clock,
+        tolerance: s.tolerance,
+        join: JoinSettings {
+            id_headers: s.join.id_headers.clone(),
+            slack_ms: s.join.slack_ns as f64 / 1e6,
+            window_ms: s.join.window_ns as f64 / 1e6,
+        },
+        counts,
+        metrics,
+        verdict,
+        reasons,
+        pairs,
+        client_only,
+        wire_only,
+        notes,
+    }
+}
+
+/// A number with 3 decimals, trailing zeros kept short for integers.
+pub fn fmt_num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+impl Report {
+    /// The terminal table.
+    pub fn render_text(&self) -> String {
+        let c = &self.counts;
+        let mut o = String::new();
+        o += &format!(
+            "tokentap compare: {} client vs the wire (proxy records)\n",
+            self.format.as_str()
+        );
+        o += &format!(
+            "  client     {} ({} turns, clock {})\n",
+            self.client_file,
+            c.client_turns,
+            match self.clock {
+                Clock::Wall => "wall",
+                Clock::Mono => "monotonic",
+            }
+        );
+        o += &format!(
+            "  wire       {} ({} completion records{})\n",
+            self.wire.join(", "),
+            c.wire_turns,
+            if c.wire_ignored > 0 {
+                format!(", {} other requests ignored", c.wire_ignored)
+            } else {
+                String::new()
+            }
+        );
+        o += &format!(
+            "  joined     {} ({} by request id, {} by session + order, {} by time); client only {}; wire only {}; status differs {}\n",
+            c.joined, c.by_request_id, c.by_session_order, c.by_time, c.client_only, c.wire_only, c.status_differs
+        );
+        o += &format!(
+            "  tolerance  |client − wire| ≤ max({} ms or {} tokens, {} % of wire)\n\n",
+            fmt_num(self.tolerance.ms),
+            fmt_num(self.tolerance.tokens),
+            fmt_num(self.tolerance.pct)
+        );
+        o += &format!(
+            "{:<24}{:>7}{:>11}{:>11}{:>11}{:>11}{:>11}  {}\n",
+            "client − wire per turn", "turns", "min", "p50", "p90", "p99", "max", "beyond tol."
+        );
+        for m in &self.metrics {
+            let label = format!("{} ({})", m.metric.label(), m.unit);
+            match &m.diff {
+                Some(d) => {
+                    o += &format!(
+                        "{:<24}{:>7}{:>11.3}{:>11.3}{:>11.3}{:>11.3}{:>11.3}  {}\n",
+                        label, m.turns, d.min, d.p50, d.p90, d.p99, d.max, m.turns_beyond_tolerance
+                    )
+                }
+                None => {
+                    o += &format!(
+                        "{:<24}{:>7}  (not claimed by the client or not on the wire)\n",
+                        label, 0
+                    )
+                }
+            }
+        }
+        o += &format!(
+            "\n{:<24}{:>6}{:>12}{:>12}{:>14}{:>12}  {:<8} {}\n",
+            "claim",
+            "stat",
+            "client",
+            "wire",
+            "client − wire",
+            "tolerance",
+            "verdict",
+            "client value"
+        );
+        for m in &self.metrics {
+            for cl in &m.claims {
+                o += &format!(
+                    "{:<24}{:>6}{:>12.3}{:>12.3}{:>+14.3}{:>12.3}  {:<8} {}\n",
+                    format!("{} ({})", m.metric.label(), m.unit),
+                    cl.stat,
+                    cl.client,
+                    cl.wire,
+                    cl.diff,
+                    cl.tolerance,
+                    cl.verdict.as_str(),
+                    m.claims_source
+                );
+            }
+        }
+        let total: usize = self.metrics.iter().map(|m| m.claims.len()).sum();
+        let failed: usize = self
+            .metrics
+            .iter()
+            .map(|m| {
+                m.claims
+                    .iter()
+                    .filter(|c| c.verdict == Verdict::Fail)
+                    .count()
+            })
+            .sum();
+        o += &format!(
+            "\nverdict: {} ({} of {} claims within tolerance)\n",
+            self.verdict.as_str(),
+            total - failed,
+            total
+        );
+        for r in &self.reasons {
+            o += &format!("  - {r}\n");
+        }
+        for n in &self.notes {
+            o += &format!("note: {n}\n");
+        }
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::{ClientTurn, Published};
+    use crate::join::Pair;
+    use tokentap_core::clock::Anchor;
+    use tokentap_core::record::{Origin, TurnRecord};
+
+    fn wire_turn(ttft_ms: f64) -> WireTurn {
+        let mut r = TurnRecord::new(
+            Origin::Proxy,
+            Anchor {
+                wall_ns: 5,
+                mono_ns: 5,
+            },
+        );
+        r.measured.ttft_ns = Some((ttft_ms * 1e6) as u64);
+        WireTurn {
+            at: "w:1".into(),
+            record: r,
+        }
+    }
+
+    fn client_turn(at: usize, ttft_ms: f64) -> ClientTurn {
+        let mut t = ClientTurn::new(at);
+        t.values.set(Metric::Ttft, Some(ttft_ms));
+        t
+    }
+
+    fn settings() -> Settings {
+        Settings {
+            format: Format::Tokentap,
+            client_file: "c".into(),
+            wire: vec!["w".into()],
+            tolerance: Tolerance::default(),
+            join: JoinConfig::default(),
+            require_all_joined: false,
+        }
+    }
+
+    #[test]
+    fn verdicts_use_the_larger_of_absolute_and_relative_tolerance() {
+        // Wire TTFT 10..=109 ms; the client adds 0.5 ms everywhere, and 30 ms to the slowest
+        // two turns (a stall the client saw that the wire did not).
+        let wire: Vec<WireTurn> = (0..100).map(|i| wire_turn(10.0 + i as f64)).collect();
+        let turns: Vec<ClientTurn> = (0..100)
+            .map(|i| client_turn(i + 1, 10.5 + i as f64 + if i >= 98 { 30.0 } else { 0.0 }))
+            .collect();
+        let client = ClientRun {
+            clock: Clock::Mono,
+            turns,
+            published: None,
+            notes: vec![],
+        };
+        let joined = Joined {
+            pairs: (0..100)
+                .map(|i| Pair {
+                    client: i,
+                    wire: i,
+                    how: JoinMethod::SessionOrder,
+                })
+                .collect(),
+            ..Joined::default()
+        };
+        let r = build(&client, &wire, 0, &joined, &settings());
+        let ttft = &r.metrics[0];
+        assert_eq!(ttft.turns, 100);
+        assert_eq!(
+            ttft.turns_beyond_tolerance, 2,
+            "30 ms on a ~108 ms turn exceeds 5 %"
+        );
+        let d = ttft.diff.unwrap();
+        assert_eq!(d.p50, 0.5);
+        assert_eq!(d.max, 30.5);
+        assert_eq!(
+            ttft.claims[0].verdict,
+            Verdict::Pass,
+            "{:?}",
+            ttft.claims[0]
+        );
+        // p99: client ≈ 138.5 ms vs wire ≈ 108.0 ms, 5.4 ms allowed.
+        assert_eq!(
+            ttft.claims[2].verdict,
+            Verdict::Fail,
+            "{:?}",
+            ttft.claims[2]
+        );
+        assert_eq!(r.verdict, Verdict::Fail);
+        assert!(r.reasons[0].starts_with("TTFT p99"), "{:?}", r.reasons);
+        // The other metrics are not claimed: no verdict, no failure.
+        assert!(r.metrics[1].claims.is_empty());
+        let text = r.render_text();
+        assert!(
+            text.contains("verdict: FAIL (2 of 3 claims within tolerance)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn published_claims_replace_recomputed_ones_and_status_mismatch_is_not_compared() {
+        let wire = vec![wire_turn(10.0), wire_turn(20.0)];
+        let mut failed = client_turn(2, 99.0);
+        failed.ok = false;
+        let client = ClientRun {
+            clock: Clock::Wall,
+            turns: vec![client_turn(1, 10.2), failed],
+            published: Some(Published {
+                source: "s.json".into(),
+                stats: [Some([Some(10.3), Some(10.4), None]), None, None, None],
+            }),
+            notes: vec![],
+        };
+        let joined = Joined {
+            pairs: vec![
+                Pair {
+                    client: 0,
+                    wire: 0,
+                    how: JoinMethod::RequestId,
+                },
+                Pair {
+                    client: 1,
+                    wire: 1,
+                    how: JoinMethod::RequestId,
+                },
+            ],
+            ..Joined::default()
+        };
+        let r = build(&client, &wire, 0, &joined, &settings());
+        assert_eq!(r.counts.status_differs, 1);
+        assert_eq!(r.counts.compared, 1);
+        let ttft = &r.metrics[0];
+        assert_eq!(ttft.claims_source, "published");
+        assert_eq!(ttft.claims.len(), 2, "p99 was not published");
+        assert!((ttft.claims[0].client - 10.3).abs() < 1e-12);
+        assert_eq!(r.verdict, Verdict::Pass);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["schema"], SCHEMA);
+        assert_eq!(json["pairs"][0]["client"]["ttft_ms"], 10.2);
+        assert_eq!(json["pairs"][0]["wire"]["ttft_ms"], 10.0);
+        assert_eq!(json["pairs"][0]["join"], "request_id");
+    }
+}

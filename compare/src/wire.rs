@@ -1,0 +1,186 @@
+//! The wire's side: the proxy's [`TurnRecord`]s (origin `proxy`), read from the files
+//! `tokentap proxy --records DIR` writes (`DIR/records-*.jsonl`) or from any `.jsonl` of records,
+//! and reduced to the per-turn values [`crate::client::Metric`] names.
+
+use crate::client::{Clock, Metric, Values};
+use crate::error::CompareError;
+use std::path::{Path, PathBuf};
+use tokentap_core::record::{Status, TurnRecord};
+
+/// One record the proxy wrote, with where it came from.
+#[derive(Debug, Clone)]
+pub struct WireTurn {
+    /// `file:line`, for the reader.
+    pub at: String,
+    pub record: TurnRecord,
+}
+
+impl WireTurn {
+    /// The turn's start (the proxy's first request byte) on `clock`.
+    pub fn start_on(&self, clock: Clock) -> u64 {
+        match clock {
+            Clock::Mono => self.record.start_mono_ns,
+            Clock::Wall => self.record.anchor.wall_of(self.record.start_mono_ns),
+        }
+    }
+
+    pub fn ok(&self) -> bool {
+        self.record.status == Status::Ok
+    }
+
+    /// The value of a recorded request header (names are stored lower-case by the proxy).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let lower = name.to_ascii_lowercase();
+        self.record
+            .headers
+            .get(&lower)
+            .or_else(|| self.record.headers.get(name))
+            .map(String::as_str)
+    }
+
+    /// The per-turn values, in the units of [`Metric`].
+    pub fn values(&self) -> Values {
+        values_of(&self.record)
+    }
+}
+
+/// Per-turn values of a [`TurnRecord`] (the proxy's, or our replay client's): TTFT and E2E from
+/// the timeline offsets, ITL as the mean of the per-token samples of SPEC §7 (a chunk of k
+/// tokens after a gap g gives k samples of g/k), output tokens as recorded.
+pub fn values_of(r: &TurnRecord) -> Values {
+    let ms = |ns: Option<u64>| ns.map(|v| v as f64 / 1e6);
+    let mut v = Values::default();
+    v.set(Metric::Ttft, ms(r.measured.ttft_ns));
+    v.set(Metric::E2e, ms(r.measured.e2e_ns));
+    let (mut sum, mut n) = (0.0, 0u64);
+    for s in r.measured.itl_samples() {
+        sum += s;
+        n += 1;
+    }
+    v.set(Metric::Itl, (n > 0).then(|| sum / n as f64 / 1e6));
+    v.set(
+        Metric::OutputTokens,
+        r.measured.output_tokens.map(|t| t as f64),
+    );
+    v
+}
+
+/// Reads proxy records from each path: a directory (its `records-*.jsonl`, in name order) or a
+/// file. Requests that are not completions (`/v1/models`, health checks) are dropped and
+/// counted, since no client reports them as turns.
+pub fn load(paths: &[PathBuf]) -> Result<(Vec<WireTurn>, usize), CompareError> {
+    let mut out = Vec::new();
+    let mut ignored = 0;
+    for p in paths {
+        let files = if p.is_dir() {
+            let rd = std::fs::read_dir(p).map_err(|source| CompareError::Io {
+                what: "cannot read the records directory",
+                path: p.clone(),
+                source,
+            })?;
+            let mut files: Vec<PathBuf> = rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| {
+                    f.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("records") && n.ends_with(".jsonl"))
+                })
+                .collect();
+            files.sort();
+            if files.is_empty() {
+                return Err(CompareError::NoWire { path: p.clone() });
+            }
+            files
+        } else {
+            vec![p.clone()]
+        };
+        for f in files {
+            ignored += read_file(&f, &mut out)?;
+        }
+    }
+    Ok((out, ignored))
+}
+
+fn read_file(path: &Path, out: &mut Vec<WireTurn>) -> Result<usize, CompareError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CompareError::Io {
+        what: "cannot read proxy records",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut ignored = 0;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: TurnRecord = serde_json::from_str(line).map_err(|e| {
+            CompareError::parse(path, i + 1, format!("not a tokentap turn record: {e}"))
+        })?;
+        if !is_completion(&record) {
+            ignored += 1;
+            continue;
+        }
+        out.push(WireTurn {
+            at: format!("{}:{}", path.display(), i + 1),
+            record,
+        });
+    }
+    Ok(ignored)
+}
+
+/// A completion request: its route ends in `completions` (chat or legacy). Records without a
+/// route are kept (older files, replay records used as a wire).
+fn is_completion(r: &TurnRecord) -> bool {
+    match &r.route {
+        Some(route) => route
+            .split('?')
+            .next()
+            .is_some_and(|p| p.trim_end_matches('/').ends_with("completions")),
+        None => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokentap_core::clock::Anchor;
+    use tokentap_core::record::Origin;
+    use tokentap_core::timeline::ChunkStamp;
+
+    #[test]
+    fn values_use_per_token_itl_and_skip_non_completions() {
+        let mut r = TurnRecord::new(
+            Origin::Proxy,
+            Anchor {
+                wall_ns: 1_000,
+                mono_ns: 10,
+            },
+        );
+        r.measured.ttft_ns = Some(2_000_000);
+        r.measured.e2e_ns = Some(10_000_000);
+        r.measured.output_tokens = Some(5);
+        // First chunk at 2 ms; then 2 tokens after 4 ms, 2 tokens after 2 ms: 4 samples 2,2,1,1.
+        for (at, k) in [(2, 1), (6, 2), (8, 2)] {
+            r.measured.chunks.push(ChunkStamp {
+                at_ns: at * 1_000_000,
+                tokens: k,
+                text: true,
+            });
+        }
+        let v = values_of(&r);
+        assert_eq!(v.get(Metric::Ttft), Some(2.0));
+        assert_eq!(v.get(Metric::E2e), Some(10.0));
+        assert_eq!(v.get(Metric::Itl), Some(1.5));
+        assert_eq!(v.get(Metric::OutputTokens), Some(5.0));
+
+        r.route = Some("/v1/models".into());
+        assert!(!is_completion(&r));
+        r.route = Some("/v1/chat/completions".into());
+        assert!(is_completion(&r));
+        let w = WireTurn {
+            at: "x:1".into(),
+            record: r,
+        };
+        assert_eq!(w.start_on(Clock::Mono), 10);
+        assert_eq!(w.start_on(Clock::Wall), 1_000);
+    }
+}
