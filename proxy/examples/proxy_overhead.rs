@@ -22,7 +22,13 @@
 //! throughput ratio reflects the proxy's CPU share, not only its latency.
 //!
 //! Run: `cargo run --release -p tokentap-proxy --example proxy_overhead -- [--streams 1,64,512]
-//! [--tokens 128] [--requests 1024]`
+//! [--tokens 128] [--requests 1024] [--decode-ms 0] [--no-extras]`
+//!
+//! With the zero-delay sim the whole box is saturated: per-chunk "latency" there is mostly time
+//! spent queued in socket buffers (the sim writes far faster than anyone reads), so the
+//! zero-delay run is the one for throughput ratio, CPU and allocations, and a paced run
+//! (`--decode-ms 10`: offered load below capacity, as with a real engine) is the one for added
+//! latency per chunk and TTFT.
 // The counting allocator needs `unsafe impl GlobalAlloc`; example-only, measured need.
 #![allow(unsafe_code)]
 
@@ -82,16 +88,27 @@ fn main() -> anyhow::Result<()> {
         .collect::<Result<_, _>>()?;
     let tokens: u64 = arg(&args, "--tokens").map_or(Ok(128), |s| s.parse())?;
     let requests: usize = arg(&args, "--requests").map_or(Ok(1024), |s| s.parse())?;
+    let decode_ms: f64 = arg(&args, "--decode-ms").map_or(Ok(0.0), |s| s.parse())?;
+    let extras = !args.iter().any(|a| a == "--no-extras");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    rt.block_on(parent(streams, tokens, requests))
+    rt.block_on(parent(streams, tokens, requests, decode_ms, extras))
 }
 
 /// The proxy process: serves until stdin closes; answers `stats` with its allocation count.
 fn child(upstream: String) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Runtime::new()?;
+    // The proxy's runtime: multi-thread with one worker per core, as `tokentap proxy` runs;
+    // PROXY_WORKERS=N overrides the worker count (1 = everything on one thread).
+    let workers = std::env::var("PROXY_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         let p = tokentap_proxy::Proxy::start(tokentap_proxy::Config::new([upstream])).await?;
         println!("listening on {}", p.base_url());
@@ -322,9 +339,16 @@ fn us(ns: f64) -> f64 {
     ns / 1000.0
 }
 
-async fn parent(streams: Vec<usize>, tokens: u64, requests: usize) -> anyhow::Result<()> {
+async fn parent(
+    streams: Vec<usize>,
+    tokens: u64,
+    requests: usize,
+    decode_ms: f64,
+    extras: bool,
+) -> anyhow::Result<()> {
     let mut cfg = SimConfig::zero_delay();
     cfg.output.always_max = true;
+    cfg.timing.decode_ms = decode_ms;
     let sim = SimServer::start(cfg).await?;
     let mut px = ChildProxy::spawn(&sim.base_url())?;
     let c = client();
@@ -332,7 +356,12 @@ async fn parent(streams: Vec<usize>, tokens: u64, requests: usize) -> anyhow::Re
     let _ = phase(&c, &sim.base_url(), 8, 64, tokens, 0).await;
     let _ = phase(&c, &px.url, 8, 64, tokens, 0).await;
     sim.clear_log();
-    println!("# tokentap proxy overhead — zero-delay sim, {tokens} tokens/request, requests per level: max({requests}, 4×C)");
+    let mode = if decode_ms > 0.0 {
+        format!("paced sim ({decode_ms} ms per token)")
+    } else {
+        "zero-delay sim".to_string()
+    };
+    println!("# tokentap proxy overhead — {mode}, {tokens} tokens/request, requests per level: max({requests}, 4×C)");
     println!("| C | added chunk p50 µs | added chunk p99 µs | added TTFT p50 µs | added TTFT p99 µs | direct chunk/s | proxied chunk/s | ratio | proxy CPU µs/chunk | allocs/chunk (amortised) |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut id = 1_000_000_000u64;
@@ -372,6 +401,9 @@ async fn parent(streams: Vec<usize>, tokens: u64, requests: usize) -> anyhow::Re
                 us(dc.p50), us(dc.p99), us(pc.p50), us(pc.p99), us(dt.p50), us(dt.p99), us(pt.p50), us(pt.p99)
             );
         }
+    }
+    if !extras {
+        return Ok(());
     }
     // Marginal allocations per chunk: same requests, long vs short streams, through the proxy.
     let (short, long) = (16u64, 1024u64);

@@ -227,6 +227,10 @@ impl Tap {
                 Reader::Plain => {}
             }
             rec.measured = tl.finish(end);
+            if rec.measured.e2e_ns.is_none() {
+                // An empty body: the response ended now.
+                rec.measured.e2e_ns = Some(clock::now().saturating_sub(rec.start_mono_ns));
+            }
         } else {
             // Nothing came back (cancelled before the response head): the end is now.
             rec.measured.e2e_ns = Some(clock::now().saturating_sub(rec.start_mono_ns));

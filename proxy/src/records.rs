@@ -43,7 +43,7 @@ pub struct Counts {
     pub written: AtomicU64,
     /// Records lost because the channel was full or the writer had stopped.
     pub dropped: AtomicU64,
-    /// Records that could not be written to disk (I/O error).
+    /// Records that could not be written to disk (I/O error); not counted in `written`.
     pub io_errors: AtomicU64,
 }
 
@@ -150,20 +150,25 @@ fn writer_loop(
     let mut line = Vec::with_capacity(16 * 1024);
     let mut handle = |msg: Msg, files: &mut Option<Files>| match msg {
         Msg::Record(r) => {
+            let mut ok = true;
             if let Some(f) = files.as_mut() {
                 line.clear();
-                // Invariant: TurnRecord serialises infallibly (no maps with non-string keys).
-                if serde_json::to_writer(&mut line, &*r).is_ok() {
+                // TurnRecord has only string-keyed maps, so serialising cannot fail; a failure
+                // would still be counted below rather than lost silently.
+                ok = serde_json::to_writer(&mut line, &*r).is_ok();
+                if ok {
                     line.push(b'\n');
-                    if f.write(&line).is_err() {
-                        counts.io_errors.fetch_add(1, Ordering::Relaxed);
-                    }
+                    ok = f.write(&line).is_ok();
                 }
             }
             if cfg.keep {
                 kept.send_modify(|v| v.push(*r));
             }
-            counts.written.fetch_add(1, Ordering::Relaxed);
+            if ok {
+                counts.written.fetch_add(1, Ordering::Relaxed);
+            } else {
+                counts.io_errors.fetch_add(1, Ordering::Relaxed);
+            }
         }
         Msg::Flush(ack) => {
             if let Some(f) = files.as_mut() {

@@ -165,6 +165,15 @@ pub async fn handle(
     strip_hop_by_hop(&mut headers);
     if !cfg.preserve_host {
         headers.remove(header::HOST);
+    } else if !headers.contains_key(header::HOST) {
+        // An h2 client sends `:authority`, not `Host`: carry it over for an h1 upstream.
+        if let Some(a) = parts
+            .uri
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        {
+            headers.insert(header::HOST, a);
+        }
     }
     if cfg.via {
         headers.append(header::VIA, HeaderValue::from_static("1.1 tokentap"));

@@ -333,3 +333,29 @@ async fn content_is_recorded_only_when_asked() {
     assert_eq!(content["output"], text);
     assert!(!content["reasoning"].as_str().unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn other_routes_pass_through_and_get_a_status_only_record() {
+    let s = sim(rich()).await;
+    let p = proxy(proxy_cfg(&[s.base_url()])).await;
+    let c = client();
+    for path in ["/v1/models", "/health", "/nope"] {
+        let get = |base: String| {
+            Request::get(format!("{base}{path}"))
+                .body(Full::new(Bytes::new()))
+                .unwrap()
+        };
+        let a = send(&c, get(s.base_url())).await;
+        let b = send(&c, get(p.base_url())).await;
+        assert_eq!(a.status, b.status, "{path}");
+        assert_eq!(a.body, b.body, "{path}");
+    }
+    let recs = p.wait_records(3).await;
+    let routes: Vec<_> = recs.iter().map(|r| r.route.clone().unwrap()).collect();
+    assert_eq!(routes, ["/v1/models", "/health", "/nope"]);
+    assert_eq!(recs[2].status, Status::Failed);
+    assert_eq!(recs[2].http_status, Some(404));
+    assert!(recs
+        .iter()
+        .all(|r| r.measured.e2e_ns.is_some() && r.measured.chunks.is_empty()));
+}
