@@ -16,6 +16,7 @@
 //!   token counts, ITL per token, inter-chunk latency, TPOT, E2E).
 //! - [`record`]: the per-turn record written as JSONL by the replay client and the proxy.
 //! - [`stats`]: exact percentiles from raw samples.
+//! - [`metrics`]: Prometheus names, buckets and label rules (SPEC §8) for proxy, replay, dashboards.
 //! - [`wire`]: OpenAI chat wire types used by the simulated server and tests.
 //! - [`text`]: the reasoning preamble and filler text shared by the sim and the synthesizer.
 //! - [`tokenize`]: the deterministic stand-in tokenizer (4 bytes per token).
@@ -34,6 +35,7 @@
 
 pub mod chunk;
 pub mod clock;
+pub mod metrics;
 pub mod record;
 pub mod sse;
 pub mod stats;

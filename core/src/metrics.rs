@@ -1,0 +1,254 @@
+//! Prometheus metric names, bucket lists and label rules shared by the proxy (`source="wire"`),
+//! the replay client (`source="client"`) and the dashboard tests: the single source of truth of
+//! SPEC §8, so a dashboard query written against one name works for both sides.
+//!
+//! Layout: name constants ([`names`]), bucket lists ([`buckets`]), label helpers
+//! ([`ModelCap`], [`status_class`]) and [`ALL_NAMES`], the list a dashboard test compares the
+//! metric names of its queries with. Units are base units (`_seconds`); counters end `_total`.
+//! No session id or other unbounded value is ever a label.
+
+/// Metric names (without histogram suffixes `_bucket`/`_sum`/`_count`).
+pub mod names {
+    pub const REQUESTS_TOTAL: &str = "tokentap_requests_total";
+    pub const IN_FLIGHT: &str = "tokentap_in_flight";
+    pub const TTFB_SECONDS: &str = "tokentap_ttfb_seconds";
+    pub const TTFT_SECONDS: &str = "tokentap_ttft_seconds";
+    pub const E2E_SECONDS: &str = "tokentap_e2e_seconds";
+    pub const TPOT_SECONDS: &str = "tokentap_tpot_seconds";
+    pub const ITL_SECONDS: &str = "tokentap_itl_seconds";
+    pub const INTER_CHUNK_SECONDS: &str = "tokentap_inter_chunk_seconds";
+    pub const TOKENS_PER_CHUNK: &str = "tokentap_tokens_per_chunk";
+    pub const PROMPT_TOKENS_PER_TURN: &str = "tokentap_prompt_tokens_per_turn";
+    pub const PROMPT_TOKENS_TOTAL: &str = "tokentap_prompt_tokens_total";
+    pub const CACHED_TOKENS_TOTAL: &str = "tokentap_cached_tokens_total";
+    pub const OUTPUT_TOKENS_TOTAL: &str = "tokentap_output_tokens_total";
+    pub const REASONING_TOKENS_TOTAL: &str = "tokentap_reasoning_tokens_total";
+    pub const STREAMS_WITHOUT_USAGE_TOTAL: &str = "tokentap_streams_without_usage_total";
+    pub const ACTIVE_SESSIONS: &str = "tokentap_active_sessions";
+    pub const TURNS_PER_SESSION: &str = "tokentap_turns_per_session";
+    pub const SESSION_EVICTIONS_TOTAL: &str = "tokentap_session_evictions_total";
+    pub const UPSTREAM_REQUESTS_TOTAL: &str = "tokentap_upstream_requests_total";
+    pub const UPSTREAM_ERRORS_TOTAL: &str = "tokentap_upstream_errors_total";
+    pub const PROXY_CHUNK_PROCESSING_SECONDS: &str = "tokentap_proxy_chunk_processing_seconds";
+    /// Replay only: turns by outcome `event` = issued | completed | failed | aborted.
+    pub const TURNS_TOTAL: &str = "tokentap_turns_total";
+    /// Replay only: conversations sleeping in an inter-turn delay.
+    pub const DELAY_QUEUE: &str = "tokentap_delay_queue";
+    /// Replay only: 1 while the performance window is open.
+    pub const IN_WINDOW: &str = "tokentap_in_window";
+}
+
+/// Every name exported by tokentap itself.
+pub const ALL_NAMES: &[&str] = &[
+    names::REQUESTS_TOTAL,
+    names::IN_FLIGHT,
+    names::TTFB_SECONDS,
+    names::TTFT_SECONDS,
+    names::E2E_SECONDS,
+    names::TPOT_SECONDS,
+    names::ITL_SECONDS,
+    names::INTER_CHUNK_SECONDS,
+    names::TOKENS_PER_CHUNK,
+    names::PROMPT_TOKENS_PER_TURN,
+    names::PROMPT_TOKENS_TOTAL,
+    names::CACHED_TOKENS_TOTAL,
+    names::OUTPUT_TOKENS_TOTAL,
+    names::REASONING_TOKENS_TOTAL,
+    names::STREAMS_WITHOUT_USAGE_TOTAL,
+    names::ACTIVE_SESSIONS,
+    names::TURNS_PER_SESSION,
+    names::SESSION_EVICTIONS_TOTAL,
+    names::UPSTREAM_REQUESTS_TOTAL,
+    names::UPSTREAM_ERRORS_TOTAL,
+    names::PROXY_CHUNK_PROCESSING_SECONDS,
+    names::TURNS_TOTAL,
+    names::DELAY_QUEUE,
+    names::IN_WINDOW,
+];
+
+/// Engine series of SPEC §8 that dashboards may reference (the sim exports the vLLM ones).
+pub const ENGINE_NAMES: &[&str] = &[
+    "vllm:time_to_first_token_seconds",
+    "vllm:inter_token_latency_seconds",
+    "vllm:e2e_request_latency_seconds",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+    "sglang:time_to_first_token_seconds",
+    "sglang:inter_token_latency_seconds",
+    "sglang:cached_tokens_total",
+];
+
+/// Label values.
+pub mod labels {
+    /// `source` label: the proxy's view.
+    pub const SOURCE_WIRE: &str = "wire";
+    /// `source` label: the replay client's view.
+    pub const SOURCE_CLIENT: &str = "client";
+    /// Model label value once the cap is reached.
+    pub const MODEL_OTHER: &str = "other";
+    /// Default number of distinct model label values before overflow to `other`.
+    pub const MODEL_CAP: usize = 8;
+}
+
+/// Bucket boundaries of SPEC §8 (they contain OpenTelemetry GenAI's and vLLM's lists).
+pub mod buckets {
+    pub const TTFT: &[f64] = &[
+        0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+        20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+    ];
+    /// ITL, TPOT and inter-chunk latency.
+    pub const ITL: &[f64] = &[
+        0.001, 0.002, 0.004, 0.006, 0.008, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+        0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+    ];
+    /// E2E: 0.01 … 81.92 doubling, then 160 … 7680.
+    pub const E2E: &[f64] = &[
+        0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+        160.0, 320.0, 640.0, 1280.0, 2560.0, 7680.0,
+    ];
+    /// Token counts: powers of 4 from 1 to 4,194,304.
+    pub const TOKENS: &[f64] = &[
+        1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0,
+        4194304.0,
+    ];
+    pub const TOKENS_PER_CHUNK: &[f64] = &[1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0];
+    /// Turns per session (a token-count-like power series is too coarse at the low end).
+    pub const TURNS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
+    /// The proxy's own time per chunk: 1 µs … ~1 ms.
+    pub const CHUNK_PROCESSING: &[f64] = &[
+        1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 1e-2,
+    ];
+}
+
+/// `2xx`, `4xx`, ... or `none` when no status was sent.
+pub fn status_class(status: Option<u16>) -> &'static str {
+    match status {
+        Some(100..=199) => "1xx",
+        Some(200..=299) => "2xx",
+        Some(300..=399) => "3xx",
+        Some(400..=499) => "4xx",
+        Some(500..=599) => "5xx",
+        _ => "none",
+    }
+}
+
+/// Caps the `model` label: the first `cap` distinct names pass, later ones become `other`.
+/// Called once per request (not per chunk); the caller owns it behind whatever sharing it needs.
+#[derive(Debug, Clone)]
+pub struct ModelCap {
+    cap: usize,
+    seen: Vec<String>,
+}
+
+impl ModelCap {
+    pub fn new(cap: usize) -> Self {
+        ModelCap {
+            cap,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The label value for `model`.
+    pub fn label<'a>(&mut self, model: &'a str) -> &'a str {
+        if self.seen.iter().any(|m| m == model) {
+            return model;
+        }
+        if self.seen.len() < self.cap {
+            self.seen.push(model.to_owned());
+            return model;
+        }
+        labels::MODEL_OTHER
+    }
+}
+
+/// Metric names used in a PromQL expression: identifiers followed by `{`, `[`, `)` or
+/// whitespace that are not functions, keywords or label names. Histogram suffixes are stripped.
+/// Good enough for dashboard checks; not a PromQL parser.
+pub fn names_in_expr(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let b = expr.as_bytes();
+    let mut i = 0;
+    let mut depth_brace = 0usize;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'{' {
+            depth_brace += 1;
+        } else if c == b'}' {
+            depth_brace = depth_brace.saturating_sub(1);
+        } else if c == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                i += 1;
+            }
+        } else if depth_brace == 0 && (c.is_ascii_alphabetic() || c == b'_') {
+            let s = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b':') {
+                i += 1;
+            }
+            let word = &expr[s..i];
+            let mut j = i;
+            while j < b.len() && b[j] == b' ' {
+                j += 1;
+            }
+            let next = b.get(j).copied();
+            let is_call = next == Some(b'(');
+            let is_metric = word.starts_with("tokentap_")
+                || word.starts_with("vllm:")
+                || word.starts_with("sglang:");
+            if is_metric && !is_call {
+                let base = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| word.strip_suffix(s))
+                    .unwrap_or(word);
+                out.push(base.to_owned());
+            }
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_cap_overflows_to_other() {
+        let mut m = ModelCap::new(2);
+        assert_eq!(m.label("a"), "a");
+        assert_eq!(m.label("b"), "b");
+        assert_eq!(m.label("c"), "other");
+        assert_eq!(m.label("a"), "a");
+    }
+
+    #[test]
+    fn names_are_prefixed_and_unique() {
+        let mut v = ALL_NAMES.to_vec();
+        v.sort_unstable();
+        v.dedup();
+        assert_eq!(v.len(), ALL_NAMES.len());
+        assert!(ALL_NAMES.iter().all(|n| n.starts_with("tokentap_")));
+    }
+
+    #[test]
+    fn buckets_contain_vllm_lists_and_are_sorted() {
+        for b in [buckets::TTFT, buckets::ITL, buckets::E2E, buckets::TOKENS] {
+            assert!(b.windows(2).all(|w| w[0] < w[1]));
+        }
+        // vLLM's TTFT buckets.
+        for x in [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5] {
+            assert!(buckets::TTFT.contains(&x));
+        }
+        assert_eq!(buckets::TOKENS.last(), Some(&4194304.0));
+    }
+
+    #[test]
+    fn names_parsed_from_promql() {
+        let e = r#"histogram_quantile(0.95, sum by (le, source) (rate(tokentap_ttft_seconds_bucket{source="wire"}[$__rate_interval]))) - on() vllm:time_to_first_token_seconds_sum"#;
+        assert_eq!(
+            names_in_expr(e),
+            vec!["tokentap_ttft_seconds", "vllm:time_to_first_token_seconds"]
+        );
+    }
+}
