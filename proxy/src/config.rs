@@ -71,6 +71,14 @@ pub struct Opts {
         default_value_t = 3600.0
     )]
     pub upstream_timeout: f64,
+    /// Seconds a streaming response may go without a byte from upstream before the proxy cuts
+    /// it (recorded `timed_out`, kind `idle_timeout`); 0 disables.
+    #[arg(
+        long,
+        env = "TOKENTAP_PROXY_UPSTREAM_IDLE_TIMEOUT",
+        default_value_t = 300.0
+    )]
+    pub upstream_idle_timeout: f64,
     /// Seconds to wait for an upstream TCP connection before trying the next replica.
     #[arg(long, env = "TOKENTAP_PROXY_CONNECT_TIMEOUT", default_value_t = 5.0)]
     pub connect_timeout: f64,
@@ -126,6 +134,8 @@ pub struct Config {
     pub tls: Option<(PathBuf, PathBuf)>,
     pub grace: Duration,
     pub upstream_timeout: Duration,
+    /// Longest silence inside a response body (zero: no limit).
+    pub upstream_idle_timeout: Duration,
     pub connect_timeout: Duration,
     pub max_header_bytes: usize,
     pub max_body_bytes: u64,
@@ -157,6 +167,7 @@ impl Config {
             tls: None,
             grace: Duration::from_secs(30),
             upstream_timeout: Duration::from_secs(3600),
+            upstream_idle_timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(5),
             max_header_bytes: 64 << 10,
             max_body_bytes: 64 << 20,
@@ -199,6 +210,7 @@ impl Config {
         c.tls = o.tls_cert.clone().zip(o.tls_key.clone());
         c.grace = secs("grace", o.grace)?;
         c.upstream_timeout = secs("upstream-timeout", o.upstream_timeout)?;
+        c.upstream_idle_timeout = secs("upstream-idle-timeout", o.upstream_idle_timeout)?;
         c.connect_timeout = secs("connect-timeout", o.connect_timeout)?;
         c.max_header_bytes = o.max_header_bytes;
         c.max_body_bytes = o.max_body_bytes;

@@ -32,10 +32,12 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use hyper::body::Incoming;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
+use std::time::Duration;
 use tokentap_core::clock::{self, Anchor, MonoNs};
 use tokentap_core::record::{ErrorSource, Origin, Status, TurnError, TurnRecord};
 use tokentap_core::sse::Framer;
@@ -108,6 +110,11 @@ impl Tap {
         self.upstream
     }
 
+    /// `--upstream-idle-timeout` (zero: off).
+    pub fn idle_timeout(&self) -> Duration {
+        self.shared.cfg.upstream_idle_timeout
+    }
+
     /// `--via` is on.
     pub fn via(&self) -> bool {
         self.shared.cfg.via
@@ -146,10 +153,10 @@ impl Tap {
 
     /// One response body frame, about to be handed to hyper. The hot path.
     #[inline]
-    pub fn on_data(&mut self, data: &Bytes) {
+    pub fn on_data(&mut self, data: &Bytes) -> MonoNs {
         let t = clock::now();
         let Some(tl) = self.timeline.as_mut() else {
-            return;
+            return t;
         };
         tl.on_bytes(t);
         match &mut self.reader {
@@ -166,6 +173,7 @@ impl Tap {
         if let Some(c) = self.content.as_mut() {
             c.push(data.clone());
         }
+        t
     }
 
     /// The upstream stream ended cleanly.
@@ -350,6 +358,25 @@ impl Drop for Tap {
     }
 }
 
+/// Why a metered body ended with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError<E: std::error::Error + 'static> {
+    /// The upstream stream broke.
+    #[error(transparent)]
+    Upstream(E),
+    /// No body bytes from upstream for `--upstream-idle-timeout`.
+    #[error("upstream sent nothing for {0:?}")]
+    Idle(Duration),
+}
+
+/// `--upstream-idle-timeout` state. The timer is re-armed only when it fires early, so the
+/// per-chunk cost is storing one instant (no timer-wheel operation per chunk).
+struct Idle {
+    limit: Duration,
+    last: MonoNs,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+}
+
 /// The upstream response body, measured on its way to the client.
 pub struct MeteredBody<B = Incoming> {
     inner: B,
@@ -358,6 +385,7 @@ pub struct MeteredBody<B = Incoming> {
     /// Bytes still to hand out after the inner body ended (a stripper's leftover).
     tail: Option<Bytes>,
     ended: bool,
+    idle: Option<Idle>,
 }
 
 impl<B> MeteredBody<B> {
@@ -368,7 +396,21 @@ impl<B> MeteredBody<B> {
             strip,
             tail: None,
             ended: false,
+            idle: None,
         }
+    }
+
+    /// Ends the stream with an error when upstream sends nothing for `limit` (must be called
+    /// inside a tokio runtime).
+    pub fn with_idle_timeout(mut self, limit: Duration) -> Self {
+        if !limit.is_zero() {
+            self.idle = Some(Idle {
+                limit,
+                last: clock::now(),
+                sleep: Box::pin(tokio::time::sleep(limit)),
+            });
+        }
+        self
     }
 
     fn end(&mut self) {
@@ -389,22 +431,55 @@ where
     B::Error: std::error::Error + Send + Sync + 'static,
 {
     type Data = Bytes;
-    type Error = B::Error;
+    type Error = BodyError<B::Error>;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
         loop {
             if this.ended {
                 return Poll::Ready(this.tail.take().map(|b| Ok(Frame::data(b))));
             }
-            match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+            let polled = match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Ready(r) => r,
+                Poll::Pending => {
+                    if let Some(idle) = this.idle.as_mut() {
+                        if idle.sleep.as_mut().poll(cx).is_ready() {
+                            let quiet = clock::now().saturating_sub(idle.last);
+                            let limit = idle.limit.as_nanos() as u64;
+                            if quiet >= limit {
+                                this.ended = true;
+                                let e = BodyError::Idle(idle.limit);
+                                this.tap.fail(
+                                    Status::TimedOut,
+                                    TurnError {
+                                        source: ErrorSource::Upstream,
+                                        kind: "idle_timeout".into(),
+                                        message: e.to_string(),
+                                    },
+                                );
+                                return Poll::Ready(Some(Err(e)));
+                            }
+                            let left = Duration::from_nanos(limit - quiet);
+                            idle.sleep
+                                .as_mut()
+                                .reset(tokio::time::Instant::now() + left);
+                            let _ = idle.sleep.as_mut().poll(cx);
+                        }
+                    }
+                    return Poll::Pending;
+                }
+            };
+            match polled {
                 Some(Ok(frame)) => {
                     let frame = match frame.into_data() {
                         Ok(data) => {
-                            this.tap.on_data(&data);
+                            let t = this.tap.on_data(&data);
+                            if let Some(idle) = this.idle.as_mut() {
+                                idle.last = t;
+                            }
                             let out = match this.strip.as_mut() {
                                 Some(s) => s.push(&data),
                                 None => data,
@@ -431,7 +506,7 @@ where
                             message: crate::error::chain(&e),
                         },
                     );
-                    return Poll::Ready(Some(Err(e)));
+                    return Poll::Ready(Some(Err(BodyError::Upstream(e))));
                 }
                 None => {
                     this.end();
@@ -464,13 +539,13 @@ pub enum ProxyBody {
 
 impl Body for ProxyBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BodyError<hyper::Error>;
 
     #[inline]
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         match self.get_mut() {
             ProxyBody::Metered(m) => Pin::new(m).poll_frame(cx),
             ProxyBody::Full(f) => Pin::new(f)

@@ -360,8 +360,9 @@ fn respond(
             .append(header::VIA, HeaderValue::from_static("1.1 tokentap"));
     }
     parts.version = Version::HTTP_11;
+    let idle = tap.idle_timeout();
     Response::from_parts(
         parts,
-        ProxyBody::Metered(MeteredBody::new(body, tap, strip)),
+        ProxyBody::Metered(MeteredBody::new(body, tap, strip).with_idle_timeout(idle)),
     )
 }

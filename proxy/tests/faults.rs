@@ -257,3 +257,31 @@ async fn under_load_with_faults_records_equal_requests() {
     assert_eq!(report.written, N as u64, "{report:?}");
     assert_eq!(report.dropped, 0);
 }
+
+#[tokio::test]
+async fn a_stream_that_goes_silent_is_cut_after_the_idle_timeout() {
+    let mut cfg = sim_cfg();
+    cfg.faults.stall_rate = 1.0;
+    cfg.faults.stall_ms = 5_000;
+    let s = sim(cfg).await;
+    let mut pc = proxy_cfg(&[s.base_url()]);
+    pc.upstream_idle_timeout = Duration::from_millis(300);
+    let p = proxy(pc).await;
+    let t0 = std::time::Instant::now();
+    let got = send(&client(), post(&url(&p), chat(true, 40, json!({})), None)).await;
+    assert!(got.error.is_some(), "the client sees the stream cut");
+    assert!(
+        t0.elapsed() < Duration::from_secs(4),
+        "the 5 s stall was not waited out"
+    );
+    let rec = within(p.wait_records(1)).await.remove(0);
+    assert_eq!(rec.status, Status::TimedOut);
+    assert_eq!(err_of(&rec), (ErrorSource::Upstream, "idle_timeout"));
+    assert!(
+        rec.measured.ttfb_ns.is_some(),
+        "what came before the stall is kept"
+    );
+    // The upstream request was cancelled.
+    within(s.wait_finished(1)).await;
+    assert!(!s.log()[0].finished);
+}
