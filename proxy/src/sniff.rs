@@ -253,9 +253,12 @@ impl Drop for RequestTap {
     fn drop(&mut self) {
         if !self.polled {
             if let (Some(b), Some(tx)) = (self.inner.take(), self.giveback.take()) {
-                // The connection was never made: give the body back for the next upstream.
-                let _ = tx.send(b);
-                return;
+                // Never polled: the connection was never made, give the body back for the next
+                // upstream. If nobody takes it, the request simply had an empty body.
+                match tx.send(b) {
+                    Ok(()) => return,
+                    Err(b) => self.inner = Some(b),
+                }
             }
         }
         if self.inner.as_ref().is_some_and(|b| b.is_end_stream()) || self.polled {
