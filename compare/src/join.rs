@@ -6,11 +6,12 @@
 //!    Exact, whatever the concurrency.
 //! 2. **Session + order.** Client turns and wire turns of one session (the wire's session is the
 //!    proxy's `conversation_id`, or a recorded `X-Correlation-ID` / `X-Session-ID` header), each
-//!    in order. In a closed loop the k-th request of a session reaches the proxy after the client
-//!    sent it and before the client sends the (k+1)-th, so wire turn w belongs to client turn k
-//!    when `start_k − slack ≤ w.start < start_(k+1) − slack` (and `w.start ≤ start_k + window`):
-//!    the wall-clock or monotonic anchors break the ties that plain order cannot (a turn the
-//!    proxy never saw, a retry the client never reported). Without start instants: plain order.
+//!    in order, merged like two sorted lists: a wire turn that starts more than `slack` before the
+//!    client turn is one the client never reported, a client turn with no wire turn within
+//!    `window` after it never reached the wire; otherwise the pair is taken unless the next
+//!    client turn (or the next wire turn) is closer in time — the wall-clock or monotonic
+//!    anchors break the ties that plain order cannot (a turn the proxy never saw, a retry the
+//!    client never reported). Without start instants: plain order.
 //! 3. **Time.** Client turns that have no session, or whose session the wire never saw, are
 //!    matched to the remaining wire turns by start and end instants: the pair with the smallest
 //!    |Δstart| + |Δend| first, within [−slack, window].
@@ -149,36 +150,55 @@ pub fn join(client: &ClientRun, wire: &[WireTurn], cfg: &JoinConfig) -> Joined {
             let t = &client.turns[c];
             (if by_turn { t.turn } else { None }, t.start_ns, c)
         });
-        let mut j = 0;
-        for (k, &ci) in g.iter().enumerate() {
-            let t = &client.turns[ci];
-            let found = match t.start_ns {
-                None => (j..cands.len()).find(|&x| !w_used[cands[x]]),
-                Some(s) => {
-                    let next = g[k + 1..].iter().find_map(|&c| client.turns[c].start_ns);
-                    (j..cands.len()).find(|&x| {
-                        let w = cands[x];
-                        if w_used[w] {
-                            return false;
-                        }
-                        let ws = wstart(w);
-                        ws.saturating_add(cfg.slack_ns) >= s
-                            && ws <= s.saturating_add(cfg.window_ns)
-                            && next.is_none_or(|n| ws.saturating_add(cfg.slack_ns) < n)
-                    })
-                }
-            };
-            if let Some(x) = found {
-                let wi = cands[x];
-                w_used[wi] = true;
-                c_used[ci] = true;
-                j = x + 1;
+        let cands: Vec<usize> = cands.iter().copied().filter(|&w| !w_used[w]).collect();
+        let (mut k, mut j) = (0, 0);
+        while k < g.len() && j < cands.len() {
+            let (ci, wi) = (g[k], cands[j]);
+            let Some(s) = client.turns[ci].start_ns else {
+                // No anchors: plain order.
                 pairs.push(Pair {
                     client: ci,
                     wire: wi,
                     how: JoinMethod::SessionOrder,
                 });
+                (c_used[ci], w_used[wi]) = (true, true);
+                (k, j) = (k + 1, j + 1);
+                continue;
+            };
+            let d = wstart(wi) as i128 - s as i128;
+            if d < -(cfg.slack_ns as i128) {
+                j += 1; // a wire turn before this client turn: the client never reported it
+                continue;
             }
+            if d > cfg.window_ns as i128 {
+                k += 1; // the wire never saw this client turn
+                continue;
+            }
+            // In range. The next client turn may fit this wire turn better (this client turn
+            // never reached the wire), or the next wire turn may fit this client turn better
+            // (this wire turn is one the client never reported).
+            let dist = |c: usize, w: usize| {
+                client.turns[c]
+                    .start_ns
+                    .map(|cs| wstart(w).abs_diff(cs))
+                    .unwrap_or(u64::MAX)
+            };
+            let here = d.unsigned_abs() as u64;
+            if g.get(k + 1).is_some_and(|&c2| dist(c2, wi) < here) {
+                k += 1;
+                continue;
+            }
+            if cands.get(j + 1).is_some_and(|&w2| dist(ci, w2) < here) {
+                j += 1;
+                continue;
+            }
+            pairs.push(Pair {
+                client: ci,
+                wire: wi,
+                how: JoinMethod::SessionOrder,
+            });
+            (c_used[ci], w_used[wi]) = (true, true);
+            (k, j) = (k + 1, j + 1);
         }
     }
 
@@ -333,6 +353,18 @@ mod tests {
         assert_eq!(got, [(0, 0), (2, 1), (3, 3)]);
         assert_eq!(j.client_only, [1]);
         assert_eq!(j.wire_only, [2]);
+    }
+
+    #[test]
+    fn turns_closer_together_than_the_slack_still_join_in_order() {
+        // Fast turns: 40 ms apart, less than the 50 ms default slack.
+        let w: Vec<WireTurn> = (0..4).map(|i| wire("s", (i * 40 + 1) * MS, None)).collect();
+        let c = run((0..4)
+            .map(|i| client(Some("s"), i as u32, i * 40 * MS, None))
+            .collect());
+        let j = join(&c, &w, &JoinConfig::default());
+        let got: Vec<(usize, usize)> = j.pairs.iter().map(|p| (p.client, p.wire)).collect();
+        assert_eq!(got, [(0, 0), (1, 1), (2, 2), (3, 3)]);
     }
 
     #[test]
