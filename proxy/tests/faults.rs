@@ -44,7 +44,10 @@ async fn refused_upstream_is_a_502_with_a_json_error_and_a_record() {
     assert_eq!(rec.conversation_id.as_deref(), Some("s1"));
     assert!(p
         .metrics_text()
-        .contains("tokentap_proxy_upstream_errors_total{kind=\"connect\""));
+        .lines()
+        .any(|l| l.starts_with("tokentap_upstream_errors_total{")
+            && l.contains("kind=\"connect\"")
+            && l.contains("source=\"wire\"")));
 }
 
 #[tokio::test]

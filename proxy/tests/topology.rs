@@ -100,7 +100,7 @@ async fn sessions_stick_to_one_of_three_replicas_and_move_only_when_it_is_down()
     assert!(list.as_array().unwrap().iter().all(|s| s["turns"] == 3));
     let (_, metrics) = admin_get(&p, "/metrics").await;
     assert!(!metrics.contains("traj-"), "no session id as a label");
-    assert!(metrics.contains("tokentap_proxy_requests_total"));
+    assert!(metrics.contains("tokentap_requests_total{"));
     assert_eq!(admin_get(&p, "/health").await.0, 200);
     assert_eq!(admin_get(&p, "/sessions/nope").await.0, 404);
 
@@ -145,7 +145,7 @@ async fn sessions_stick_to_one_of_three_replicas_and_move_only_when_it_is_down()
     let m = p.metrics_text();
     let line = m
         .lines()
-        .find(|l| l.starts_with("tokentap_proxy_upstream_errors_total") && l.contains(&urls[down]))
+        .find(|l| l.starts_with("tokentap_upstream_errors_total") && l.contains(&urls[down]))
         .expect("refusals counted");
     let n: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(n >= moved as f64, "{line}");
