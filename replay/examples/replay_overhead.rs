@@ -41,6 +41,10 @@ use tokentap_sim::{ChunkKind, RequestLog, SimConfig, SimServer};
 
 #[derive(Parser)]
 struct Cli {
+    /// Run this process on a current_thread runtime instead of the multi-thread one the CLI
+    /// uses (experiment: is a runtime per core better?).
+    #[arg(long, global = true)]
+    current_thread: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -247,11 +251,15 @@ fn join(records: &[Value], log: &[RequestLog]) -> Samples {
     out
 }
 
-fn vm_hwm_kb() -> Option<u64> {
+fn status_kb(field: &str) -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     s.lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+fn vm_hwm_kb() -> Option<u64> {
+    status_kb("VmHWM:")
 }
 
 async fn latency(
@@ -339,6 +347,10 @@ async fn full(
     let hwm_before = vm_hwm_kb();
     let ds = Arc::new(Dataset::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?);
     let hwm_loaded = vm_hwm_kb();
+    println!(
+        "dataset loaded: VmRSS {} MB",
+        status_kb("VmRSS:").map_or(0, |k| k / 1024)
+    );
     let ch = SimChild::start(&dir, mean_tokens, 0.7, 0.0)?;
     let mut cfg = ReplayConfig::new(&ch.url)?;
     cfg.model = Some("m".into());
@@ -350,6 +362,9 @@ async fn full(
     let out =
         tokentap_replay::run_with(cfg, ds, ProgressMode::Line, std::future::pending()).await?;
     let wall = t0.elapsed().as_secs_f64();
+    // Before this process reads the sim's log (millions of chunk entries) for the join.
+    let hwm_run = vm_hwm_kb();
+    let rss_run = status_kb("VmRSS:");
     let log = ch.finish()?;
     let sm = &out.summary;
     let chunks: usize = log.iter().map(|l| l.chunks.len()).sum();
@@ -362,10 +377,11 @@ async fn full(
         sm.throughput.output_tokens_per_s.unwrap_or(0.0),
     );
     println!(
-        "peak RSS (VmHWM) of the replay process: before load {} MB, after load {} MB, end {} MB",
+        "peak RSS (VmHWM) of the replay process: before load {} MB, after load {} MB, after the run {} MB (VmRSS after the run {} MB)",
         hwm_before.map_or(0, |k| k / 1024),
         hwm_loaded.map_or(0, |k| k / 1024),
-        vm_hwm_kb().map_or(0, |k| k / 1024)
+        hwm_run.map_or(0, |k| k / 1024),
+        rss_run.map_or(0, |k| k / 1024),
     );
     let mut d = join(&read_records(&dir.join("out"))?, &log);
     if let Some(p) = d.percentiles() {
