@@ -44,6 +44,8 @@ enum Command {
     Dataset(tokentap_dataset::cli::DatasetCommand),
     /// Check a benchmark client's timing claims against what the proxy saw on the wire.
     Compare(Box<tokentap_compare::Opts>),
+    /// Render a replay run directory as one self-contained HTML report (or --format md|json).
+    Report(Box<tokentap_report::Opts>),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +63,9 @@ fn main() -> ExitCode {
     }
     if let Command::Compare(opts) = cli.command {
         return exit(tokentap_compare::run(*opts));
+    }
+    if let Command::Report(opts) = cli.command {
+        return exit(tokentap_report::run(*opts));
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -95,6 +100,7 @@ fn main() -> ExitCode {
             ),
             Command::Dataset(_) => unreachable!("handled before the runtime starts"),
             Command::Compare(_) => unreachable!("handled before the runtime starts"),
+            Command::Report(_) => unreachable!("handled before the runtime starts"),
         }
     })
 }

@@ -241,6 +241,11 @@ pub async fn run_with(
     );
     if let Some(dir) = &out_dir {
         write_json(dir, "summary.json", &summary)?;
+        // The report is a view of the files just written; a failure to draw it must not fail
+        // a run whose records are safe on disk, so it is logged, not returned.
+        if let Err(e) = tokentap_report::write_html(dir) {
+            tracing::warn!("report.html not written: {e}");
+        }
     }
     if let Some(p) = panicked {
         return Err(ReplayError::Internal(format!("a replay slot panicked: {p}")).into());

@@ -1,0 +1,331 @@
+//! The self-contained HTML report: inline CSS, inline SVG (see [`crate::svg`]) and a few lines of
+//! inline JavaScript that only checks the page (every plot has data marks) and then sets
+//! `document.title` and `<body data-report-ready="1">` — a marker a headless browser's dumped DOM
+//! shows only when the script ran without an exception. Nothing is fetched from the network.
+
+use crate::load::Run;
+use crate::svg::{esc, num, Bars, Lines, Scatter, Span, Swimlane};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use tokentap_core::record::Status;
+
+const CSS: &str = r#"
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1560px;color:#222;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
+.grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(760px,1fr));gap:12px}
+svg.plot{background:#fff;border:1px solid #e3e3e3;border-radius:4px;max-width:100%;height:auto}
+svg text{font-size:11px;fill:#444}svg .ttl{font-size:13px;font-weight:600;fill:#222}
+svg .grid{stroke:#eee}svg circle.pt{fill-opacity:.75}svg circle.pt:not([fill]){fill:#1f77b4}
+table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 9px;text-align:right}
+th{background:#f5f5f5}td:first-child,th:first-child{text-align:left}
+.verdict{display:inline-block;padding:6px 14px;border-radius:4px;font-weight:700;font-size:16px;color:#fff}
+.valid{background:#2e7d32}.invalid{background:#c62828}.no_gates,.unknown{background:#6d6d6d}
+.muted{color:#666}pre{background:#f7f7f7;padding:8px;overflow:auto;max-height:420px}
+"#;
+
+const SCRIPT: &str = r#"
+(function(){
+  var plots=document.querySelectorAll('svg.plot');
+  var empty=[];
+  for(var i=0;i<plots.length;i++){
+    var n=plots[i].querySelectorAll('.pt').length;
+    if(n===0){empty.push(plots[i].getAttribute('data-plot'));}
+  }
+  document.body.setAttribute('data-plots',String(plots.length));
+  document.body.setAttribute('data-empty-plots',empty.join(','));
+  document.body.setAttribute('data-report-ready','1');
+  document.title='tokentap report: '+document.body.getAttribute('data-verdict');
+})();
+"#;
+
+fn status_color(s: Status) -> &'static str {
+    match s {
+        Status::Ok => "#1f77b4",
+        Status::Failed => "#d62728",
+        Status::TimedOut => "#ff7f0e",
+        Status::Aborted => "#9e9e9e",
+        Status::Cancelled => "#9467bd",
+    }
+}
+
+const DELAY_COLOR: &str = "#d9d9d9";
+
+/// Renders the whole page.
+pub fn render(run: &Run) -> String {
+    let mut o = String::with_capacity(256 * 1024);
+    let verdict = run.verdict();
+    let _ = write!(
+        o,
+        r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>tokentap report (script did not run)</title><style>{CSS}</style></head><body data-verdict="{}">"#,
+        esc(verdict)
+    );
+    let model = run.config["model"].as_str().unwrap_or("?");
+    let endpoint = run.config["endpoint"]["url"].as_str().unwrap_or("?");
+    let _ = write!(
+        o,
+        r#"<h1>tokentap run report</h1><div class="muted">{} · model <b>{}</b> · endpoint {} · concurrency {} · {} records · tokentap {}</div>"#,
+        esc(&run.dir.display().to_string()),
+        esc(model),
+        esc(endpoint),
+        run.config["concurrency"],
+        run.records.len(),
+        esc(run.summary["tokentap_version"].as_str().unwrap_or("?"))
+    );
+    verdict_section(&mut o, run);
+    summary_section(&mut o, run);
+    plots_section(&mut o, run);
+    compare_section(&mut o, run);
+    let _ = write!(o, "<script>{SCRIPT}</script></body></html>");
+    o
+}
+
+fn verdict_section(o: &mut String, run: &Run) {
+    let v = run.verdict();
+    let _ = write!(
+        o,
+        r#"<h2>Validity</h2><div id="verdict" class="verdict {}">{}</div>"#,
+        esc(v),
+        esc(v)
+    );
+    let reasons = run.strings("validity", "reasons");
+    if !reasons.is_empty() {
+        o.push_str("<p><b>Why not valid:</b></p><ul>");
+        for r in reasons {
+            let _ = write!(o, "<li>{}</li>", esc(&r));
+        }
+        o.push_str("</ul>");
+    }
+    let notes = run.strings("validity", "notes");
+    if !notes.is_empty() {
+        o.push_str(r#"<ul class="muted">"#);
+        for r in notes {
+            let _ = write!(o, "<li>{}</li>", esc(&r));
+        }
+        o.push_str("</ul>");
+    }
+}
+
+fn f(v: &Value) -> String {
+    v.as_f64().map(num).unwrap_or_else(|| "–".into())
+}
+
+fn summary_section(o: &mut String, run: &Run) {
+    let s = &run.summary;
+    o.push_str(r#"<h2>Summary</h2><table id="summary"><tr><th>latency (ms), in-window ok turns</th><th>count</th><th>mean</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>min</th><th>max</th></tr>"#);
+    for (k, label) in [
+        ("ttft", "TTFT"),
+        ("ttfb", "TTFB"),
+        ("itl", "ITL (per token)"),
+        ("inter_chunk", "inter-chunk"),
+        ("tpot", "TPOT"),
+        ("e2e", "E2E"),
+    ] {
+        let p = &s["latency_ms"][k];
+        let _ = write!(
+            o,
+            "<tr><td>{label}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            p["count"].as_u64().map(|c| c.to_string()).unwrap_or_else(|| "0".into()),
+            f(&p["mean"]),
+            f(&p["p50"]),
+            f(&p["p90"]),
+            f(&p["p95"]),
+            f(&p["p99"]),
+            f(&p["p999"]),
+            f(&p["min"]),
+            f(&p["max"])
+        );
+    }
+    o.push_str("</table><table><tr><th>throughput and tokens</th><th>value</th></tr>");
+    let rows: [(&str, &Value); 9] = [
+        ("window duration (s)", &s["window"]["duration_s"]),
+        ("output tokens/s", &s["throughput"]["output_tokens_per_s"]),
+        (
+            "output tokens/s per user",
+            &s["throughput"]["output_tokens_per_s_per_user"],
+        ),
+        ("turns/s", &s["throughput"]["turns_per_s"]),
+        ("in-window ok turns", &s["throughput"]["turns"]),
+        (
+            "mean output tokens per turn",
+            &s["tokens"]["mean_output_tokens_per_turn"],
+        ),
+        ("cached-token share", &s["tokens"]["cached_token_share"]),
+        ("inline accuracy", &s["accuracy"]["inline_accuracy"]),
+        ("run duration (s)", &s["run"]["duration_s"]),
+    ];
+    for (k, v) in rows {
+        let shown = match v {
+            Value::Number(n) if n.is_u64() => n.to_string(),
+            _ => f(v),
+        };
+        let _ = write!(o, "<tr><td>{k}</td><td>{shown}</td></tr>");
+    }
+    o.push_str("</table>");
+}
+
+fn plots_section(o: &mut String, run: &Run) {
+    o.push_str(r#"<h2>Plots</h2><div class="grid2">"#);
+    o.push_str(
+        &Scatter {
+            name: "ttft_by_turn",
+            title: "TTFT against turn index (in-window ok turns)",
+            x_label: "client turn index in the trajectory",
+            y_label: "TTFT (ms)",
+            log_y: false,
+            points: run.ttft_by_turn(),
+        }
+        .render(),
+    );
+    let (ctx, ctx_label) = run.ttft_by_context();
+    o.push_str(
+        &Scatter {
+            name: "ttft_by_context",
+            title: "TTFT against context size",
+            x_label: ctx_label,
+            y_label: "TTFT (ms)",
+            log_y: false,
+            points: ctx,
+        }
+        .render(),
+    );
+    o.push_str(
+        &Lines {
+            name: "itl_cdf",
+            title: "ITL distribution (CDF, one sample per token)",
+            x_label: "ITL (ms, log)",
+            y_label: "fraction of tokens ≤ x",
+            log_x: true,
+            series: vec![("ITL".into(), run.itl_cdf(400))],
+        }
+        .render(),
+    );
+    let (tps, share) = run.over_time();
+    o.push_str(
+        &Lines {
+            name: "output_tps",
+            title: "Output tokens/s over time (by completion)",
+            x_label: "seconds since run start",
+            y_label: "output tokens/s",
+            log_x: false,
+            series: vec![("tokens/s".into(), tps)],
+        }
+        .render(),
+    );
+    o.push_str(
+        &Lines {
+            name: "cached_share",
+            title: "Cached-token share over time (needs usage)",
+            x_label: "seconds since run start",
+            y_label: "cached / prompt tokens",
+            log_x: false,
+            series: vec![("cached share".into(), share)],
+        }
+        .render(),
+    );
+    o.push_str(
+        &Bars {
+            name: "status_counts",
+            title: "Turns by status",
+            bars: run
+                .status_counts()
+                .into_iter()
+                .map(|(s, n)| (s.as_str().to_owned(), n as f64, status_color(s)))
+                .collect(),
+        }
+        .render(),
+    );
+    o.push_str("</div>");
+    o.push_str(&swimlane(run));
+}
+
+fn swimlane(run: &Run) -> String {
+    let t0 = run.t0();
+    let sec = |ns: u64| ns.saturating_sub(t0) as f64 / 1e9;
+    let mut by_slot: BTreeMap<u32, Vec<&tokentap_core::record::TurnRecord>> = BTreeMap::new();
+    for r in &run.records {
+        if r.status == Status::Aborted {
+            continue; // never sent: nothing to draw
+        }
+        by_slot.entry(r.slot.unwrap_or(0)).or_default().push(r);
+    }
+    let lanes = by_slot.keys().max().map(|m| m + 1).unwrap_or(1);
+    let mut spans = Vec::new();
+    for (slot, mut rs) in by_slot {
+        rs.sort_by_key(|r| r.start_mono_ns);
+        let mut prev_end = t0;
+        for r in rs {
+            if let Some(due) = r.scheduled_mono_ns {
+                // The inter-turn delay ran from the previous end in this slot to `due`.
+                if due > prev_end + 1_000_000 {
+                    spans.push(Span {
+                        lane: slot,
+                        t0: sec(prev_end),
+                        t1: sec(due),
+                        color: DELAY_COLOR,
+                        tip: format!("delay {:.3} s", (due - prev_end) as f64 / 1e9),
+                    });
+                }
+            }
+            let end = r.end_mono_ns().unwrap_or(r.start_mono_ns);
+            spans.push(Span {
+                lane: slot,
+                t0: sec(r.start_mono_ns),
+                t1: sec(end),
+                color: status_color(r.status),
+                tip: format!(
+                    "{} turn {} ({}): {:.1} ms",
+                    r.conversation_id.as_deref().unwrap_or("?"),
+                    r.turn_index,
+                    r.status.as_str(),
+                    end.saturating_sub(r.start_mono_ns) as f64 / 1e6
+                ),
+            });
+            prev_end = prev_end.max(end);
+        }
+    }
+    Swimlane {
+        name: "swimlane",
+        title: "Trajectories per slot (grey: inter-turn delay)",
+        lanes,
+        spans,
+        legend: &[
+            ("ok", "#1f77b4"),
+            ("failed", "#d62728"),
+            ("timed out", "#ff7f0e"),
+            ("cancelled", "#9467bd"),
+            ("delay", DELAY_COLOR),
+        ],
+    }
+    .render()
+}
+
+/// Hook for issue 5: when `tokentap compare --json RUN_DIR/compare.json` left its comparison in
+/// the run directory, show its verdict and the scalar fields; the per-pair list is omitted.
+fn compare_section(o: &mut String, run: &Run) {
+    let Some(c) = &run.compare else {
+        return;
+    };
+    o.push_str(r#"<h2 id="compare">Client vs wire (compare.json)</h2>"#);
+    if let Some(v) = c.get("verdict") {
+        let _ = write!(o, "<p>verdict: <b>{}</b></p>", esc(&value_text(v)));
+    }
+    let mut brief = serde_json::Map::new();
+    if let Some(obj) = c.as_object() {
+        for (k, v) in obj {
+            let big = matches!(v, Value::Array(a) if a.len() > 20);
+            if !big {
+                brief.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    let text = serde_json::to_string_pretty(&brief).unwrap_or_default();
+    let _ = write!(o, "<pre>{}</pre>", esc(&text));
+}
+
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,102 @@
+//! # tokentap-report — the run report
+//!
+//! After a run people want something to look at, with numbers they can publish. This crate
+//! turns a replay run directory (`records.jsonl`, `summary.json`, `config.json`; see
+//! `docs/records.md`) into one self-contained HTML file — inline CSS, inline SVG plots, a few
+//! lines of inline JS that only self-check; nothing from the network — or Markdown / JSON text.
+//! Published numbers (the summary table) come from `summary.json`, i.e. from raw samples; the
+//! plots are drawn from the raw records.
+//!
+//! ## Layout
+//!
+//! - [`load`]: reads the run directory into [`Run`] and derives the plotted series.
+//! - [`svg`]: scatter, line, bar and swimlane charts as inline SVG.
+//! - [`html`]: the page (verdict, summary table, plots, optional `compare.json` section).
+//! - [`text`]: `--format md` and `--format json`.
+//!
+//! ## Data flow
+//!
+//! ```text
+//!  RUN_DIR/{records.jsonl, summary.json, config.json, compare.json?}
+//!        └─► load::Run ─┬─► html::render ─► report.html   (default; replay writes it at the end)
+//!                       └─► text::{markdown, json} ─► stdout or --out
+//! ```
+//!
+//! Dependencies: `tokentap-core` only (the replay depends on this crate to write `report.html`
+//! at the end of a run, so this crate must not depend on the replay).
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod html;
+pub mod load;
+pub mod svg;
+pub mod text;
+
+pub use error::ReportError;
+pub use load::Run;
+
+use anyhow::Context as _;
+use std::path::{Path, PathBuf};
+
+/// Output format of `tokentap report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// One self-contained HTML file (default: `RUN_DIR/report.html`).
+    Html,
+    /// Markdown (default: stdout).
+    Md,
+    /// JSON (default: stdout).
+    Json,
+}
+
+/// `tokentap report` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Opts {
+    /// A replay run directory (`tokentap replay --out DIR`).
+    pub run_dir: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "html")]
+    pub format: Format,
+    /// Output file. Default: `RUN_DIR/report.html` for html, stdout for md and json.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// Renders the report of `run_dir` as HTML.
+pub fn render_html(run_dir: &Path) -> Result<String, ReportError> {
+    Ok(html::render(&Run::load(run_dir)?))
+}
+
+/// Writes `run_dir/report.html` and returns its path. The replay calls this at the end of a
+/// run with `--out`.
+pub fn write_html(run_dir: &Path) -> Result<PathBuf, ReportError> {
+    let page = render_html(run_dir)?;
+    let path = run_dir.join("report.html");
+    std::fs::write(&path, page).map_err(|source| ReportError::Write {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(path)
+}
+
+/// `tokentap report`: exit code 0 on success.
+pub fn run(opts: Opts) -> anyhow::Result<i32> {
+    let run = Run::load(&opts.run_dir)?;
+    let (text, default_out) = match opts.format {
+        Format::Html => (html::render(&run), Some(opts.run_dir.join("report.html"))),
+        Format::Md => (text::markdown(&run), None),
+        Format::Json => (
+            serde_json::to_string_pretty(&text::json(&run)).context("serializing the report")?
+                + "\n",
+            None,
+        ),
+    };
+    match opts.out.or(default_out) {
+        Some(path) => {
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("report written to {}", path.display());
+        }
+        None => print!("{text}"),
+    }
+    Ok(0)
+}

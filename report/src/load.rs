@@ -1,0 +1,237 @@
+//! Reads a run directory (docs/records.md): `records.jsonl` as typed
+//! [`tokentap_core::record::TurnRecord`]s, `summary.json` and `config.json` as JSON values (the
+//! report only needs a few of their fields and must not break when the replay adds one), and an
+//! optional `compare.json` written by `tokentap compare --json` into the run directory.
+//! Derives every series the plots and the text formats show.
+
+use crate::error::ReportError;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use tokentap_core::record::{Status, TurnRecord};
+use tokentap_core::stats::Samples;
+
+/// `(x, y)` points of one plotted series.
+pub type Series = Vec<(f64, f64)>;
+
+/// Everything read from one run directory.
+pub struct Run {
+    pub dir: PathBuf,
+    pub records: Vec<TurnRecord>,
+    pub summary: Value,
+    pub config: Value,
+    /// `compare.json`, when `tokentap compare --json RUN_DIR/compare.json` put one there.
+    pub compare: Option<Value>,
+}
+
+fn read(path: &Path) -> Result<String, ReportError> {
+    std::fs::read_to_string(path).map_err(|source| ReportError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn read_json(path: &Path) -> Result<Value, ReportError> {
+    serde_json::from_str(&read(path)?).map_err(|e| ReportError::Parse {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+impl Run {
+    /// Loads `dir`. `records.jsonl` and `summary.json` are required; `config.json` falls back
+    /// to the copy embedded in the summary.
+    pub fn load(dir: &Path) -> Result<Run, ReportError> {
+        let rp = dir.join("records.jsonl");
+        let mut records = Vec::new();
+        for (i, line) in read(&rp)?.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let r: TurnRecord = serde_json::from_str(line).map_err(|e| ReportError::Record {
+                path: rp.clone(),
+                line: i + 1,
+                message: e.to_string(),
+            })?;
+            records.push(r);
+        }
+        let summary = read_json(&dir.join("summary.json"))?;
+        let cp = dir.join("config.json");
+        let config = if cp.exists() {
+            read_json(&cp)?
+        } else {
+            summary.get("config").cloned().unwrap_or(Value::Null)
+        };
+        let mp = dir.join("compare.json");
+        let compare = if mp.exists() {
+            Some(read_json(&mp)?)
+        } else {
+            None
+        };
+        Ok(Run {
+            dir: dir.to_owned(),
+            records,
+            summary,
+            config,
+            compare,
+        })
+    }
+
+    /// The run's first instant on the monotonic clock: `run.start.mono_ns`, else the earliest
+    /// record.
+    pub fn t0(&self) -> u64 {
+        self.summary["run"]["start"]["mono_ns"]
+            .as_u64()
+            .or_else(|| {
+                self.records
+                    .iter()
+                    .map(|r| r.scheduled_mono_ns.unwrap_or(r.start_mono_ns))
+                    .min()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Turns that count for latency: `ok` and in the window (or with no window information).
+    pub fn measured(&self) -> impl Iterator<Item = &TurnRecord> {
+        self.records
+            .iter()
+            .filter(|r| r.status == Status::Ok && r.in_window != Some(false))
+    }
+
+    /// `(turn index, TTFT ms)`.
+    pub fn ttft_by_turn(&self) -> Vec<(f64, f64)> {
+        self.measured()
+            .filter_map(|r| Some((r.turn_index as f64, r.measured.ttft_ns? as f64 / 1e6)))
+            .collect()
+    }
+
+    /// `(prompt tokens, TTFT ms)`; the context size is the server's prompt tokens, else the
+    /// request bytes / 4 (the stand-in tokenizer's ratio) — the label says which.
+    pub fn ttft_by_context(&self) -> (Vec<(f64, f64)>, &'static str) {
+        let with_usage: Vec<(f64, f64)> = self
+            .measured()
+            .filter_map(|r| {
+                Some((
+                    r.measured.prompt_tokens? as f64,
+                    r.measured.ttft_ns? as f64 / 1e6,
+                ))
+            })
+            .collect();
+        if !with_usage.is_empty() {
+            return (with_usage, "prompt tokens (server usage)");
+        }
+        let est = self
+            .measured()
+            .filter_map(|r| {
+                Some((
+                    r.request_bytes? as f64 / 4.0,
+                    r.measured.ttft_ns? as f64 / 1e6,
+                ))
+            })
+            .collect();
+        (
+            est,
+            "request bytes / 4 (no usage: run with --include-usage)",
+        )
+    }
+
+    /// Every ITL sample (ms) of the measured turns.
+    pub fn itl_ms(&self) -> Samples {
+        let mut s = Samples::new();
+        for r in self.measured() {
+            for x in r.measured.itl_samples() {
+                s.push(x / 1e6);
+            }
+        }
+        s
+    }
+
+    /// Empirical CDF of ITL, `(ms, fraction ≤)`, at most `n` points.
+    pub fn itl_cdf(&self, n: usize) -> Vec<(f64, f64)> {
+        let mut v: Vec<f64> = self
+            .measured()
+            .flat_map(|r| r.measured.itl_samples().map(|x| x / 1e6))
+            .filter(|x| *x > 0.0)
+            .collect();
+        v.sort_unstable_by(f64::total_cmp);
+        if v.is_empty() {
+            return Vec::new();
+        }
+        let step = (v.len() / n.max(1)).max(1);
+        let mut out: Vec<(f64, f64)> = (0..v.len())
+            .step_by(step)
+            .map(|i| (v[i], (i + 1) as f64 / v.len() as f64))
+            .collect();
+        if let Some(last) = v.last() {
+            out.push((*last, 1.0));
+        }
+        out
+    }
+
+    /// Output tokens/s and cached share per time bin, by completion time (s since run start).
+    /// Bins: the run split into ~60 (at least 0.1 s each).
+    pub fn over_time(&self) -> (Series, Series) {
+        let t0 = self.t0();
+        let ends: Vec<(f64, &TurnRecord)> = self
+            .records
+            .iter()
+            .filter(|r| r.status == Status::Ok)
+            .filter_map(|r| Some((r.end_mono_ns()?.saturating_sub(t0) as f64 / 1e9, r)))
+            .collect();
+        let end = ends.iter().map(|e| e.0).fold(0.0, f64::max);
+        if ends.is_empty() {
+            return (Vec::new(), Vec::new());
+        }
+        let width = (end / 60.0).max(0.1);
+        let n = (end / width).floor() as usize + 1;
+        let mut tokens = vec![0u64; n];
+        let mut prompt = vec![0u64; n];
+        let mut cached = vec![0u64; n];
+        for (t, r) in &ends {
+            let b = ((t / width) as usize).min(n - 1);
+            tokens[b] += r.measured.output_tokens.unwrap_or(0);
+            if let (Some(p), Some(c)) = (r.measured.prompt_tokens, r.measured.cached_tokens) {
+                prompt[b] += p;
+                cached[b] += c;
+            }
+        }
+        let mid = |b: usize| (b as f64 + 0.5) * width;
+        let tps = (0..n).map(|b| (mid(b), tokens[b] as f64 / width)).collect();
+        let share = (0..n)
+            .filter(|b| prompt[*b] > 0)
+            .map(|b| (mid(b), cached[b] as f64 / prompt[b] as f64))
+            .collect();
+        (tps, share)
+    }
+
+    /// Records by status, in [`Status::ALL`] order.
+    pub fn status_counts(&self) -> Vec<(Status, u64)> {
+        Status::ALL
+            .iter()
+            .map(|s| {
+                (
+                    *s,
+                    self.records.iter().filter(|r| r.status == *s).count() as u64,
+                )
+            })
+            .collect()
+    }
+
+    /// `summary.validity.verdict`, or `unknown`.
+    pub fn verdict(&self) -> &str {
+        self.summary["validity"]["verdict"]
+            .as_str()
+            .unwrap_or("unknown")
+    }
+
+    /// Strings of a summary array (`validity.reasons`, `validity.notes`).
+    pub fn strings(&self, a: &str, b: &str) -> Vec<String> {
+        self.summary[a][b]
+            .as_array()
+            .map(|v| {
+                v.iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}

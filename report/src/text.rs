@@ -1,0 +1,95 @@
+//! `--format md` and `--format json`: the summary table, verdict, status counts and the
+//! per-turn-index TTFT series, for terminals, PR comments and scripts.
+
+use crate::load::Run;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Mean TTFT (ms) by turn index: `(turn index, turns, mean ms)`.
+fn ttft_by_turn_index(run: &Run) -> Vec<(u32, u64, f64)> {
+    let mut m: BTreeMap<u32, (u64, f64)> = BTreeMap::new();
+    for (t, ms) in run.ttft_by_turn() {
+        let e = m.entry(t as u32).or_default();
+        e.0 += 1;
+        e.1 += ms;
+    }
+    m.into_iter()
+        .map(|(t, (n, s))| (t, n, s / n as f64))
+        .collect()
+}
+
+/// The JSON form.
+pub fn json(run: &Run) -> Value {
+    let s = &run.summary;
+    json!({
+        "run_dir": run.dir.display().to_string(),
+        "verdict": run.verdict(),
+        "reasons": run.strings("validity", "reasons"),
+        "notes": run.strings("validity", "notes"),
+        "status_counts": run.status_counts().into_iter()
+            .map(|(k, v)| (k.as_str().to_owned(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        "latency_ms": s["latency_ms"],
+        "throughput": s["throughput"],
+        "tokens": s["tokens"],
+        "accuracy": s["accuracy"],
+        "ttft_ms_by_turn_index": ttft_by_turn_index(run).into_iter()
+            .map(|(t, n, m)| json!({"turn_index": t, "turns": n, "mean_ms": m})).collect::<Vec<_>>(),
+        "compare": run.compare,
+    })
+}
+
+fn cell(v: &Value) -> String {
+    v.as_f64()
+        .map(|x| format!("{x:.3}"))
+        .unwrap_or_else(|| "–".into())
+}
+
+/// The Markdown form.
+pub fn markdown(run: &Run) -> String {
+    let s = &run.summary;
+    let mut o = String::new();
+    let _ = writeln!(o, "# tokentap run report\n\n`{}`\n", run.dir.display());
+    let _ = writeln!(o, "**Verdict: {}**\n", run.verdict());
+    for r in run.strings("validity", "reasons") {
+        let _ = writeln!(o, "- reason: {r}");
+    }
+    for r in run.strings("validity", "notes") {
+        let _ = writeln!(o, "- note: {r}");
+    }
+    o.push_str("\n| latency (ms) | count | mean | p50 | p90 | p95 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for k in ["ttft", "ttfb", "itl", "inter_chunk", "tpot", "e2e"] {
+        let p = &s["latency_ms"][k];
+        let _ = writeln!(
+            o,
+            "| {k} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            p["count"].as_u64().unwrap_or(0),
+            cell(&p["mean"]),
+            cell(&p["p50"]),
+            cell(&p["p90"]),
+            cell(&p["p95"]),
+            cell(&p["p99"]),
+            cell(&p["p999"]),
+            cell(&p["max"])
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\n| throughput | value |\n|---|---:|\n| output tokens/s | {} |\n| output tokens/s per user | {} |\n| turns/s | {} |\n| cached-token share | {} |\n| inline accuracy | {} |\n| window (s) | {} |",
+        cell(&s["throughput"]["output_tokens_per_s"]),
+        cell(&s["throughput"]["output_tokens_per_s_per_user"]),
+        cell(&s["throughput"]["turns_per_s"]),
+        cell(&s["tokens"]["cached_token_share"]),
+        cell(&s["accuracy"]["inline_accuracy"]),
+        cell(&s["window"]["duration_s"]),
+    );
+    o.push_str("\n| status | turns |\n|---|---:|\n");
+    for (st, n) in run.status_counts() {
+        let _ = writeln!(o, "| {} | {n} |", st.as_str());
+    }
+    o.push_str("\n| turn index | turns | mean TTFT (ms) |\n|---:|---:|---:|\n");
+    for (t, n, m) in ttft_by_turn_index(run) {
+        let _ = writeln!(o, "| {t} | {n} | {m:.3} |");
+    }
+    o
+}

@@ -1,0 +1,196 @@
+//! The run report (issue 4): a real replay against the real sim on 127.0.0.1:0 writes
+//! `report.html` by itself; `tokentap report --format md|json` reads the same run; headless
+//! Chromium (Debian `chromium`, installed by scripts/install-test-deps) loads the page offline
+//! and its dumped DOM shows the self-check script ran and every plot has data marks.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use tokentap_dataset::synth::{synth, SynthConfig};
+use tokentap_dataset::Dataset;
+use tokentap_replay::{ProgressMode, ReplayConfig};
+use tokentap_sim::{SimConfig, SimServer};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tokentap");
+const PLOTS: [&str; 7] = [
+    "ttft_by_turn",
+    "ttft_by_context",
+    "itl_cdf",
+    "output_tps",
+    "cached_share",
+    "status_counts",
+    "swimlane",
+];
+
+/// A small replay (2 coding + 3 workflow trajectories, delays on, usage on) against the sim;
+/// returns the run directory.
+async fn small_run(dir: &Path) {
+    let mut buf = Vec::new();
+    let cfg = SynthConfig {
+        coding: 2,
+        workflow: 3,
+        scale: 0.1,
+        ..SynthConfig::default()
+    };
+    synth(&cfg, &mut buf).expect("synth writes to a Vec");
+    let ds = Dataset::parse("synth.jsonl", std::str::from_utf8(&buf).expect("utf-8"))
+        .expect("the synthesized dataset is valid");
+    let sim = SimServer::start(SimConfig::zero_delay())
+        .await
+        .expect("sim starts");
+    let mut rc = ReplayConfig::new(&sim.base_url()).expect("endpoint parses");
+    rc.model = Some("tokentap-sim".into());
+    rc.concurrency = 2;
+    rc.salt = true;
+    rc.include_usage = true;
+    rc.delays = true;
+    rc.delay_scale = 0.002;
+    rc.out = Some(dir.to_owned());
+    let out =
+        tokentap_replay::run_with(rc, Arc::new(ds), ProgressMode::Off, std::future::pending())
+            .await
+            .expect("the replay runs");
+    assert!(out.summary.counts.total > 5);
+    sim.shutdown().await;
+}
+
+fn chromium(args: &[&str], page: &Path) -> String {
+    let profile = tempfile::tempdir().expect("temp dir");
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run `chromium` ({e}): run scripts/install-test-deps"));
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_writes_a_report_that_loads_in_chromium_with_every_plot() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    small_run(dir.path()).await;
+    let page = dir.path().join("report.html");
+    let html = std::fs::read_to_string(&page).expect("the replay wrote report.html");
+
+    // Self-contained: nothing is fetched.
+    for needle in ["http://", "https://"] {
+        let external = html
+            .match_indices(needle)
+            .filter(|(i, _)| {
+                let before = &html[i.saturating_sub(12)..*i];
+                !before.contains("xmlns=\"") && !before.contains("endpoint ")
+            })
+            .count();
+        assert_eq!(external, 0, "the page references {needle} resources");
+    }
+    assert!(!html.contains("<script src") && !html.contains("<link"));
+
+    // What the browser made of it.
+    let dom = chromium(&["--dump-dom"], &page);
+    assert!(
+        dom.contains("data-report-ready=\"1\""),
+        "the page's script did not run to its end (a JS error?)"
+    );
+    assert!(
+        dom.contains("<title>tokentap report: no_gates</title>"),
+        "title not set by the script"
+    );
+    assert!(
+        dom.contains("data-empty-plots=\"\""),
+        "a plot has no data marks"
+    );
+    assert!(dom.contains("data-plots=\"7\""));
+    for p in PLOTS {
+        let at = dom
+            .find(&format!("data-plot=\"{p}\""))
+            .unwrap_or_else(|| panic!("plot {p} missing"));
+        let tail = &dom[at..];
+        let n: usize = tail["data-plot=\"\"".len() + p.len()..]
+            .split("data-points=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        assert!(n > 0, "plot {p} drew no points");
+    }
+    assert!(dom.contains("id=\"verdict\""), "verdict not shown");
+    assert!(dom.contains(">no_gates</div>"));
+
+    // A screenshot for a human to look at (kept when TOKENTAP_REPORT_SHOT is set).
+    if let Ok(shot) = std::env::var("TOKENTAP_REPORT_SHOT") {
+        chromium(
+            &["--window-size=1600,2400", &format!("--screenshot={shot}")],
+            &page,
+        );
+    }
+
+    // Text formats read the same run.
+    let md = Command::new(BIN)
+        .args(["report", "--format", "md"])
+        .arg(dir.path())
+        .output()
+        .expect("tokentap runs");
+    assert!(md.status.success());
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(
+        md.contains("**Verdict: no_gates**") && md.contains("| ttft |"),
+        "{md}"
+    );
+    let js = Command::new(BIN)
+        .args(["report", "--format", "json"])
+        .arg(dir.path())
+        .output()
+        .expect("tokentap runs");
+    assert!(js.status.success());
+    let v: Value = serde_json::from_slice(&js.stdout).expect("json output");
+    let summary: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("summary.json")).expect("summary.json"),
+    )
+    .expect("summary parses");
+    assert_eq!(v["status_counts"]["ok"], summary["counts"]["turns"]["ok"]);
+    assert_eq!(
+        v["latency_ms"]["ttft"]["p99"],
+        summary["latency_ms"]["ttft"]["p99"]
+    );
+    assert!(v["ttft_ms_by_turn_index"]
+        .as_array()
+        .is_some_and(|a| a.len() > 1));
+}
+
+/// The compare.json hook: a comparison left in the run directory gets its own section.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_json_in_the_run_dir_is_rendered() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    small_run(dir.path()).await;
+    std::fs::write(
+        dir.path().join("compare.json"),
+        r#"{"verdict":"agree","pairs":[]}"#,
+    )
+    .expect("write");
+    let out = dir.path().join("r.html");
+    let st = Command::new(BIN)
+        .args(["report", "--out"])
+        .arg(&out)
+        .arg(dir.path())
+        .status()
+        .expect("tokentap runs");
+    assert!(st.success());
+    let html = std::fs::read_to_string(&out).expect("report written to --out");
+    assert!(html.contains("id=\"compare\"") && html.contains("<b>agree</b>"));
+}
