@@ -74,11 +74,22 @@ impl Counters {
         (n > 0).then(|| s as f64 / n as f64)
     }
 
-    /// One status line.
-    pub fn line(&self, elapsed_s: f64, budget: u64) -> String {
+    /// One status line. TTFT and ITL are the means over the turns completed since the previous
+    /// line; `last` keeps the previous means for ticks in which no turn completed.
+    pub fn line(
+        &self,
+        elapsed_s: f64,
+        budget: u64,
+        last: &mut (Option<f64>, Option<f64>),
+    ) -> String {
         let t = |i: usize| self.turns[i].load(Relaxed);
-        let ttft = Self::take_mean(&self.ttft_sum_ns, &self.ttft_n);
-        let itl = Self::take_mean(&self.itl_sum_ns, &self.itl_n);
+        if let Some(v) = Self::take_mean(&self.ttft_sum_ns, &self.ttft_n) {
+            last.0 = Some(v);
+        }
+        if let Some(v) = Self::take_mean(&self.itl_sum_ns, &self.itl_n) {
+            last.1 = Some(v);
+        }
+        let (ttft, itl) = *last;
         let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.2} ms", v / 1e6));
         let bad = t(1) + t(2);
         format!(
@@ -113,13 +124,14 @@ pub(crate) async fn print(
     };
     let mut tick = tokio::time::interval(every);
     tick.tick().await;
+    let mut last = (None, None);
     loop {
         tokio::select! {
             _ = done.cancelled() => break,
             _ = tick.tick() => {}
         }
         let elapsed = (clock::now().saturating_sub(start)) as f64 / 1e9;
-        let line = counters.line(elapsed, budget);
+        let line = counters.line(elapsed, budget, &mut last);
         let mut err = std::io::stderr().lock();
         // Progress is best effort: a closed stderr must not stop the run.
         let _ = if tty {
@@ -131,5 +143,29 @@ pub(crate) async fn print(
     }
     if tty {
         let _ = writeln!(std::io::stderr());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_shows_counts_and_keeps_the_last_means() {
+        let c = Counters::default();
+        c.trajectory_started();
+        c.trajectory_started();
+        c.trajectory_done();
+        c.turn_recorded(Status::Ok);
+        c.turn_recorded(Status::Failed);
+        c.live(Some(2_000_000), 3_000_000, 3);
+        let mut last = (None, None);
+        let l = c.line(1.0, 10, &mut last);
+        assert!(l.contains("trajectories 1/10 done, 1 active"), "{l}");
+        assert!(l.contains("turns 1 ok, 1 failed"), "{l}");
+        assert!(l.contains("TTFT 2.00 ms ITL 1.00 ms"), "{l}");
+        // Nothing new: the previous means stay on the line.
+        let l = c.line(1.5, 10, &mut last);
+        assert!(l.contains("TTFT 2.00 ms ITL 1.00 ms"), "{l}");
     }
 }
