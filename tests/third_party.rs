@@ -30,12 +30,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const BIN: &str = env!("CARGO_BIN_EXE_tokentap");
 const MODEL: &str = "tiny-random-llama";
 
-/// One test of this file at a time (see the module docs).
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
+/// One test of this file at a time (see the module docs). Each tokio test has its own runtime;
+/// tokio's mutex may be held across their awaits.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -358,19 +355,16 @@ async fn chat_with_timings(addr: SocketAddr, id: &str, messages: &Value, max_tok
     }
     let text = String::from_utf8_lossy(&body);
     text.lines()
+        .rev()
         .filter_map(|l| l.strip_prefix("data: "))
         .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .filter_map(|v| v.get("timings").cloned())
-        .last()
+        .find_map(|v| v.get("timings").cloned())
         .unwrap_or_else(|| panic!("no chunk with timings in:\n{text}"))
 }
 
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(b.len());
-    loop {
-        let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else {
-            break;
-        };
+    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
         let size_text = String::from_utf8_lossy(&b[..eol]);
         let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
             .expect("a chunk size line");
@@ -399,7 +393,7 @@ fn ms(ns: Option<u64>) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_through_proxy_to_llama_server_shows_cache_reuse_salting_and_agrees_with_its_timings(
 ) {
-    let _one = serial();
+    let _one = SERIAL.lock().await;
     let llama = LlamaServer::start();
     let dir = tempfile::tempdir().expect("temp dir");
     let dataset = dir.path().join("dataset.jsonl");
@@ -663,7 +657,7 @@ fn check_aiperf_report(art: &Path, wire_dir: &Path, out: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aiperf_through_proxy_to_sim_is_judged_turn_by_turn() {
-    let _one = serial();
+    let _one = SERIAL.lock().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let sim = SimServer::start(sim_config()).await.expect("sim starts");
     let wire_dir = dir.path().join("wire");
@@ -689,7 +683,7 @@ async fn aiperf_through_proxy_to_sim_is_judged_turn_by_turn() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aiperf_through_proxy_to_llama_server_is_judged_turn_by_turn() {
-    let _one = serial();
+    let _one = SERIAL.lock().await;
     let llama = LlamaServer::start();
     let dir = tempfile::tempdir().expect("temp dir");
     let wire_dir = dir.path().join("wire");
@@ -760,7 +754,7 @@ impl Drop for Tokentap {
 /// same two worker threads, and the check would measure that co-location, not the client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_replay_passes_its_own_check_against_the_proxy() {
-    let _one = serial();
+    let _one = SERIAL.lock().await;
     let dir = tempfile::tempdir().expect("temp dir");
     // A GPU-like timing: TTFT 40 ms + prefill, 4 ms per token.
     let sim = Tokentap::start(
