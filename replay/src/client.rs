@@ -300,8 +300,7 @@ pub async fn exchange(
         };
     }
     let generated = &mut scratch.generated;
-    let json = resp_is_json;
-    if json {
+    if resp_is_json {
         // A server that ignored `stream: true` and sent one JSON body: no per-chunk timeline,
         // but usage, finish reason and the text for scoring are read from it.
         let mut whole = Vec::new();
