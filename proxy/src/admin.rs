@@ -74,7 +74,15 @@ fn sync_counters(s: &Shared) {
         &m.session_evictions,
         s.sessions.evictions.load(Ordering::Relaxed),
     );
-    m.sessions_active.set(s.sessions.len() as i64);
+    // O(sessions) per scrape (one brief per session); the table is bounded by --max-sessions.
+    let list = s.sessions.list();
+    m.sessions_active.set(list.len() as i64);
+    let turns: u64 = list.iter().map(|b| u64::from(b.turns)).sum();
+    m.turns_per_session.set(if list.is_empty() {
+        0.0
+    } else {
+        turns as f64 / list.len() as f64
+    });
 }
 
 fn json<T: serde::Serialize + ?Sized>(status: StatusCode, v: &T) -> Response<Full<Bytes>> {

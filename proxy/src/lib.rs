@@ -31,6 +31,12 @@
 //! - [`upstream`]: replica set, rendezvous hashing, pooled clients (rustls, h2).
 //! - [`records`], [`sessions`], [`metrics`], [`admin`], [`error`], [`headers`], [`content`].
 //!
+//! ## Measured cost
+//! Per chunk in-process: ≈1.6 µs for the metered body (framer + timeline + chunk parse), zero
+//! allocations on the steady path (`benches/body.rs`). End to end on a 2-vCPU VM: one `writev`,
+//! one `epoll_wait` and a share of a `recvfrom` per chunk, ≈14 µs of CPU per chunk under load,
+//! ≈52 KiB per in-flight stream (`examples/proxy_overhead.rs`; table in the README).
+//!
 //! ## Clocks
 //! Every instant is raw `CLOCK_MONOTONIC` ns ([`tokentap_core::clock::now`]); a record's
 //! `start_mono_ns` is when hyper handed the request head to the service, its `anchor` reads the

@@ -25,7 +25,7 @@
 //! once), no lock, no shared map. Measured in `examples/proxy_overhead.rs`.
 
 use crate::inject::Stripper;
-use crate::metrics::status_class;
+use crate::metrics::CHUNK_SAMPLE_EVERY;
 use crate::service::{Route, Shared};
 use crate::sniff::ReqCell;
 use bytes::Bytes;
@@ -65,6 +65,9 @@ pub struct Tap {
     reader: Reader,
     content: Option<Vec<Bytes>>,
     done: bool,
+    /// Frames seen; every [`CHUNK_SAMPLE_EVERY`]-th one is timed for
+    /// `tokentap_proxy_chunk_processing_seconds`.
+    frames: u32,
 }
 
 impl Tap {
@@ -84,6 +87,7 @@ impl Tap {
             reader: Reader::Plain,
             content: None,
             done: false,
+            frames: 0,
         }
     }
 
@@ -172,6 +176,15 @@ impl Tap {
         }
         if let Some(c) = self.content.as_mut() {
             c.push(data.clone());
+        }
+        self.frames = self.frames.wrapping_add(1);
+        if self.frames % CHUNK_SAMPLE_EVERY == 1 {
+            // Sampled: a second clock read and an atomic histogram update, no lock.
+            let spent = clock::now().saturating_sub(t);
+            self.shared
+                .metrics
+                .chunk_processing
+                .observe(spent as f64 / 1e9);
         }
         t
     }
@@ -270,33 +283,7 @@ impl Tap {
             }
         }
         let m = &shared.metrics;
-        let source = rec.error.as_ref().map_or("none", |e| match e.source {
-            ErrorSource::Upstream => "upstream",
-            ErrorSource::Downstream => "downstream",
-            ErrorSource::Internal => "internal",
-        });
-        m.requests
-            .with_label_values(&[self.route.label(), status_class(rec.http_status), source])
-            .inc();
-        if rec.measured.malformed_events > 0 {
-            m.malformed_events
-                .inc_by(rec.measured.malformed_events as u64);
-        }
-        if self.route.is_llm() {
-            if let Some(t) = rec.measured.ttft_ns {
-                m.ttft
-                    .with_label_values(&[self.route.label()])
-                    .observe(clock::secs(t));
-            }
-            if let Some(e) = rec.measured.e2e_ns {
-                m.e2e
-                    .with_label_values(&[self.route.label()])
-                    .observe(clock::secs(e));
-            }
-            for s in rec.measured.itl_samples() {
-                m.itl.observe(s / 1e9);
-            }
-        }
+        m.observe_turn(rec, self.route.label(), self.route.is_llm());
         m.in_flight.dec();
         let anchor = rec.anchor;
         // One small allocation per request so the finished record can leave the tap.

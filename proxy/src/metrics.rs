@@ -1,35 +1,46 @@
 //! The proxy's Prometheus metrics, on a registry of its own (never the global one), served by
-//! the admin listener at `/metrics`.
+//! the admin listener at `/metrics`. Names, buckets and label rules come from
+//! [`tokentap_core::metrics`] (SPEC §8), shared with the replay client's `--metrics`: every
+//! series here carries the constant label `source="wire"`, the replay's `source="client"`.
 //!
-//! Nothing here is touched per chunk: counters are resolved and bumped once per request, when
-//! its record is finished; latency histograms are observed at the same moment from the
-//! finished timeline. No session id, ever, as a label; `upstream` is bounded by the configured
-//! list, `route` by the fixed set in [`crate::service::Route`]. Names, buckets (SPEC §8) and the
-//! `source="wire"` label come from `tokentap_core::metrics`, shared with the replay client so one
-//! dashboard query covers both views; proxy-only counters are named `tokentap_proxy_*`.
+//! Cost decisions:
+//! - Latency histograms, token counters and `requests_total` are observed once per request, at
+//!   the end of the stream, from the finished timeline ([`Metrics::observe_turn`]); the label
+//!   lookups (`with_label_values`) happen there, once per request.
+//! - Per chunk only [`Metrics::chunk_processing`] is touched, on one chunk in
+//!   [`CHUNK_SAMPLE_EVERY`], and a prometheus `Histogram::observe` is atomic adds, no lock.
+//! - The model label is capped ([`tokentap_core::metrics::ModelCap`]) behind a mutex taken once
+//!   per request, never per chunk.
+//!
+//! No session id, ever, as a label; `upstream` is bounded by the configured list, `route` by the
+//! fixed set in [`crate::service::Route`], `model` by the cap.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
-    Registry, TextEncoder,
+    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    Opts, Registry, TextEncoder,
 };
-use tokentap_core::metrics::{buckets, labels, names};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use tokentap_core::metrics::{buckets, labels, names, ModelCap};
+use tokentap_core::record::{ErrorSource, TurnRecord};
 
-/// Opts for a metric shared with the replay client: core's name, `source="wire"`.
-fn wire(name: &str, help: &str) -> Opts {
-    Opts::new(name, help).const_label("source", labels::SOURCE_WIRE)
-}
+pub use tokentap_core::metrics::status_class;
 
-fn wire_hist(name: &str, help: &str, b: &[f64]) -> HistogramOpts {
-    HistogramOpts::new(name, help)
-        .const_label("source", labels::SOURCE_WIRE)
-        .buckets(b.to_vec())
-}
+/// Per-chunk processing time is measured on one chunk in this many (a second clock read per
+/// sampled chunk, ~20 ns on the vDSO clock).
+pub const CHUNK_SAMPLE_EVERY: u32 = 8;
+
+/// Proxy-only series (not part of the shared client/wire set).
+pub const REQUESTS_SEEN_TOTAL: &str = "tokentap_proxy_requests_seen_total";
+pub const RECORDS_WRITTEN_TOTAL: &str = "tokentap_proxy_records_written_total";
+pub const RECORDS_DROPPED_TOTAL: &str = "tokentap_proxy_records_dropped_total";
+pub const MALFORMED_EVENTS_TOTAL: &str = "tokentap_proxy_malformed_events_total";
+pub const USAGE_INJECTED_TOTAL: &str = "tokentap_proxy_usage_injected_total";
 
 /// Every metric the proxy exports.
-#[derive(Clone)]
 pub struct Metrics {
     pub registry: Registry,
-    /// `tokentap_requests_total{source="wire",route,status_class,error_source}`.
+    /// `tokentap_requests_total{route,status_class,error_source,model,upstream}`.
     pub requests: IntCounterVec,
     /// Requests accepted by the service (the "seen" side of records written == requests seen).
     pub requests_seen: IntCounter,
@@ -38,128 +49,298 @@ pub struct Metrics {
     pub records_dropped: IntCounter,
     pub session_evictions: IntCounter,
     pub sessions_active: IntGauge,
-    /// `tokentap_upstream_errors_total{source="wire",upstream,kind}`: refused, reset, timed out.
+    /// Mean turns started per session in the table, set at scrape time.
+    pub turns_per_session: Gauge,
+    /// `tokentap_upstream_requests_total{upstream}`: requests sent to each replica.
+    pub upstream_requests: IntCounterVec,
+    /// `tokentap_upstream_errors_total{upstream,kind}`: refused, reset, timed out.
     pub upstream_errors: IntCounterVec,
     pub malformed_events: IntCounter,
     pub usage_injected: IntCounter,
+    pub ttfb: HistogramVec,
     pub ttft: HistogramVec,
     pub e2e: HistogramVec,
-    pub itl: Histogram,
+    pub tpot: HistogramVec,
+    pub itl: HistogramVec,
+    pub inter_chunk: HistogramVec,
+    pub tokens_per_chunk: HistogramVec,
+    pub prompt_tokens_per_turn: HistogramVec,
+    pub prompt_tokens: IntCounterVec,
+    pub cached_tokens: IntCounterVec,
+    pub output_tokens: IntCounterVec,
+    pub reasoning_tokens: IntCounterVec,
+    pub streams_without_usage: IntCounterVec,
+    /// The proxy's own time per (sampled) chunk: framer + chunk parse + timeline.
+    pub chunk_processing: Histogram,
+    models: Mutex<ModelCap>,
+}
+
+fn hist(reg: &Registry, name: &str, help: &str, b: &[f64], l: &[&str]) -> HistogramVec {
+    // Invariant: names and label sets are static and distinct, so creation and registration
+    // cannot fail.
+    let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(b.to_vec()), l)
+        .expect("static metric");
+    reg.register(Box::new(h.clone())).expect("distinct metric");
+    h
+}
+
+fn counter_vec(reg: &Registry, name: &str, help: &str, l: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), l).expect("static metric");
+    reg.register(Box::new(c.clone())).expect("distinct metric");
+    c
+}
+
+fn counter(reg: &Registry, name: &str, help: &str) -> IntCounter {
+    let c = IntCounter::new(name, help).expect("static metric");
+    reg.register(Box::new(c.clone())).expect("distinct metric");
+    c
+}
+
+fn gauge(reg: &Registry, name: &str, help: &str) -> IntGauge {
+    let g = IntGauge::new(name, help).expect("static metric");
+    reg.register(Box::new(g.clone())).expect("distinct metric");
+    g
 }
 
 impl Metrics {
-    /// Registers every metric in a fresh registry.
+    /// Registers every metric in a fresh registry with `source="wire"`.
     pub fn new() -> Metrics {
-        let registry = Registry::new();
-        // Invariant for every `expect` below: names and label sets are static and distinct, so
-        // creation and registration cannot fail.
-        let requests = IntCounterVec::new(
-            wire(
-                names::REQUESTS_TOTAL,
-                "Requests finished, by route, status class and error source",
+        Self::with_model_cap(labels::MODEL_CAP)
+    }
+
+    pub fn with_model_cap(cap: usize) -> Metrics {
+        let consts = HashMap::from([("source".to_string(), labels::SOURCE_WIRE.to_string())]);
+        let r = Registry::new_custom(None, Some(consts)).unwrap_or_else(|_| Registry::new());
+        let m = ["model"];
+        let req = counter_vec(
+            &r,
+            names::REQUESTS_TOTAL,
+            "Requests finished, by route, status class, error source, model and upstream",
+            &["route", "status_class", "error_source", "model", "upstream"],
+        );
+        let turns_per_session = Gauge::new(
+            names::TURNS_PER_SESSION,
+            "Mean turns started per session in the session table",
+        )
+        .expect("static metric");
+        r.register(Box::new(turns_per_session.clone()))
+            .expect("distinct metric");
+        let chunk_processing = Histogram::with_opts(
+            HistogramOpts::new(
+                names::PROXY_CHUNK_PROCESSING_SECONDS,
+                "The proxy's own work per response chunk (sampled, 1 in 8)",
+            )
+            .buckets(buckets::CHUNK_PROCESSING.to_vec()),
+        )
+        .expect("static metric");
+        r.register(Box::new(chunk_processing.clone()))
+            .expect("distinct metric");
+        Metrics {
+            requests: req,
+            requests_seen: counter(&r, REQUESTS_SEEN_TOTAL, "Requests accepted by the proxy"),
+            in_flight: gauge(&r, names::IN_FLIGHT, "Requests in flight"),
+            records_written: counter(&r, RECORDS_WRITTEN_TOTAL, "Records written"),
+            records_dropped: counter(
+                &r,
+                RECORDS_DROPPED_TOTAL,
+                "Records lost because the writer channel was full",
             ),
-            &["route", "status_class", "error_source"],
-        )
-        .expect("static metric");
-        let requests_seen = IntCounter::new(
-            "tokentap_proxy_requests_seen_total",
-            "Requests accepted by the proxy",
-        )
-        .expect("static metric");
-        let in_flight = IntGauge::with_opts(wire(names::IN_FLIGHT, "Requests in flight"))
-            .expect("static metric");
-        let records_written =
-            IntCounter::new("tokentap_proxy_records_written_total", "Records written")
-                .expect("static metric");
-        let records_dropped = IntCounter::new(
-            "tokentap_proxy_records_dropped_total",
-            "Records lost because the writer channel was full",
-        )
-        .expect("static metric");
-        let session_evictions = IntCounter::with_opts(wire(
-            names::SESSION_EVICTIONS_TOTAL,
-            "Sessions evicted from the table (TTL or size)",
-        ))
-        .expect("static metric");
-        let sessions_active =
-            IntGauge::with_opts(wire(names::ACTIVE_SESSIONS, "Sessions in the table"))
-                .expect("static metric");
-        let upstream_errors = IntCounterVec::new(
-            wire(
+            session_evictions: counter(
+                &r,
+                names::SESSION_EVICTIONS_TOTAL,
+                "Sessions evicted from the table (TTL or size)",
+            ),
+            sessions_active: gauge(&r, names::ACTIVE_SESSIONS, "Sessions in the table"),
+            turns_per_session,
+            upstream_requests: counter_vec(
+                &r,
+                names::UPSTREAM_REQUESTS_TOTAL,
+                "Requests sent to each upstream",
+                &["upstream"],
+            ),
+            upstream_errors: counter_vec(
+                &r,
                 names::UPSTREAM_ERRORS_TOTAL,
                 "Upstream failures by upstream and kind",
+                &["upstream", "kind"],
             ),
-            &["upstream", "kind"],
-        )
-        .expect("static metric");
-        let malformed_events = IntCounter::new(
-            "tokentap_proxy_malformed_events_total",
-            "SSE events whose data was not valid JSON (passed through untouched)",
-        )
-        .expect("static metric");
-        let usage_injected = IntCounter::new(
-            "tokentap_proxy_usage_injected_total",
-            "Requests whose stream_options the proxy extended (--inject-usage)",
-        )
-        .expect("static metric");
-        let ttft = HistogramVec::new(
-            wire_hist(names::TTFT_SECONDS, "TTFT seen at the proxy", buckets::TTFT),
-            &["route"],
-        )
-        .expect("static metric");
-        let e2e = HistogramVec::new(
-            wire_hist(
+            malformed_events: counter(
+                &r,
+                MALFORMED_EVENTS_TOTAL,
+                "SSE events whose data was not valid JSON (passed through untouched)",
+            ),
+            usage_injected: counter(
+                &r,
+                USAGE_INJECTED_TOTAL,
+                "Requests whose stream_options the proxy extended (--inject-usage)",
+            ),
+            ttfb: hist(
+                &r,
+                names::TTFB_SECONDS,
+                "First response byte",
+                buckets::TTFT,
+                &m,
+            ),
+            ttft: hist(
+                &r,
+                names::TTFT_SECONDS,
+                "First token-carrying chunk",
+                buckets::TTFT,
+                &m,
+            ),
+            e2e: hist(
+                &r,
                 names::E2E_SECONDS,
-                "First request byte to last response byte",
+                "Request to last byte",
                 buckets::E2E,
+                &m,
             ),
-            &["route"],
-        )
-        .expect("static metric");
-        let itl = Histogram::with_opts(wire_hist(
-            names::ITL_SECONDS,
-            "ITL per token (SPEC §7)",
-            buckets::ITL,
-        ))
-        .expect("static metric");
-        for c in [
-            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(requests_seen.clone()),
-            Box::new(in_flight.clone()),
-            Box::new(records_written.clone()),
-            Box::new(records_dropped.clone()),
-            Box::new(session_evictions.clone()),
-            Box::new(sessions_active.clone()),
-            Box::new(upstream_errors.clone()),
-            Box::new(malformed_events.clone()),
-            Box::new(usage_injected.clone()),
-            Box::new(ttft.clone()),
-            Box::new(e2e.clone()),
-            Box::new(itl.clone()),
-        ] {
-            registry.register(c).expect("distinct static metrics");
+            tpot: hist(
+                &r,
+                names::TPOT_SECONDS,
+                "(E2E - TTFT) / (tokens - 1)",
+                buckets::ITL,
+                &m,
+            ),
+            itl: hist(
+                &r,
+                names::ITL_SECONDS,
+                "Inter-token latency, one sample per token (SPEC 7)",
+                buckets::ITL,
+                &m,
+            ),
+            inter_chunk: hist(
+                &r,
+                names::INTER_CHUNK_SECONDS,
+                "Gap between token-carrying chunks",
+                buckets::ITL,
+                &m,
+            ),
+            tokens_per_chunk: hist(
+                &r,
+                names::TOKENS_PER_CHUNK,
+                "Tokens carried by one chunk",
+                buckets::TOKENS_PER_CHUNK,
+                &m,
+            ),
+            prompt_tokens_per_turn: hist(
+                &r,
+                names::PROMPT_TOKENS_PER_TURN,
+                "Prompt tokens of one turn (context growth)",
+                buckets::TOKENS,
+                &m,
+            ),
+            prompt_tokens: counter_vec(&r, names::PROMPT_TOKENS_TOTAL, "Prompt tokens", &m),
+            cached_tokens: counter_vec(
+                &r,
+                names::CACHED_TOKENS_TOTAL,
+                "Cached prompt tokens (prompt_tokens_details.cached_tokens)",
+                &m,
+            ),
+            output_tokens: counter_vec(&r, names::OUTPUT_TOKENS_TOTAL, "Output tokens", &m),
+            reasoning_tokens: counter_vec(
+                &r,
+                names::REASONING_TOKENS_TOTAL,
+                "Reasoning tokens (completion_tokens_details)",
+                &m,
+            ),
+            streams_without_usage: counter_vec(
+                &r,
+                names::STREAMS_WITHOUT_USAGE_TOTAL,
+                "Streams that ended without a usage chunk",
+                &m,
+            ),
+            chunk_processing,
+            models: Mutex::new(ModelCap::new(cap)),
+            registry: r,
         }
-        Metrics {
-            registry,
-            requests,
-            requests_seen,
-            in_flight,
-            records_written,
-            records_dropped,
-            session_evictions,
-            sessions_active,
-            upstream_errors,
-            malformed_events,
-            usage_injected,
-            ttft,
-            e2e,
-            itl,
+    }
+
+    /// The capped `model` label value of `model`.
+    pub fn model_label(&self, model: Option<&str>) -> String {
+        let Some(model) = model else {
+            return "unknown".into();
+        };
+        match self.models.lock() {
+            Ok(mut cap) => cap.label(model).to_owned(),
+            Err(_) => labels::MODEL_OTHER.into(),
+        }
+    }
+
+    /// Everything observed from a finished record, once per request. `llm`: the route is a
+    /// completion route (latency and tokens are observed only for those).
+    pub fn observe_turn(&self, rec: &TurnRecord, route: &str, llm: bool) {
+        let model = self.model_label(rec.model.as_deref());
+        let source = rec.error.as_ref().map_or("none", |e| match e.source {
+            ErrorSource::Upstream => "upstream",
+            ErrorSource::Downstream => "downstream",
+            ErrorSource::Internal => "internal",
+        });
+        self.requests
+            .with_label_values(&[
+                route,
+                status_class(rec.http_status),
+                source,
+                &model,
+                rec.upstream.as_deref().unwrap_or("none"),
+            ])
+            .inc();
+        let ms = &rec.measured;
+        if ms.malformed_events > 0 {
+            self.malformed_events.inc_by(ms.malformed_events as u64);
+        }
+        if !llm {
+            return;
+        }
+        let l = [model.as_str()];
+        let secs = |ns: u64| ns as f64 / 1e9;
+        if let Some(t) = ms.ttfb_ns {
+            self.ttfb.with_label_values(&l).observe(secs(t));
+        }
+        if let Some(t) = ms.ttft_ns {
+            self.ttft.with_label_values(&l).observe(secs(t));
+        }
+        if let Some(t) = ms.e2e_ns {
+            self.e2e.with_label_values(&l).observe(secs(t));
+        }
+        if let Some(t) = ms.tpot_ns {
+            self.tpot.with_label_values(&l).observe(secs(t));
+        }
+        let itl = self.itl.with_label_values(&l);
+        for s in ms.itl_samples() {
+            itl.observe(s / 1e9);
+        }
+        let ic = self.inter_chunk.with_label_values(&l);
+        for s in ms.inter_chunk_samples() {
+            ic.observe(s / 1e9);
+        }
+        let tpc = self.tokens_per_chunk.with_label_values(&l);
+        for c in ms.chunks.iter().filter(|c| c.text) {
+            tpc.observe(c.tokens as f64);
+        }
+        if let Some(p) = ms.prompt_tokens {
+            self.prompt_tokens_per_turn
+                .with_label_values(&l)
+                .observe(p as f64);
+            self.prompt_tokens.with_label_values(&l).inc_by(p);
+        }
+        if let Some(c) = ms.cached_tokens {
+            self.cached_tokens.with_label_values(&l).inc_by(c);
+        }
+        if let Some(o) = ms.output_tokens {
+            self.output_tokens.with_label_values(&l).inc_by(o);
+        }
+        if let Some(r) = ms.reasoning_tokens {
+            self.reasoning_tokens.with_label_values(&l).inc_by(r);
+        }
+        if ms.prompt_tokens.is_none() && rec.stream == Some(true) {
+            self.streams_without_usage.with_label_values(&l).inc();
         }
     }
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(8192);
+        let mut out = Vec::with_capacity(16384);
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         out
     }
@@ -170,5 +351,3 @@ impl Default for Metrics {
         Self::new()
     }
 }
-
-pub use tokentap_core::metrics::status_class;

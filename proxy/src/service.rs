@@ -241,6 +241,11 @@ pub async fn handle(
         *up_req.version_mut() = Version::HTTP_11;
         *up_req.headers_mut() = headers.clone();
         up.in_flight.fetch_add(1, Ordering::AcqRel);
+        shared
+            .metrics
+            .upstream_requests
+            .with_label_values(&[&up.name])
+            .inc();
         tap.set_upstream(Some(idx));
         tap.forwarded(clock::now());
         let client = if up.h2_prior {

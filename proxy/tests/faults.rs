@@ -166,7 +166,7 @@ async fn malformed_sse_passes_byte_for_byte_and_is_counted() {
     assert_eq!(rec.measured.malformed_events, 1);
     assert!(p
         .metrics_text()
-        .contains("tokentap_proxy_malformed_events_total 1"));
+        .contains("tokentap_proxy_malformed_events_total{source=\"wire\"} 1"));
 }
 
 #[tokio::test]
