@@ -188,6 +188,13 @@ fn event_end(buf: &[u8]) -> Option<usize> {
 /// Span `[a, b)` to delete so that the top-level member `key` disappears from the JSON object
 /// `json`, comma included. `None` if the object has no such member.
 fn member_span(json: &[u8], key: &[u8]) -> Option<(usize, usize)> {
+    let (a, b) = member_span_raw(json, key)?;
+    // Spans come from a scan of JSON that parsed; clamp anyway so no input can make the
+    // caller slice out of bounds.
+    (a <= b && b <= json.len()).then_some((a, b))
+}
+
+fn member_span_raw(json: &[u8], key: &[u8]) -> Option<(usize, usize)> {
     let mut depth = 0i32;
     let mut i = 0;
     // (start of member incl. preceding comma, whether it was the first member)
@@ -269,7 +276,7 @@ fn value_end(json: &[u8], mut i: usize) -> Option<usize> {
                     i += 1;
                 }
                 if depth == 0 {
-                    return Some(i + 1);
+                    return Some((i + 1).min(json.len()));
                 }
             }
             b'{' | b'[' => depth += 1,
@@ -279,7 +286,7 @@ fn value_end(json: &[u8], mut i: usize) -> Option<usize> {
                 }
                 depth -= 1;
                 if depth == 0 {
-                    return Some(i + 1);
+                    return Some((i + 1).min(json.len()));
                 }
             }
             b',' if depth == 0 => return Some(i),
@@ -338,6 +345,55 @@ mod tests {
                 None => i.to_vec(),
             };
             assert_eq!(got, o, "{}", String::from_utf8_lossy(i));
+        }
+    }
+
+    /// Fuzz-style: mutated chunks and random bytes never panic the scanner or the stripper, and
+    /// the stripper never invents bytes (its output is a subsequence of its input).
+    #[test]
+    fn arbitrary_input_never_panics() {
+        let seeds: [&[u8]; 3] = [
+            br#"{"id":"x","choices":[{"delta":{"content":"a\"b"}}],"usage":{"completion_tokens":3}}"#,
+            br#"{"usage":null,"choices":[{"text":"q"}]}"#,
+            br#"{"choices":[],"usage":{"prompt_tokens":1}}"#,
+        ];
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let plan = Plan {
+            drop_usage_chunk: true,
+            strip_chunk_usage: true,
+        };
+        for round in 0..3000 {
+            let mut v = seeds[round % 3].to_vec();
+            for _ in 0..(next() % 6) {
+                let pos = (next() as usize) % (v.len() + 1);
+                match next() % 3 {
+                    0 if pos < v.len() => {
+                        v.remove(pos);
+                    }
+                    1 => v.insert(pos, b"\"{}[],:\\ u"[(next() % 10) as usize]),
+                    _ => v.truncate(pos),
+                }
+            }
+            let _ = member_span(&v, b"usage");
+            let mut ev = b"data: ".to_vec();
+            ev.extend_from_slice(&v);
+            ev.extend_from_slice(b"\n\n");
+            let mut s = Stripper::new(plan);
+            let cut = (next() as usize) % (ev.len() + 1);
+            let mut out = s.push(&ev[..cut]).to_vec();
+            out.extend_from_slice(&s.push(&ev[cut..]));
+            out.extend_from_slice(&s.finish());
+            let mut it = ev.iter();
+            assert!(
+                out.iter().all(|b| it.any(|c| c == b)),
+                "output not a subsequence"
+            );
         }
     }
 

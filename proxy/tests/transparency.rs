@@ -359,3 +359,56 @@ async fn other_routes_pass_through_and_get_a_status_only_record() {
         .iter()
         .all(|r| r.measured.e2e_ns.is_some() && r.measured.chunks.is_empty()));
 }
+
+#[tokio::test]
+async fn preserve_host_forwards_the_clients_host() {
+    let s = sim(rich()).await;
+    let mut cfg = proxy_cfg(&[s.base_url()]);
+    cfg.preserve_host = true;
+    let p = proxy(cfg).await;
+    let mut req = post(
+        &format!("{}/v1/chat/completions", p.base_url()),
+        chat(true, 2, json!({})),
+        None,
+    );
+    req.headers_mut()
+        .insert("host", "models.example.test".parse().unwrap());
+    assert_eq!(send(&client(), req).await.status, 200);
+    let log = s.log();
+    let host = log[0].headers.iter().find(|(k, _)| k == "host").unwrap();
+    assert_eq!(host.1, "models.example.test");
+}
+
+#[tokio::test]
+async fn the_session_table_is_bounded_and_counts_evictions() {
+    let s = sim(rich()).await;
+    let mut cfg = proxy_cfg(&[s.base_url()]);
+    cfg.max_sessions = 2;
+    let p = proxy(cfg).await;
+    let c = client();
+    for i in 0..6 {
+        let g = send(
+            &c,
+            post(
+                &format!("{}/v1/chat/completions", p.base_url()),
+                chat(true, 2, json!({})),
+                Some(&format!("bounded-{i}")),
+            ),
+        )
+        .await;
+        assert_eq!(g.status, 200);
+    }
+    p.wait_records(6).await;
+    let (_, list) = admin_get(&p, "/sessions").await;
+    let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+    assert!(list.as_array().unwrap().len() <= 2);
+    let (_, m) = admin_get(&p, "/metrics").await;
+    let ev: f64 = m
+        .lines()
+        .find(|l| l.starts_with("tokentap_session_evictions_total"))
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ev >= 4.0, "{ev}");
+}
