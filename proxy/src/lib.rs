@@ -291,6 +291,16 @@ pub fn shared(cfg: Config) -> Result<Arc<Shared>, StartError> {
     }))
 }
 
+impl Drop for Proxy {
+    /// Dropping a proxy without [`Proxy::shutdown`] stops it at once: the accept loop sees its
+    /// stop channel close and cuts every connection (recorded `cancelled`), the admin listener
+    /// and the session sweeper end.
+    fn drop(&mut self) {
+        self.admin_stop.cancel();
+        self.sweeper.abort();
+    }
+}
+
 /// `tokentap proxy`: starts, prints `listening on http://ADDR` and `admin on http://ADDR` as
 /// the first two stdout lines, serves until `shutdown` resolves, then drains within `--grace`.
 pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
