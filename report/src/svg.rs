@@ -81,7 +81,8 @@ impl Axis {
             hi = hi.max(v);
         }
         if !lo.is_finite() {
-            (lo, hi) = (0.0, 1.0);
+            // No data: an empty frame (a log axis cannot start at 0).
+            (lo, hi) = if log { (1.0, 10.0) } else { (0.0, 1.0) };
         }
         if log {
             lo = 10f64.powf(lo.log10().floor());
@@ -124,7 +125,8 @@ impl Axis {
         if self.log {
             let mut t = Vec::new();
             let mut v = self.lo;
-            while v <= self.hi * 1.0001 {
+            // Bounded: a degenerate range must not loop (found by the replay's edge tests).
+            while v <= self.hi * 1.0001 && t.len() < 24 {
                 t.push(v);
                 v *= 10.0;
             }
@@ -140,7 +142,7 @@ impl Axis {
             .unwrap_or(10.0 * mag);
         let mut v = (self.lo / step).ceil() * step;
         let mut t = Vec::new();
-        while v <= self.hi {
+        while v <= self.hi && t.len() < 24 && step > 0.0 {
             t.push(v);
             v += step;
         }
@@ -461,6 +463,27 @@ mod tests {
         assert_eq!(s.matches("class=\"pt\"").count(), 2);
         assert!(s.contains("data-plot=\"a&lt;b\""));
         assert!(s.contains("data-points=\"2\""));
+    }
+
+    #[test]
+    fn empty_and_degenerate_series_render() {
+        for (log_x, pts) in [
+            (true, vec![]),
+            (false, vec![]),
+            (true, vec![(0.0, 0.0)]),
+            (false, vec![(1e17, 1e17)]),
+        ] {
+            let s = Lines {
+                name: "n",
+                title: "t",
+                x_label: "x",
+                y_label: "y",
+                log_x,
+                series: vec![("s".into(), pts)],
+            }
+            .render();
+            assert!(s.ends_with("</svg>"));
+        }
     }
 
     #[test]
