@@ -319,6 +319,11 @@ pub struct Opts {
     /// No live progress line.
     #[arg(long)]
     pub quiet: bool,
+    /// Serve the client's live metrics (Prometheus text, `source="client"`) at
+    /// `http://ADDR/metrics` during the run. `PORT` alone means 127.0.0.1:PORT.
+    #[arg(long, value_name = "ADDR", value_parser = crate::metrics::parse_addr)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Opts {
@@ -439,6 +444,8 @@ pub struct ReplayConfig {
     #[serde(serialize_with = "opt_secs", rename = "max_duration_s")]
     pub max_duration: Option<Duration>,
     pub out: Option<PathBuf>,
+    /// `--metrics`: where the client's live metrics are served during the run.
+    pub metrics: Option<std::net::SocketAddr>,
     pub shard: Shard,
     /// Set by [`ReplayConfig::bind_dataset`] / `run`.
     pub dataset: Option<DatasetInfo>,
@@ -468,6 +475,7 @@ impl ReplayConfig {
             stop_issuing_on_first_user_complete: false,
             max_duration: None,
             out: None,
+            metrics: None,
             shard: Shard::default(),
             dataset: None,
             byte_compatible: true,
@@ -519,6 +527,7 @@ impl ReplayConfig {
         c.stop_issuing_on_first_user_complete = opts.stop_issuing_on_first_user_complete;
         c.max_duration = opts.max_duration;
         c.out = opts.out.clone();
+        c.metrics = opts.metrics;
         c.shard = opts.shard.unwrap_or_default();
         c.check()?;
         Ok(c)

@@ -71,6 +71,8 @@ pub(crate) struct Run {
     pub stop_reason: OnceLock<StopReason>,
     pub tx: UnboundedSender<Msg>,
     pub counters: Arc<Counters>,
+    /// `--metrics`: the live client-side registry (observed after each turn's stamps).
+    pub metrics: Option<Arc<crate::metrics::ClientMetrics>>,
     expected_chunks: usize,
 }
 
@@ -104,6 +106,7 @@ impl Run {
             stop_reason: OnceLock::new(),
             tx,
             counters,
+            metrics: None,
         }
     }
 
@@ -117,6 +120,9 @@ impl Run {
     fn close_window(&self) {
         if self.window_open.swap(false, Relaxed) {
             self.window_closed.store(clock::now(), Relaxed);
+            if let Some(m) = &self.metrics {
+                m.window_closed();
+            }
         }
     }
 
@@ -235,9 +241,15 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
         if run.cfg.delays {
             let d = r.delay_seconds.unwrap_or(0.0) * run.cfg.delay_scale;
             if d > 0.0 {
+                if let Some(m) = &run.metrics {
+                    m.delay(true);
+                }
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs_f64(d)) => {}
                     _ = run.stop_issuing.cancelled() => {}
+                }
+                if let Some(m) = &run.metrics {
+                    m.delay(false);
                 }
             }
         }
@@ -263,6 +275,9 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
         let req = run.target.request(&session, body);
         scratch.generated.clear();
         let in_window = run.window_open.load(Relaxed);
+        if let Some(m) = &run.metrics {
+            m.issued();
+        }
         let mut tl = None;
         let deadline = tokio::time::Instant::now() + run.cfg.turn_timeout;
         let ended = {
@@ -388,6 +403,9 @@ fn stopped(run: &Run) -> TurnError {
 
 fn send(run: &Run, record: TurnRecord, accuracy: Option<f64>) {
     run.counters.turn_recorded(record.status);
+    if let Some(m) = &run.metrics {
+        m.turn_recorded(&record);
+    }
     // The collector outlives every slot (the run waits for the slots before closing it), so a
     // send can only fail after a collector crash, which the run reports on its own.
     let _ = run

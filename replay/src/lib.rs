@@ -46,6 +46,7 @@ pub mod collector;
 pub mod config;
 pub mod driver;
 pub mod error;
+pub mod metrics;
 pub mod progress;
 pub mod salt;
 pub mod summary;
@@ -154,14 +155,35 @@ pub async fn run_with(
             collector::collect(rx, records_path.as_deref(), counters)
         })
     };
+    // `--metrics`: bound before the first turn so a scraper sees the whole run; stopped after
+    // the summary is written.
+    let metrics_stop = CancellationToken::new();
+    // Stops the server on every way out of this function, errors included.
+    let _metrics_guard = metrics_stop.clone().drop_guard();
+    let client_metrics = match config.metrics {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("--metrics: cannot listen on {addr}"))?;
+            let m = Arc::new(metrics::ClientMetrics::new());
+            tracing::info!(
+                "client metrics on http://{}/metrics",
+                listener.local_addr().map_or(addr, |a| a)
+            );
+            tokio::spawn(metrics::serve(
+                listener,
+                m.clone(),
+                counters.clone(),
+                metrics_stop.clone(),
+            ));
+            Some(m)
+        }
+        None => None,
+    };
     let start = Anchor::now();
-    let run = Arc::new(driver::Run::new(
-        config.clone(),
-        dataset,
-        target,
-        tx,
-        counters.clone(),
-    ));
+    let mut driver_run = driver::Run::new(config.clone(), dataset, target, tx, counters.clone());
+    driver_run.metrics = client_metrics;
+    let run = Arc::new(driver_run);
     let printer_done = CancellationToken::new();
     let printer = (progress == ProgressMode::Line).then(|| {
         tokio::spawn(progress::print(

@@ -1,0 +1,407 @@
+//! `tokentap replay --metrics ADDR`: the client's view, live, in Prometheus text at
+//! `http://ADDR/metrics`. Same names, buckets and label rules as the proxy
+//! ([`tokentap_core::metrics`], SPEC §8) with the constant label `source="client"`, so a
+//! dashboard can put client and wire side by side.
+//!
+//! Cost: nothing here runs inside the timed part of a turn. A turn's histograms are observed in
+//! [`ClientMetrics::turn_recorded`], called after the record is complete (every timestamp
+//! already stamped), from the slot that just finished the turn: atomic histogram adds, plus a
+//! label lookup per turn. Issue / delay / window state are gauge and counter bumps.
+//!
+//! Series: the shared latency histograms (`tokentap_ttft_seconds` …), token counters,
+//! `tokentap_requests_total`, `tokentap_in_flight`, `tokentap_active_sessions` (conversations with
+//! a trajectory in progress), `tokentap_turns_per_session` (mean turns issued per started
+//! trajectory, a gauge), and the replay-only `tokentap_turns_total{event}` (issued, completed,
+//! failed, aborted, cancelled), `tokentap_delay_queue` (conversations sleeping in an inter-turn
+//! delay) and `tokentap_in_window` (1 while the performance window is open).
+
+use crate::progress::Counters;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use prometheus::{
+    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use tokentap_core::metrics::{buckets, labels, names, status_class, ModelCap};
+use tokentap_core::record::{ErrorSource, Status, TurnRecord};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// The client-side registry.
+pub struct ClientMetrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    turns: IntCounterVec,
+    /// `turns{event="issued"}`, resolved once: bumped per turn without a label lookup.
+    issued: prometheus::IntCounter,
+    in_flight: IntGauge,
+    active: IntGauge,
+    turns_per_session: Gauge,
+    delay_queue: IntGauge,
+    in_window: IntGauge,
+    ttfb: HistogramVec,
+    ttft: HistogramVec,
+    e2e: HistogramVec,
+    tpot: HistogramVec,
+    itl: HistogramVec,
+    inter_chunk: HistogramVec,
+    tokens_per_chunk: HistogramVec,
+    prompt_tokens_per_turn: HistogramVec,
+    prompt_tokens: IntCounterVec,
+    cached_tokens: IntCounterVec,
+    output_tokens: IntCounterVec,
+    reasoning_tokens: IntCounterVec,
+    streams_without_usage: IntCounterVec,
+    models: Mutex<ModelCap>,
+}
+
+// Invariant for every `expect` in this file: names and label sets are static and distinct, so
+// creation and registration cannot fail.
+fn hist(r: &Registry, name: &str, help: &str, b: &[f64]) -> HistogramVec {
+    let h = HistogramVec::new(
+        HistogramOpts::new(name, help).buckets(b.to_vec()),
+        &["model"],
+    )
+    .expect("static metric");
+    r.register(Box::new(h.clone())).expect("distinct metric");
+    h
+}
+
+fn counter(r: &Registry, name: &str, help: &str, l: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), l).expect("static metric");
+    r.register(Box::new(c.clone())).expect("distinct metric");
+    c
+}
+
+fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
+    let g = IntGauge::new(name, help).expect("static metric");
+    r.register(Box::new(g.clone())).expect("distinct metric");
+    g
+}
+
+impl Default for ClientMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ClientMetrics {
+    pub fn new() -> ClientMetrics {
+        let consts = HashMap::from([("source".to_string(), labels::SOURCE_CLIENT.to_string())]);
+        let r = Registry::new_custom(None, Some(consts)).unwrap_or_else(|_| Registry::new());
+        let turns_per_session = Gauge::new(
+            names::TURNS_PER_SESSION,
+            "Mean turns issued per started trajectory",
+        )
+        .expect("static metric");
+        r.register(Box::new(turns_per_session.clone()))
+            .expect("distinct metric");
+        let m = ["model"];
+        let in_window = gauge(
+            &r,
+            names::IN_WINDOW,
+            "1 while the performance window is open",
+        );
+        in_window.set(1);
+        let turns = counter(
+            &r,
+            names::TURNS_TOTAL,
+            "Client turns by event: issued, completed, failed, aborted, cancelled",
+            &["event"],
+        );
+        let issued = turns.with_label_values(&["issued"]);
+        ClientMetrics {
+            turns,
+            issued,
+            requests: counter(
+                &r,
+                names::REQUESTS_TOTAL,
+                "Turns finished, by route, status class, error source, model and upstream",
+                &["route", "status_class", "error_source", "model", "upstream"],
+            ),
+            in_flight: gauge(&r, names::IN_FLIGHT, "Turns in flight"),
+            active: gauge(
+                &r,
+                names::ACTIVE_SESSIONS,
+                "Conversations with a trajectory in progress",
+            ),
+            turns_per_session,
+            delay_queue: gauge(
+                &r,
+                names::DELAY_QUEUE,
+                "Conversations sleeping in an inter-turn delay",
+            ),
+            in_window,
+            ttfb: hist(
+                &r,
+                names::TTFB_SECONDS,
+                "First response byte",
+                buckets::TTFT,
+            ),
+            ttft: hist(
+                &r,
+                names::TTFT_SECONDS,
+                "First token-carrying chunk",
+                buckets::TTFT,
+            ),
+            e2e: hist(&r, names::E2E_SECONDS, "Send to last byte", buckets::E2E),
+            tpot: hist(
+                &r,
+                names::TPOT_SECONDS,
+                "(E2E - TTFT) / (tokens - 1)",
+                buckets::ITL,
+            ),
+            itl: hist(
+                &r,
+                names::ITL_SECONDS,
+                "Inter-token latency, one sample per token (SPEC 7)",
+                buckets::ITL,
+            ),
+            inter_chunk: hist(
+                &r,
+                names::INTER_CHUNK_SECONDS,
+                "Gap between token-carrying chunks",
+                buckets::ITL,
+            ),
+            tokens_per_chunk: hist(
+                &r,
+                names::TOKENS_PER_CHUNK,
+                "Tokens carried by one chunk",
+                buckets::TOKENS_PER_CHUNK,
+            ),
+            prompt_tokens_per_turn: hist(
+                &r,
+                names::PROMPT_TOKENS_PER_TURN,
+                "Prompt tokens of one turn (context growth)",
+                buckets::TOKENS,
+            ),
+            prompt_tokens: counter(&r, names::PROMPT_TOKENS_TOTAL, "Prompt tokens", &m),
+            cached_tokens: counter(&r, names::CACHED_TOKENS_TOTAL, "Cached prompt tokens", &m),
+            output_tokens: counter(&r, names::OUTPUT_TOKENS_TOTAL, "Output tokens", &m),
+            reasoning_tokens: counter(&r, names::REASONING_TOKENS_TOTAL, "Reasoning tokens", &m),
+            streams_without_usage: counter(
+                &r,
+                names::STREAMS_WITHOUT_USAGE_TOTAL,
+                "Streams that ended without a usage chunk",
+                &m,
+            ),
+            models: Mutex::new(ModelCap::new(labels::MODEL_CAP)),
+            registry: r,
+        }
+    }
+
+    /// A turn is about to be sent.
+    pub fn issued(&self) {
+        self.issued.inc();
+        self.in_flight.inc();
+    }
+
+    /// A conversation starts / ends an inter-turn delay.
+    pub fn delay(&self, sleeping: bool) {
+        if sleeping {
+            self.delay_queue.inc();
+        } else {
+            self.delay_queue.dec();
+        }
+    }
+
+    /// The performance window closed.
+    pub fn window_closed(&self) {
+        self.in_window.set(0);
+    }
+
+    /// A finished record (every timestamp already stamped).
+    pub fn turn_recorded(&self, rec: &TurnRecord) {
+        let event = match rec.status {
+            Status::Ok => "completed",
+            Status::Failed | Status::TimedOut => "failed",
+            Status::Aborted => "aborted",
+            Status::Cancelled => "cancelled",
+        };
+        self.turns.with_label_values(&[event]).inc();
+        if rec.status == Status::Aborted {
+            return; // never sent: no latency, not in flight
+        }
+        self.in_flight.dec();
+        let model = match (rec.model.as_deref(), self.models.lock()) {
+            (Some(m), Ok(mut cap)) => cap.label(m).to_owned(),
+            (Some(_), Err(_)) => labels::MODEL_OTHER.to_owned(),
+            (None, _) => "unknown".to_owned(),
+        };
+        let source = rec.error.as_ref().map_or("none", |e| match e.source {
+            ErrorSource::Upstream => "upstream",
+            ErrorSource::Downstream => "downstream",
+            ErrorSource::Internal => "internal",
+        });
+        self.requests
+            .with_label_values(&[
+                rec.route.as_deref().unwrap_or("other"),
+                status_class(rec.http_status),
+                source,
+                &model,
+                "none",
+            ])
+            .inc();
+        let l = [model.as_str()];
+        let ms = &rec.measured;
+        let secs = |ns: u64| ns as f64 / 1e9;
+        if let Some(t) = ms.ttfb_ns {
+            self.ttfb.with_label_values(&l).observe(secs(t));
+        }
+        if let Some(t) = ms.ttft_ns {
+            self.ttft.with_label_values(&l).observe(secs(t));
+        }
+        if let Some(t) = ms.e2e_ns {
+            self.e2e.with_label_values(&l).observe(secs(t));
+        }
+        if let Some(t) = ms.tpot_ns {
+            self.tpot.with_label_values(&l).observe(secs(t));
+        }
+        let itl = self.itl.with_label_values(&l);
+        for s in ms.itl_samples() {
+            itl.observe(s / 1e9);
+        }
+        let ic = self.inter_chunk.with_label_values(&l);
+        for s in ms.inter_chunk_samples() {
+            ic.observe(s / 1e9);
+        }
+        let tpc = self.tokens_per_chunk.with_label_values(&l);
+        for c in ms.chunks.iter().filter(|c| c.text) {
+            tpc.observe(c.tokens as f64);
+        }
+        if let Some(p) = ms.prompt_tokens {
+            self.prompt_tokens_per_turn
+                .with_label_values(&l)
+                .observe(p as f64);
+            self.prompt_tokens.with_label_values(&l).inc_by(p);
+        }
+        if let Some(c) = ms.cached_tokens {
+            self.cached_tokens.with_label_values(&l).inc_by(c);
+        }
+        if let Some(o) = ms.output_tokens {
+            self.output_tokens.with_label_values(&l).inc_by(o);
+        }
+        if let Some(r) = ms.reasoning_tokens {
+            self.reasoning_tokens.with_label_values(&l).inc_by(r);
+        }
+        if ms.prompt_tokens.is_none() {
+            self.streams_without_usage.with_label_values(&l).inc();
+        }
+    }
+
+    /// The text exposition; scrape-time gauges are refreshed from `counters` first.
+    pub fn render(&self, counters: &Counters) -> Vec<u8> {
+        self.active.set(counters.active() as i64);
+        let started = counters.trajectories_started.load(Relaxed);
+        let issued = self.issued.get();
+        self.turns_per_session.set(if started == 0 {
+            0.0
+        } else {
+            issued as f64 / started as f64
+        });
+        let mut out = Vec::with_capacity(16384);
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        out
+    }
+}
+
+/// `ADDR` of `--metrics`: `HOST:PORT`, or a bare port (then loopback).
+pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    s.parse()
+        .map_err(|e| format!("--metrics {s:?}: expected HOST:PORT or PORT ({e})"))
+}
+
+/// Serves `/metrics` on `listener` until `stop` fires. Every accepted socket gets TCP_NODELAY.
+pub async fn serve(
+    listener: TcpListener,
+    metrics: Arc<ClientMetrics>,
+    counters: Arc<Counters>,
+    stop: CancellationToken,
+) {
+    loop {
+        let (sock, _) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!("--metrics accept: {e}");
+                    continue;
+                }
+            },
+            _ = stop.cancelled() => return,
+        };
+        let _ = sock.set_nodelay(true);
+        let (m, c) = (metrics.clone(), counters.clone());
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let (m, c) = (m.clone(), c.clone());
+                async move {
+                    let resp = if req.uri().path() == "/metrics" {
+                        let mut r = Response::new(Full::new(Bytes::from(m.render(&c))));
+                        r.headers_mut().insert(
+                            hyper::header::CONTENT_TYPE,
+                            hyper::header::HeaderValue::from_static(
+                                "text/plain; version=0.0.4; charset=utf-8",
+                            ),
+                        );
+                        r
+                    } else {
+                        let mut r = Response::new(Full::new(Bytes::from_static(b"not found\n")));
+                        *r.status_mut() = hyper::StatusCode::NOT_FOUND;
+                        r
+                    };
+                    Ok::<_, std::convert::Infallible>(resp)
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(sock), svc)
+                .await;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokentap_core::clock::Anchor;
+    use tokentap_core::record::Origin;
+
+    #[test]
+    fn bare_port_is_loopback() {
+        assert_eq!(parse_addr("9464").unwrap().to_string(), "127.0.0.1:9464");
+        assert_eq!(parse_addr("0.0.0.0:1").unwrap().to_string(), "0.0.0.0:1");
+        assert!(parse_addr("nope").is_err());
+    }
+
+    #[test]
+    fn a_turn_shows_up_with_source_client() {
+        let m = ClientMetrics::new();
+        m.issued();
+        let mut r = TurnRecord::new(
+            Origin::Replay,
+            Anchor {
+                wall_ns: 0,
+                mono_ns: 0,
+            },
+        );
+        r.model = Some("m".into());
+        r.http_status = Some(200);
+        r.measured.ttft_ns = Some(5_000_000);
+        m.turn_recorded(&r);
+        let text = String::from_utf8(m.render(&Counters::default())).unwrap();
+        assert!(
+            text.contains("tokentap_ttft_seconds_count{model=\"m\",source=\"client\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("tokentap_turns_total{event=\"completed\",source=\"client\"} 1"));
+        assert!(text.contains("tokentap_in_flight{source=\"client\"} 0"));
+    }
+}
