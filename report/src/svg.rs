@@ -46,6 +46,8 @@ pub fn num(x: f64) -> String {
     let a = x.abs();
     if a == 0.0 {
         "0".into()
+    } else if x.fract() == 0.0 && a < 1e4 {
+        format!("{x:.0}")
     } else if a >= 1e6 {
         format!("{:.2}M", x / 1e6)
     } else if a >= 1e4 {
