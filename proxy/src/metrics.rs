@@ -351,3 +351,69 @@ impl Default for Metrics {
         Self::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokentap_core::clock::Anchor;
+    use tokentap_core::record::Origin;
+    use tokentap_core::timeline::ChunkStamp;
+
+    fn line<'a>(text: &'a str, prefix: &str) -> &'a str {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in\n{text}"))
+    }
+
+    #[test]
+    fn itl_is_weighted_by_tokens_and_models_are_capped() {
+        let m = Metrics::with_model_cap(1);
+        let mut r = TurnRecord::new(
+            Origin::Proxy,
+            Anchor {
+                wall_ns: 0,
+                mono_ns: 0,
+            },
+        );
+        r.model = Some("a".into());
+        r.stream = Some(true);
+        r.http_status = Some(200);
+        r.upstream = Some("u0".into());
+        r.measured.ttft_ns = Some(10_000_000);
+        // First text chunk (1 token, no ITL), then 3 tokens after 30 ms: 3 samples of 10 ms.
+        r.measured.chunks = vec![
+            ChunkStamp {
+                at_ns: 10_000_000,
+                tokens: 1,
+                text: true,
+            },
+            ChunkStamp {
+                at_ns: 40_000_000,
+                tokens: 3,
+                text: true,
+            },
+        ];
+        r.measured.prompt_tokens = Some(100);
+        r.measured.cached_tokens = Some(64);
+        m.observe_turn(&r, "/v1/chat/completions", true);
+        r.model = Some("b".into());
+        m.observe_turn(&r, "/v1/chat/completions", true);
+        let text = String::from_utf8(m.render()).unwrap();
+        assert_eq!(
+            line(
+                &text,
+                "tokentap_itl_seconds_count{model=\"a\",source=\"wire\"}"
+            ),
+            "tokentap_itl_seconds_count{model=\"a\",source=\"wire\"} 3"
+        );
+        assert!(
+            text.contains("tokentap_itl_seconds_bucket{model=\"a\",source=\"wire\",le=\"0.01\"} 3")
+        );
+        assert!(text.contains("tokentap_inter_chunk_seconds_count{model=\"a\",source=\"wire\"} 1"));
+        assert!(text.contains("tokentap_cached_tokens_total{model=\"a\",source=\"wire\"} 64"));
+        // The second model is over the cap of 1.
+        assert!(text.contains("tokentap_ttft_seconds_count{model=\"other\",source=\"wire\"} 1"));
+        assert!(line(&text, "tokentap_requests_total{").contains("upstream=\"u0\""));
+        assert!(!text.contains("model=\"b\""));
+    }
+}
