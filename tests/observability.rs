@@ -349,3 +349,21 @@ fn which(bin: &str) -> Option<PathBuf> {
             .find(|c| c.is_file())
     })
 }
+
+#[test]
+fn replay_metrics_flag_takes_a_port_or_an_address() {
+    let cfg = |m: &str| {
+        let o = tokentap_replay::Opts::try_parse_from_args([
+            "--endpoint",
+            "http://127.0.0.1:1",
+            "--dataset",
+            "d.jsonl",
+            "--metrics",
+            m,
+        ])
+        .expect("options parse");
+        ReplayConfig::from_opts(&o).expect("config").metrics
+    };
+    assert_eq!(cfg("9465"), Some(([127, 0, 0, 1], 9465).into()));
+    assert_eq!(cfg("0.0.0.0:9"), Some(([0, 0, 0, 0], 9).into()));
+}
