@@ -256,14 +256,14 @@ impl Metrics {
         }
     }
 
-    /// The capped `model` label value of `model`.
-    pub fn model_label(&self, model: Option<&str>) -> String {
+    /// The capped `model` label value of `model`. No allocation once the model is known.
+    pub fn model_label<'a>(&self, model: Option<&'a str>) -> &'a str {
         let Some(model) = model else {
-            return "unknown".into();
+            return "unknown";
         };
         match self.models.lock() {
-            Ok(mut cap) => cap.label(model).to_owned(),
-            Err(_) => labels::MODEL_OTHER.into(),
+            Ok(mut cap) => cap.label(model),
+            Err(_) => labels::MODEL_OTHER,
         }
     }
 
@@ -281,7 +281,7 @@ impl Metrics {
                 route,
                 status_class(rec.http_status),
                 source,
-                &model,
+                model,
                 rec.upstream.as_deref().unwrap_or("none"),
             ])
             .inc();
@@ -292,7 +292,7 @@ impl Metrics {
         if !llm {
             return;
         }
-        let l = [model.as_str()];
+        let l = [model];
         let secs = |ns: u64| ns as f64 / 1e9;
         if let Some(t) = ms.ttfb_ns {
             self.ttfb.with_label_values(&l).observe(secs(t));

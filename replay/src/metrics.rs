@@ -229,10 +229,11 @@ impl ClientMetrics {
             return; // never sent: no latency, not in flight
         }
         self.in_flight.dec();
-        let model = match (rec.model.as_deref(), self.models.lock()) {
-            (Some(m), Ok(mut cap)) => cap.label(m).to_owned(),
-            (Some(_), Err(_)) => labels::MODEL_OTHER.to_owned(),
-            (None, _) => "unknown".to_owned(),
+        // No allocation once the model is known: the label borrows the record's string.
+        let model: &str = match (rec.model.as_deref(), self.models.lock()) {
+            (Some(m), Ok(mut cap)) => cap.label(m),
+            (Some(_), Err(_)) => labels::MODEL_OTHER,
+            (None, _) => "unknown",
         };
         let source = rec.error.as_ref().map_or("none", |e| match e.source {
             ErrorSource::Upstream => "upstream",
@@ -244,11 +245,11 @@ impl ClientMetrics {
                 rec.route.as_deref().unwrap_or("other"),
                 status_class(rec.http_status),
                 source,
-                &model,
+                model,
                 "none",
             ])
             .inc();
-        let l = [model.as_str()];
+        let l = [model];
         let ms = &rec.measured;
         let secs = |ns: u64| ns as f64 / 1e9;
         if let Some(t) = ms.ttfb_ns {
