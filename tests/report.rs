@@ -180,7 +180,9 @@ async fn compare_json_in_the_run_dir_is_rendered() {
     small_run(dir.path()).await;
     std::fs::write(
         dir.path().join("compare.json"),
-        r#"{"verdict":"agree","pairs":[]}"#,
+        r#"{"schema":"tokentap-compare/1","format":"aiperf","verdict":"fail","reasons":["ttft p99 beyond tolerance"],
+           "metrics":[{"metric":"ttft","unit":"ms","claims":[{"stat":"p99","client":12.5,"wire":10.0,"diff":2.5,"tolerance":1.0,"verdict":"fail"}]}],
+           "pairs":[{"client":{"ttft_ms":12.0},"wire":{"ttft_ms":10.0}},{"client":{"ttft_ms":7.0},"wire":{"ttft_ms":6.5}}]}"#,
     )
     .expect("write");
     let out = dir.path().join("r.html");
@@ -192,5 +194,7 @@ async fn compare_json_in_the_run_dir_is_rendered() {
         .expect("tokentap runs");
     assert!(st.success());
     let html = std::fs::read_to_string(&out).expect("report written to --out");
-    assert!(html.contains("id=\"compare\"") && html.contains("<b>agree</b>"));
+    assert!(html.contains("id=\"compare\"") && html.contains("<b>fail</b>"));
+    assert!(html.contains("ttft p99 beyond tolerance") && html.contains("id=\"claims\""));
+    assert!(html.contains("data-plot=\"compare_ttft\" data-points=\"2\""));
 }

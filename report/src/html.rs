@@ -300,27 +300,73 @@ fn swimlane(run: &Run) -> String {
     .render()
 }
 
-/// Hook for issue 5: when `tokentap compare --json RUN_DIR/compare.json` left its comparison in
-/// the run directory, show its verdict and the scalar fields; the per-pair list is omitted.
+/// Issue 5 hook: when `tokentap compare --json RUN_DIR/compare.json` (schema
+/// `tokentap-compare/1`, docs/compare.md) left its comparison in the run directory, show its
+/// verdict and reasons, the claims table (`metrics[].claims[]`) and the client-vs-wire TTFT
+/// scatter (`pairs[].client.ttft_ms` against `pairs[].wire.ttft_ms`).
 fn compare_section(o: &mut String, run: &Run) {
     let Some(c) = &run.compare else {
         return;
     };
     o.push_str(r#"<h2 id="compare">Client vs wire (compare.json)</h2>"#);
-    if let Some(v) = c.get("verdict") {
-        let _ = write!(o, "<p>verdict: <b>{}</b></p>", esc(&value_text(v)));
+    let _ = write!(
+        o,
+        "<p>verdict: <b>{}</b> · format {} · schema {}</p>",
+        esc(&value_text(&c["verdict"])),
+        esc(&value_text(&c["format"])),
+        esc(&value_text(&c["schema"]))
+    );
+    if let Some(rs) = c["reasons"].as_array() {
+        o.push_str("<ul>");
+        for r in rs {
+            let _ = write!(o, "<li>{}</li>", esc(&value_text(r)));
+        }
+        o.push_str("</ul>");
     }
-    let mut brief = serde_json::Map::new();
-    if let Some(obj) = c.as_object() {
-        for (k, v) in obj {
-            let big = matches!(v, Value::Array(a) if a.len() > 20);
-            if !big {
-                brief.insert(k.clone(), v.clone());
+    if let Some(ms) = c["metrics"].as_array() {
+        o.push_str("<table id=\"claims\"><tr><th>metric</th><th>stat</th><th>client</th><th>wire</th><th>client − wire</th><th>tolerance</th><th>verdict</th></tr>");
+        for m in ms {
+            for cl in m["claims"].as_array().into_iter().flatten() {
+                let _ = write!(
+                    o,
+                    "<tr><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    esc(&value_text(&m["metric"])),
+                    esc(&value_text(&m["unit"])),
+                    esc(&value_text(&cl["stat"])),
+                    f(&cl["client"]),
+                    f(&cl["wire"]),
+                    f(&cl["diff"]),
+                    f(&cl["tolerance"]),
+                    esc(&value_text(&cl["verdict"]))
+                );
             }
         }
+        o.push_str("</table>");
     }
-    let text = serde_json::to_string_pretty(&brief).unwrap_or_default();
-    let _ = write!(o, "<pre>{}</pre>", esc(&text));
+    let points: Vec<(f64, f64)> = c["pairs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            Some((
+                p["wire"]["ttft_ms"].as_f64()?,
+                p["client"]["ttft_ms"].as_f64()?,
+            ))
+        })
+        .collect();
+    if !points.is_empty() {
+        o.push_str(
+            &Scatter {
+                name: "compare_ttft",
+                title: "Client TTFT against wire TTFT, per joined turn",
+                x_label: "wire TTFT (ms)",
+                y_label: "client TTFT (ms)",
+                log_y: false,
+                points,
+            }
+            .render(),
+        );
+    }
 }
 
 fn value_text(v: &Value) -> String {
