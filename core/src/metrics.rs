@@ -237,7 +237,9 @@ mod tests {
             assert!(b.windows(2).all(|w| w[0] < w[1]));
         }
         // vLLM's TTFT buckets.
-        for x in [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5] {
+        for x in [
+            0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
+        ] {
             assert!(buckets::TTFT.contains(&x));
         }
         assert_eq!(buckets::TOKENS.last(), Some(&4194304.0));
