@@ -20,45 +20,46 @@
 //! cargo run --release -p tokentap-replay --example replay_overhead -- full --concurrency 64
 //! ```
 //!
-//! Measured on the 2-core dev VM while other helpers compiled and fuzzed (load average 3.3–5.5
-//! on 2 cores, so every number is inflated and noisy); release build; 64 output tokens per turn,
-//! one token per chunk; µs:
+//! Measured on the 2-core dev VM, release build, 64 output tokens per turn and one token per chunk
+//! unless said otherwise; µs. Quiet machine (load average < 1 at start):
 //!
 //! ```text
-//!  zero-delay sim, separate process (load ≈ 5.1)
-//!   conc   turns    p50      p90      p99     p99.9    turns/s
-//!      1    4000    174      248     3392     5280      1168
-//!     64    4000   3490     7141    11161    15523      2793
-//!    512    4096   7132    14805    88232   106274      1673
-//!  zero-delay sim, separate process (load ≈ 4.1, earlier run)
-//!      1    4000    159      223      284     1137      1862
-//!     64    4000   1927     4946     7684    12260      3729
-//!    512    4096   3807    18729    53562    71130      2595
-//!  zero-delay sim, in-process (load ≈ 5.5)
-//!      1    4000     94      140     2902     5612      2135
-//!     64    4000   1281     7571    13069    16405      1596
-//!    512    4096   9887    25120    70195   105024      1193
-//!  2 ms/token sim (not saturated), separate process, 32 tokens (load ≈ 3.8)
-//!      1    3000     75      121     2411     4253        16
+//!                                        conc  turns    p50     p90     p99   p99.9  turns/s
+//!  zero-delay sim, separate process         1   4000    148     195     242     819    2221
+//!                                          64   4000   1139    3343    5387    7055    4643
+//!                                         512   4096   2424   16050   38920   48348    4915
+//!  zero-delay sim, in-process               1   4000    100     145     179     207    2434
+//!                                          64   4000    661    1095    1926    3531    5125
+//!                                         512   4096   1924    6837   19884   21533    2575
+//!  2 ms/token sim, separate, 32 tokens      1    400     82     141     384    3344      16
+//!  20 ms/token sim, separate, 16 tokens    64   4096     84     351    1452    3069     212
+//!                                         512   4096    384    2180   16599   31833    1415
 //! ```
 //!
-//! Reading: the goal p99 ≤ 100 µs at 512 is not met here, and on a zero-delay sim sharing the
+//! The same zero-delay runs while other helpers compiled and fuzzed (load ≈ 5 on 2 cores):
+//! separate process p50/p99 174/3392 (1), 3490/11161 (64), 7132/88232 (512).
+//!
+//! Reading: the goal p99 ≤ 100 µs at 512 is not met, and on a zero-delay sim sharing the
 //! client's 2 cores it cannot be: the sim writes a whole response the moment a request arrives,
 //! so every in-flight response is ready at once and the client's read of a first chunk waits
 //! behind the other responses' chunks — the measure becomes CPU queueing, ≈ concurrency × the
-//! client's per-response cost / 2. At concurrency 1 the floor is waking a parked thread across
-//! processes (p50 75–175 µs on this VM, lower in-process); in zero-delay mode the sim's own stamp
-//! also precedes its socket write by up to 15 frames (hyper queues ready frames before one
-//! `writev`). A `current_thread` runtime (`--current-thread`) measured no different from the
+//! client's per-response cost / 2. With paced tokens (20 ms/token) the p50 at 64 is 84 µs, but
+//! the sim's timer fires all streams in the same millisecond (as a real engine's decode step
+//! emits a token for every sequence at once), so at 512 a first chunk can wait behind a burst of
+//! ~500 chunks on both sides of loopback: p99 17 ms. At concurrency 1 the floor is waking a
+//! parked thread across processes (p50 82–148 µs on this VM, ~100 µs in-process); in zero-delay
+//! mode the sim's own stamp also precedes its socket write by up to 15 frames (hyper queues
+//! ready frames before one `writev`). A `current_thread` runtime (`--current-thread`) measured no different from the
 //! multi-thread one within the noise, so the client does not shard runtimes.
 //!
 //! Full run (`full`, synth default: 613 trajectories = 113 coding + 500 workflow, 6,469 client
-//! turns, 39.8 MB; sim mean 400 output tokens, σ 0.7; salting on; load ≈ 4):
+//! turns, 39.8 MB; sim mean 400 output tokens, σ 0.7; salting on):
 //!
 //! ```text
 //!  conc   ok turns   wall     turns/s   chunks/s (whole system)   peak RSS (replay process)
-//!     1     6469    19.3 s      335        134 k                   155 MB
-//!    64     6469    13.7 s      472        189 k                   183 MB
+//!    64     6469    11.9 s      543        218 k                   182 MB   (quiet machine)
+//!     1     6469    19.3 s      335        134 k                   155 MB   (load ≈ 4)
+//!    64     6469    13.7 s      472        189 k                   183 MB   (load ≈ 4)
 //! ```
 //!
 //! Peak RSS: the dataset alone is 113 MB resident (151 MB peak while parsing a 40 MB file into
