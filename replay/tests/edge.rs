@@ -12,8 +12,8 @@ const TWO_TURNS: &str = r#"{"conversation_id":"e","turn":1,"role":"user","conten
 {"conversation_id":"e","turn":3,"role":"user","content":"c"}
 "#;
 
-/// Reads one request (head + Content-Length body); returns false on EOF.
-async fn read_request(s: &mut TcpStream) -> bool {
+/// Reads one request (head + Content-Length body); returns its head, or `None` on EOF.
+async fn read_request(s: &mut TcpStream) -> Option<String> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -29,23 +29,23 @@ async fn read_request(s: &mut TcpStream) -> bool {
                 assert!(n > 0);
                 buf.extend_from_slice(&chunk[..n]);
             }
-            return true;
+            return Some(String::from_utf8_lossy(&buf[..end]).into_owned());
         }
         let n = s.read(&mut chunk).await.unwrap();
         if n == 0 {
-            return false;
+            return None;
         }
         buf.extend_from_slice(&chunk[..n]);
     }
 }
 
 /// Serves one fixed 200 response to every request; closes the connection after each response
-/// when `close`. Reports each accepted connection on the channel.
+/// when `close`. Reports each request head on the channel.
 async fn serve(
     close: bool,
     content_type: &str,
     body: &str,
-) -> (String, tokio::sync::mpsc::UnboundedReceiver<()>) {
+) -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
     let response: std::sync::Arc<str> = format!(
         "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
@@ -58,10 +58,11 @@ async fn serve(
         loop {
             let (mut s, _) = l.accept().await.unwrap();
             s.set_nodelay(true).unwrap();
-            let _ = tx.send(());
             let response = response.clone();
+            let tx = tx.clone();
             tokio::spawn(async move {
-                while read_request(&mut s).await {
+                while let Some(head) = read_request(&mut s).await {
+                    let _ = tx.send(head);
                     s.write_all(response.as_bytes()).await.unwrap();
                     if close {
                         // No `Connection: close`: the client only learns by the socket closing.
@@ -85,12 +86,54 @@ fn cfg(url: &str, name: &str) -> tokentap_replay::ReplayConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_keep_alive_connection_is_replaced() {
-    let (url, mut conns) = serve(true, "text/event-stream", SSE).await;
+    let (url, mut heads) = serve(true, "text/event-stream", SSE).await;
     let (_, recs) = run(cfg(&url, "reconnect"), dataset(TWO_TURNS)).await;
     assert_eq!(recs.len(), 2);
     assert!(recs.iter().all(|r| status(r) == "ok"), "{recs:?}");
-    conns.recv().await.unwrap();
-    conns.recv().await.unwrap();
+    heads.recv().await.unwrap();
+    heads.recv().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_request_head_is_exactly_the_specified_headers_with_the_key() {
+    let (url, mut heads) = serve(false, "text/event-stream", SSE).await;
+    let mut c = cfg(&url, "head");
+    c.api_key = Some(tokentap_replay::config::Secret::new("sk-edge-secret"));
+    let (out, _) = run(c, dataset(TWO_TURNS)).await;
+    let head = heads.recv().await.unwrap();
+    let mut lines = head.split("\r\n");
+    assert_eq!(lines.next(), Some("POST /v1/chat/completions HTTP/1.1"));
+    let mut names: Vec<String> = Vec::new();
+    for l in lines {
+        let (n, v) = l.split_once(": ").unwrap();
+        let n = n.to_ascii_lowercase();
+        match n.as_str() {
+            "authorization" => assert_eq!(v, "Bearer sk-edge-secret"),
+            "x-session-id" => assert_eq!(v, "e"),
+            "accept" => assert_eq!(v, "text/event-stream"),
+            "content-type" => assert_eq!(v, "application/json"),
+            _ => {}
+        }
+        names.push(n);
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "accept",
+            "authorization",
+            "content-length",
+            "content-type",
+            "host",
+            "x-session-id"
+        ]
+    );
+    let dir = out.out_dir.unwrap();
+    for f in ["records.jsonl", "summary.json", "config.json"] {
+        assert!(!std::fs::read_to_string(dir.join(f))
+            .unwrap()
+            .contains("edge-secret"));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
