@@ -94,18 +94,22 @@ for name, metric in [("TTFT", "tokentap_ttft_seconds"), ("E2E", "tokentap_e2e_se
             [q(mean(metric, 'source="client",' + M) + " - " + mean(metric, 'source="wire",' + M), "client − wire")], unit="s")
 boards.append(b)
 
+# Engines label their series `model_name` (vLLM and SGLang), not `model`: the same $model filter
+# is applied to that label. The sim exports the vLLM series (it plays vLLM), so every vLLM query
+# here is tested with data by tests/observability.rs.
+EM = 'model_name=~"$model"'
 b = Board("tokentap-proxy-vs-engine", "tokentap / Proxy vs engine", "Proxy TTFT minus the engine's own TTFT (vLLM / SGLang, which start at tokenization): time spent outside the engine. Empty when the engine's series are not scraped.")
 b.panel("Proxy TTFT − vLLM TTFT (mean)", "Requires vllm:time_to_first_token_seconds.",
-        [q(mean("tokentap_ttft_seconds", 'source="wire"') + " - " + mean("vllm:time_to_first_token_seconds", ""), "outside vLLM")], unit="s")
+        [q(mean("tokentap_ttft_seconds", f'source="wire",{M}') + " - " + mean("vllm:time_to_first_token_seconds", EM), "outside vLLM")], unit="s")
 b.panel("Proxy TTFT − SGLang TTFT (mean)", "Requires sglang:time_to_first_token_seconds.",
-        [q(mean("tokentap_ttft_seconds", 'source="wire"') + " - " + mean("sglang:time_to_first_token_seconds", ""), "outside SGLang")], unit="s")
+        [q(mean("tokentap_ttft_seconds", f'source="wire",{M}') + " - " + mean("sglang:time_to_first_token_seconds", EM), "outside SGLang")], unit="s")
 b.panel("Engine TTFT and ITL p95", "The engines' own histograms (same bucket boundaries as ours).",
-        [q(f'histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[{RI}])))', "vLLM TTFT"),
-         q(f'histogram_quantile(0.95, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket[{RI}])))', "vLLM ITL"),
-         q(f'histogram_quantile(0.95, sum by (le) (rate(sglang:time_to_first_token_seconds_bucket[{RI}])))', "SGLang TTFT")], unit="s")
-b.panel("Prefix-cache hit rate: engine vs wire", "vLLM prefix-cache hits / queries against the wire's cached-token share.",
-        [q(f'sum(rate(vllm:prefix_cache_hits_total[{RI}])) / sum(rate(vllm:prefix_cache_queries_total[{RI}]))', "vLLM"),
-         q(f'sum(rate(tokentap_cached_tokens_total{{source="wire"}}[{RI}])) / sum(rate(tokentap_prompt_tokens_total{{source="wire"}}[{RI}]))', "wire")], unit="percentunit")
+        [q(f'histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{{{EM}}}[{RI}])))', "vLLM TTFT"),
+         q(f'histogram_quantile(0.95, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket{{{EM}}}[{RI}])))', "vLLM ITL"),
+         q(f'histogram_quantile(0.95, sum by (le) (rate(sglang:time_to_first_token_seconds_bucket{{{EM}}}[{RI}])))', "SGLang TTFT")], unit="s")
+b.panel("Prefix-cache hit rate: engine vs wire", "vLLM prefix-cache hits / queries (tokens) against the wire's cached-token share.",
+        [q(f'sum(rate(vllm:prefix_cache_hits_total{{{EM}}}[{RI}])) / sum(rate(vllm:prefix_cache_queries_total{{{EM}}}[{RI}]))', "vLLM"),
+         q(f'sum(rate(tokentap_cached_tokens_total{{source="wire",{M}}}[{RI}])) / sum(rate(tokentap_prompt_tokens_total{{source="wire",{M}}}[{RI}]))', "wire")], unit="percentunit")
 boards.append(b)
 
 b = Board("tokentap-proxy-health", "tokentap / Proxy health", "Is the proxy itself keeping up: its own time per chunk, evictions, upstream errors, records.")

@@ -1,10 +1,12 @@
 //! Live observability verified on a real Prometheus (issue 4). sim ← proxy ← replay run
 //! in-process on 127.0.0.1; the Prometheus server of the Debian `prometheus` package
 //! (scripts/install-test-deps) scrapes the proxy's admin `/metrics` (source="wire") and the
-//! replay's `--metrics` (source="client") every second; then EVERY PromQL expression of EVERY
-//! dashboard in `dashboards/grafana/` is evaluated through Prometheus' HTTP API and must return
-//! data — except the engine (`vllm:*` / `sglang:*`) queries, which the sim cannot feed: those must
-//! be accepted by Prometheus (valid PromQL) and are documented as such in dashboards/README.md.
+//! replay's `--metrics` (source="client") and the sim's own `/metrics` (job `engine`: the sim is
+//! our simulated vLLM and exports the `vllm:*` series a real vLLM serves on its API port) every
+//! second; then EVERY PromQL expression of EVERY dashboard in `dashboards/grafana/` is evaluated
+//! through Prometheus' HTTP API and must return data — engine panels included. The one
+//! exception is `sglang:*` queries (nothing here plays SGLang): those must be accepted by
+//! Prometheus (valid PromQL), as dashboards/README.md says.
 //! The dashboards' JSON structure and metric names are checked against what the code exports.
 //!
 //! Waits are on real conditions (a port accepting, a target `up`, a query returning data), each
@@ -118,6 +120,13 @@ fn dashboards_are_well_formed_and_use_only_exported_names() {
                             || proxy_only().contains(&n.as_str()),
                         "{name}/{title}: {n} is not a metric tokentap or an engine exports"
                     );
+                    // vLLM names must be ones our simulated vLLM exports, so the live test
+                    // can feed them.
+                    assert!(
+                        !n.starts_with("vllm:")
+                            || tokentap_sim::metrics::NAMES.contains(&n.as_str()),
+                        "{name}/{title}: {n} is not exported by the sim"
+                    );
                 }
             }
         }
@@ -199,10 +208,11 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let replay_port = free_port();
     let replay_addr: SocketAddr = ([127, 0, 0, 1], replay_port).into();
-    let (proxy_admin, run) = rt.block_on(async {
+    let (proxy_admin, sim_addr, run) = rt.block_on(async {
         let sim = SimServer::start(SimConfig::zero_delay())
             .await
             .expect("sim starts");
+        let sim_addr = sim.addr();
         let proxy = Proxy::start(tokentap_proxy::Config::new([sim.base_url()]))
             .await
             .expect("proxy starts");
@@ -238,7 +248,7 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
             sim.shutdown().await;
             out
         });
-        (admin, run)
+        (admin, sim_addr, run)
     });
     until("the replay's --metrics listener", deadline, || {
         get(replay_addr, "/metrics").filter(|b| b.contains("tokentap_in_window"))
@@ -252,7 +262,7 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
     std::fs::write(
         &cfg,
         format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: wire\n    static_configs:\n      - targets: ['{proxy_admin}']\n  - job_name: client\n    static_configs:\n      - targets: ['{replay_addr}']\n"
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: wire\n    static_configs:\n      - targets: ['{proxy_admin}']\n  - job_name: client\n    static_configs:\n      - targets: ['{replay_addr}']\n  - job_name: engine\n    static_configs:\n      - targets: ['{sim_addr}']\n"
         ),
     )
     .expect("write config");
@@ -270,16 +280,16 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
             .spawn()
             .expect("prometheus starts"),
     );
-    until("both targets up", deadline, || {
+    until("all three targets up", deadline, || {
         let t: Value = serde_json::from_str(&get(prom_addr, "/api/v1/targets")?).ok()?;
         let active = t["data"]["activeTargets"].as_array()?;
-        (active.len() == 2 && active.iter().all(|a| a["health"] == "up")).then_some(())
+        (active.len() == 3 && active.iter().all(|a| a["health"] == "up")).then_some(())
     });
 
     let boards = dashboards();
     let all = exprs(&boards);
     let mut pending: Vec<&(String, String, String)> = all.iter().collect();
-    let mut engine_only = 0;
+    let mut sglang_only = 0;
     // Data-bearing queries: retried until every one returns a non-empty result (rates need two
     // scrapes with traffic in between).
     loop {
@@ -289,10 +299,10 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
                 r["status"], "error",
                 "{board} / {title}: Prometheus rejected {e}: {r}"
             );
-            if e.contains("vllm:") || e.contains("sglang:") {
-                // The sim exports no engine series: valid PromQL is all that can be asserted.
+            if e.contains("sglang:") {
+                // Nothing here exports SGLang's series: valid PromQL is all that can be asserted.
                 if r["status"] == "success" {
-                    engine_only += 1;
+                    sglang_only += 1;
                     return false;
                 }
                 return true;
@@ -312,11 +322,14 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
         );
         std::thread::sleep(Duration::from_millis(500)); // poll interval
     }
-    assert!(engine_only > 0 && engine_only < all.len());
+    assert!(sglang_only > 0 && sglang_only < all.len());
+    let engine_with_data = all.iter().filter(|(_, _, e)| e.contains("vllm:")).count();
+    assert!(engine_with_data >= 3, "vLLM panels were checked with data");
 
     // Every tokentap name a dashboard uses is really exported by a running process.
     let wire = get(proxy_admin, "/metrics").expect("proxy /metrics");
     let client = get(replay_addr, "/metrics").expect("replay /metrics");
+    let engine = get(sim_addr, "/metrics").expect("sim /metrics");
     for (_, _, e) in &all {
         for n in names_in_expr(e) {
             // Label vectors with no child yet are not in the text exposition: these two only
@@ -332,9 +345,18 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
                     "{n} is used by a dashboard but exported by neither side"
                 );
             }
+            if n.starts_with("vllm:") {
+                assert!(
+                    tokentap_sim::metrics::NAMES.contains(&n.as_str())
+                        && engine.contains(&format!("# TYPE {n} ")),
+                    "{n} is used by a dashboard but the sim (our vLLM) does not export it"
+                );
+            }
         }
     }
     assert!(client.contains("source=\"client\"") && wire.contains("source=\"wire\""));
+    // The engine panels filter on vLLM's label name.
+    assert!(engine.contains("model_name=\"tokentap-sim\""));
     assert!(!wire.contains("sim_0000"), "no session id as a label");
 
     let _ = stop_tx.send(());

@@ -66,13 +66,17 @@ pub const ALL_NAMES: &[&str] = &[
     names::IN_WINDOW,
 ];
 
-/// Engine series of SPEC §8 that dashboards may reference (the sim exports the vLLM ones).
+/// Engine series of SPEC §8 that dashboards may reference (the sim exports every `vllm:` one,
+/// label `model_name`, see `tokentap_sim::metrics`).
 pub const ENGINE_NAMES: &[&str] = &[
     "vllm:time_to_first_token_seconds",
     "vllm:inter_token_latency_seconds",
     "vllm:e2e_request_latency_seconds",
     "vllm:prefix_cache_queries_total",
     "vllm:prefix_cache_hits_total",
+    "vllm:num_requests_running",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
     "sglang:time_to_first_token_seconds",
     "sglang:inter_token_latency_seconds",
     "sglang:cached_tokens_total",

@@ -113,6 +113,7 @@ impl SimBody {
         let decode = crate::config::ms(timing.decode_ms);
         let slowdown = timing.decode_slowdown;
         let seg_tokens_left = plan.output.segments.first().map_or(0, |s| s.tokens);
+        shared.metrics.running.inc();
         SimBody {
             writer,
             full,
@@ -231,6 +232,11 @@ impl SimBody {
         }
         log.finished = finished;
         log.output_tokens = self.tokens_done;
+        // Once per request, from the stamps this body kept (no per-chunk metric work).
+        self.shared.metrics.running.dec();
+        self.shared
+            .metrics
+            .observe(&log, self.shared.config.cache.enabled);
         self.shared.log.finish(log);
     }
 }

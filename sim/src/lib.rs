@@ -7,7 +7,8 @@
 //!
 //! ## Routes
 //! `POST /v1/chat/completions` (streaming SSE and not), `POST /v1/completions` (prompt string,
-//! `text_completion` chunks), `GET /v1/models`, `GET /health`. Unknown path → 404, wrong
+//! `text_completion` chunks), `GET /v1/models`, `GET /health`, `GET /metrics` (engine metrics,
+//! below; not recorded in the request log). Unknown path → 404, wrong
 //! method → 405, bad JSON → 400, all with an OpenAI error body. HTTP/1.1 with keep-alive and
 //! h2c, `TCP_NODELAY` on every accepted socket. Completion responses carry an `x-sim-seq`
 //! header: the request's `seq` in [`RequestLog`], to join a client's view with the sim's.
@@ -27,6 +28,7 @@
 //!   schedule and stamps every frame as it hands it to hyper.
 //! - `server`: [`SimServer`], accept loop, routing, shutdown.
 //! - `log`: the in-memory [`RequestLog`] list and the JSONL chunk log.
+//! - [`metrics`]: the engine's Prometheus series (vLLM names) served on `/metrics`.
 //! - `cli`: [`Opts`] and [`run`] for `tokentap sim`.
 //!
 //! ## Data flow
@@ -64,6 +66,18 @@
 //! them. Generated reasoning starts with [`tokentap_core::text::REASONING_PREAMBLE`], which is
 //! what makes SPEC §4's generated-token cache clearing visible in `cached_tokens`.
 //!
+//! ## Engine metrics: the sim plays vLLM
+//! A real vLLM serves `vllm:*` Prometheus series on its API port; the sim does the same on its
+//! own listener (`GET /metrics`, text format, a non-global registry per server), with vLLM's
+//! label `model_name` = `SimConfig::model`: TTFT, per-token ITL and E2E histograms (SPEC §8
+//! buckets), prefix-cache queries/hits and prompt/generation token counters (tokens), and the
+//! running-requests gauge. The sim is our simulated vLLM, so its engine view is legitimate test
+//! data for the "Proxy vs engine" dashboard (`tests/observability.rs` scrapes it). Latencies
+//! are taken from the same chunk stamps as [`RequestLog`], once per request when its body ends
+//! (definitions in [`metrics`]); nothing is done per chunk. Unlike vLLM, whose TTFT starts at
+//! tokenization, the sim's starts when the request head arrived (it has no separate
+//! tokenizer step), and non-streaming responses give no TTFT/ITL sample.
+//!
 //! ## Measured
 //! Zero-delay mode, one raw HTTP/1.1 client over loopback, sim on one current-thread runtime:
 //! ≈ 480–560 k one-token chunks/s (≈ 2 µs per chunk including hyper, formatting, the stamp and
@@ -77,6 +91,7 @@ mod cli;
 pub mod config;
 mod frame;
 mod log;
+pub mod metrics;
 mod plan;
 pub mod render;
 mod rng;

@@ -10,6 +10,7 @@ use crate::body::{SimBody, SimBodyError};
 use crate::cache::PrefixCache;
 use crate::config::SimConfig;
 use crate::log::LogStore;
+use crate::metrics::EngineMetrics;
 use crate::plan::{self, Api, FaultKind, Parsed};
 use crate::RequestLog;
 use bytes::Bytes;
@@ -45,6 +46,8 @@ pub(crate) struct Shared {
     pub active_decodes: AtomicUsize,
     engine: Mutex<Engine>,
     pub log: LogStore,
+    /// vLLM's series, served on `GET /metrics`.
+    pub metrics: EngineMetrics,
 }
 
 /// The parts of the model that requests contend for; locked once per request at admission
@@ -70,6 +73,7 @@ impl Shared {
             }),
             log: LogStore::new(keep_log, config.chunk_log.as_deref())?,
             active_decodes: AtomicUsize::new(0),
+            metrics: EngineMetrics::new(&config.model),
             config,
         })
     }
@@ -297,6 +301,16 @@ impl http_body::Body for ResBody {
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResBody> {
     let received = Anchor::now();
     let start = Instant::now();
+    if req.uri().path() == "/metrics" && req.method() == Method::GET {
+        // Not in the request log: a scrape every second must neither shift `seq` (the join
+        // key of `x-sim-seq`) nor fill the ground-truth log.
+        let mut res = Response::new(ResBody::Full(Some(Bytes::from(shared.metrics.render()))));
+        res.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        );
+        return res;
+    }
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
     let mut entry = shared.log.begin(|seq| RequestLog {
@@ -354,7 +368,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResBody
                 "application/json",
             );
         }
-        (_, "/health" | "/v1/models" | "/v1/chat/completions" | "/v1/completions") => {
+        (_, "/health" | "/metrics" | "/v1/models" | "/v1/chat/completions" | "/v1/completions") => {
             return error(
                 &shared,
                 entry,
