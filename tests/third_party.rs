@@ -250,6 +250,16 @@ fn aiperf(
 
 /// `tokentap compare` through the binary: (exit code, stdout, the JSON report).
 fn compare_cli(format: &str, wire: &Path, client: &Path, out: &Path) -> (i32, String, Value) {
+    compare_cli_with(format, wire, client, out, &[])
+}
+
+fn compare_cli_with(
+    format: &str,
+    wire: &Path,
+    client: &Path,
+    out: &Path,
+    extra: &[&str],
+) -> (i32, String, Value) {
     let json = out.join(format!("compare-{format}.json"));
     let o = Command::new(BIN)
         .args(["compare", "--format", format, "--wire"])
@@ -258,6 +268,7 @@ fn compare_cli(format: &str, wire: &Path, client: &Path, out: &Path) -> (i32, St
         .arg(client)
         .arg("--json")
         .arg(&json)
+        .args(extra)
         .output()
         .expect("tokentap runs");
     let stdout = String::from_utf8_lossy(&o.stdout).to_string();
@@ -814,7 +825,17 @@ async fn our_replay_passes_its_own_check_against_the_proxy() {
     proxy.stop();
     sim.stop();
 
-    let (code, table, report) = compare_cli("tokentap", &wire_dir, &records, dir.path());
+    // The pipeline (join, sign, verdict) is what this test checks; how small client − wire is,
+    // is the benchmark's job (scripts/compare-bench: p50 0.17 ms, p99 0.39 ms at concurrency 1 on
+    // a release build). A debug build on a shared 2-core box misses 1 ms now and then (seen: one
+    // TTFT p90 6 ms off while a build ran), so the verdict here uses a 20 ms tolerance.
+    let (code, table, report) = compare_cli_with(
+        "tokentap",
+        &wire_dir,
+        &records,
+        dir.path(),
+        &["--tolerance-ms", "20"],
+    );
     println!("{table}");
     if let Ok(d) = std::env::var("TOKENTAP_KEEP") {
         let _ = std::fs::copy(
@@ -853,7 +874,7 @@ async fn our_replay_passes_its_own_check_against_the_proxy() {
         client: records.clone(),
         format: Format::Tokentap,
         json: None,
-        tolerance_ms: 1.0,
+        tolerance_ms: 20.0,
         tolerance_pct: 5.0,
         tolerance_tokens: 0.0,
         id_headers: vec!["X-Request-ID".into()],
