@@ -1,12 +1,12 @@
 //! Live observability verified on a real Prometheus (issue 4). sim ← proxy ← replay run
 //! in-process on 127.0.0.1; the Prometheus server of the Debian `prometheus` package
 //! (scripts/install-test-deps) scrapes the proxy's admin `/metrics` (source="wire") and the
-//! replay's `--metrics` (source="client") and the sim's own `/metrics` (job `engine`: the sim is
-//! our simulated vLLM and exports the `vllm:*` series a real vLLM serves on its API port) every
-//! second; then EVERY PromQL expression of EVERY dashboard in `dashboards/grafana/` is evaluated
-//! through Prometheus' HTTP API and must return data — engine panels included. The one
-//! exception is `sglang:*` queries (nothing here plays SGLang): those must be accepted by
-//! Prometheus (valid PromQL), as dashboards/README.md says.
+//! replay's `--metrics` (source="client") and the sims' own `/metrics` (job `engine`) every
+//! second. The proxy has two upstream sims: one plays vLLM (`vllm:*` series, served on the API
+//! port as vLLM does), the other SGLang (`engine_metrics: sglang`); they are our simulated
+//! engines, so their engine view is legitimate test data. Then EVERY PromQL expression of EVERY
+//! dashboard in `dashboards/grafana/` is evaluated through Prometheus' HTTP API and must return
+//! data — engine panels included, no exception.
 //! The dashboards' JSON structure and metric names are checked against what the code exports.
 //!
 //! Waits are on real conditions (a port accepting, a target `up`, a query returning data), each
@@ -25,7 +25,7 @@ use tokentap_dataset::synth::{synth, SynthConfig};
 use tokentap_dataset::Dataset;
 use tokentap_proxy::Proxy;
 use tokentap_replay::{ProgressMode, ReplayConfig};
-use tokentap_sim::{SimConfig, SimServer};
+use tokentap_sim::{EngineFlavor, SimConfig, SimServer};
 
 const RATE: &str = "5s";
 
@@ -120,12 +120,17 @@ fn dashboards_are_well_formed_and_use_only_exported_names() {
                             || proxy_only().contains(&n.as_str()),
                         "{name}/{title}: {n} is not a metric tokentap or an engine exports"
                     );
-                    // vLLM names must be ones our simulated vLLM exports, so the live test
+                    // Engine names must be ones our simulated engines export, so the live test
                     // can feed them.
                     assert!(
                         !n.starts_with("vllm:")
-                            || tokentap_sim::metrics::NAMES.contains(&n.as_str()),
-                        "{name}/{title}: {n} is not exported by the sim"
+                            || tokentap_sim::metrics::VLLM_NAMES.contains(&n.as_str()),
+                        "{name}/{title}: {n} is not exported by the sim as vLLM"
+                    );
+                    assert!(
+                        !n.starts_with("sglang:")
+                            || tokentap_sim::metrics::SGLANG_NAMES.contains(&n.as_str()),
+                        "{name}/{title}: {n} is not exported by the sim as SGLang"
                     );
                 }
             }
@@ -208,14 +213,21 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let replay_port = free_port();
     let replay_addr: SocketAddr = ([127, 0, 0, 1], replay_port).into();
-    let (proxy_admin, sim_addr, run) = rt.block_on(async {
+    let (proxy_admin, sim_addr, sglang_addr, run) = rt.block_on(async {
         let sim = SimServer::start(SimConfig::zero_delay())
             .await
             .expect("sim starts");
-        let sim_addr = sim.addr();
-        let proxy = Proxy::start(tokentap_proxy::Config::new([sim.base_url()]))
-            .await
-            .expect("proxy starts");
+        let mut sg = SimConfig::zero_delay();
+        sg.engine_metrics = EngineFlavor::Sglang;
+        let sglang = SimServer::start(sg).await.expect("sglang sim starts");
+        let (sim_addr, sglang_addr) = (sim.addr(), sglang.addr());
+        // Sessions are spread over both upstreams, so both engines see traffic.
+        let proxy = Proxy::start(tokentap_proxy::Config::new([
+            sim.base_url(),
+            sglang.base_url(),
+        ]))
+        .await
+        .expect("proxy starts");
         let mut buf = Vec::new();
         synth(
             &SynthConfig {
@@ -246,9 +258,10 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
             .await;
             drop(proxy);
             sim.shutdown().await;
+            sglang.shutdown().await;
             out
         });
-        (admin, sim_addr, run)
+        (admin, sim_addr, sglang_addr, run)
     });
     until("the replay's --metrics listener", deadline, || {
         get(replay_addr, "/metrics").filter(|b| b.contains("tokentap_in_window"))
@@ -262,7 +275,7 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
     std::fs::write(
         &cfg,
         format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: wire\n    static_configs:\n      - targets: ['{proxy_admin}']\n  - job_name: client\n    static_configs:\n      - targets: ['{replay_addr}']\n  - job_name: engine\n    static_configs:\n      - targets: ['{sim_addr}']\n"
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: wire\n    static_configs:\n      - targets: ['{proxy_admin}']\n  - job_name: client\n    static_configs:\n      - targets: ['{replay_addr}']\n  - job_name: engine\n    static_configs:\n      - targets: ['{sim_addr}', '{sglang_addr}']\n"
         ),
     )
     .expect("write config");
@@ -280,16 +293,15 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
             .spawn()
             .expect("prometheus starts"),
     );
-    until("all three targets up", deadline, || {
+    until("all four targets up", deadline, || {
         let t: Value = serde_json::from_str(&get(prom_addr, "/api/v1/targets")?).ok()?;
         let active = t["data"]["activeTargets"].as_array()?;
-        (active.len() == 3 && active.iter().all(|a| a["health"] == "up")).then_some(())
+        (active.len() == 4 && active.iter().all(|a| a["health"] == "up")).then_some(())
     });
 
     let boards = dashboards();
     let all = exprs(&boards);
     let mut pending: Vec<&(String, String, String)> = all.iter().collect();
-    let mut sglang_only = 0;
     // Data-bearing queries: retried until every one returns a non-empty result (rates need two
     // scrapes with traffic in between).
     loop {
@@ -299,14 +311,6 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
                 r["status"], "error",
                 "{board} / {title}: Prometheus rejected {e}: {r}"
             );
-            if e.contains("sglang:") {
-                // Nothing here exports SGLang's series: valid PromQL is all that can be asserted.
-                if r["status"] == "success" {
-                    sglang_only += 1;
-                    return false;
-                }
-                return true;
-            }
             let has = r["data"]["result"]
                 .as_array()
                 .is_some_and(|a| !a.is_empty());
@@ -322,14 +326,17 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
         );
         std::thread::sleep(Duration::from_millis(500)); // poll interval
     }
-    assert!(sglang_only > 0 && sglang_only < all.len());
-    let engine_with_data = all.iter().filter(|(_, _, e)| e.contains("vllm:")).count();
-    assert!(engine_with_data >= 3, "vLLM panels were checked with data");
+    let engine_with_data = |p: &str| all.iter().filter(|(_, _, e)| e.contains(p)).count();
+    assert!(
+        engine_with_data("vllm:") >= 3 && engine_with_data("sglang:") >= 2,
+        "engine panels were checked with data"
+    );
 
     // Every tokentap name a dashboard uses is really exported by a running process.
     let wire = get(proxy_admin, "/metrics").expect("proxy /metrics");
     let client = get(replay_addr, "/metrics").expect("replay /metrics");
     let engine = get(sim_addr, "/metrics").expect("sim /metrics");
+    let sglang = get(sglang_addr, "/metrics").expect("sglang sim /metrics");
     for (_, _, e) in &all {
         for n in names_in_expr(e) {
             // Label vectors with no child yet are not in the text exposition: these two only
@@ -347,9 +354,16 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
             }
             if n.starts_with("vllm:") {
                 assert!(
-                    tokentap_sim::metrics::NAMES.contains(&n.as_str())
+                    tokentap_sim::metrics::VLLM_NAMES.contains(&n.as_str())
                         && engine.contains(&format!("# TYPE {n} ")),
                     "{n} is used by a dashboard but the sim (our vLLM) does not export it"
+                );
+            }
+            if n.starts_with("sglang:") {
+                assert!(
+                    tokentap_sim::metrics::SGLANG_NAMES.contains(&n.as_str())
+                        && sglang.contains(&format!("# TYPE {n} ")),
+                    "{n} is used by a dashboard but the sim (our SGLang) does not export it"
                 );
             }
         }

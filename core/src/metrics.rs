@@ -67,7 +67,8 @@ pub const ALL_NAMES: &[&str] = &[
 ];
 
 /// Engine series of SPEC §8 that dashboards may reference (the sim exports every `vllm:` one,
-/// label `model_name`, see `tokentap_sim::metrics`).
+/// or with `engine_metrics: sglang` every `sglang:` one; label `model_name`; see
+/// `tokentap_sim::metrics`).
 pub const ENGINE_NAMES: &[&str] = &[
     "vllm:time_to_first_token_seconds",
     "vllm:inter_token_latency_seconds",
@@ -79,7 +80,11 @@ pub const ENGINE_NAMES: &[&str] = &[
     "vllm:generation_tokens_total",
     "sglang:time_to_first_token_seconds",
     "sglang:inter_token_latency_seconds",
+    "sglang:e2e_request_latency_seconds",
     "sglang:cached_tokens_total",
+    "sglang:num_running_reqs",
+    "sglang:prompt_tokens_total",
+    "sglang:generation_tokens_total",
 ];
 
 /// Label values.

@@ -4,7 +4,7 @@
 //! file), then every flag that was given on top of it. Flags are all optional so that "not
 //! given" leaves the profile's value alone.
 
-use crate::config::{ReasoningField, SimConfig};
+use crate::config::{EngineFlavor, ReasoningField, SimConfig};
 use crate::server::SimServer;
 use anyhow::Context as _;
 use std::io::Write as _;
@@ -44,6 +44,9 @@ pub struct Opts {
     /// Keep the exact request bodies in the request log.
     #[arg(long)]
     pub capture_bodies: bool,
+    /// Engine whose metric names `GET /metrics` serves (`vllm:*` or `sglang:*`).
+    #[arg(long, value_enum)]
+    pub engine_metrics: Option<EngineFlavor>,
 
     // Timing.
     /// Fixed prefill time, ms.
@@ -153,6 +156,7 @@ impl Opts {
         }
         set(&mut c.seed, &self.seed);
         set(&mut c.model, &self.model);
+        set(&mut c.engine_metrics, &self.engine_metrics);
         if self.chunk_log.is_some() {
             c.chunk_log = self.chunk_log.clone();
         }
@@ -261,6 +265,8 @@ mod tests {
             "502,504",
             "--reasoning-field",
             "reasoning",
+            "--engine-metrics",
+            "sglang",
         ]);
         let c = cli.opts.build_config().unwrap();
         assert_eq!(c.seed, 3);
@@ -269,6 +275,7 @@ mod tests {
         assert!(!c.modes.role_prelude);
         assert_eq!(c.faults.error_statuses, vec![502, 504]);
         assert_eq!(c.modes.reasoning_field, ReasoningField::Reasoning);
+        assert_eq!(c.engine_metrics, EngineFlavor::Sglang);
         let c = Cli::parse_from(["x", "--preset", "zero-delay"])
             .opts
             .build_config()

@@ -34,6 +34,18 @@ pub struct SimConfig {
     pub chunk_log: Option<PathBuf>,
     /// On shutdown, how long in-flight responses may run before their connections are cut.
     pub shutdown_grace_ms: u64,
+    /// Which engine's Prometheus names `GET /metrics` uses ([`crate::metrics`]).
+    pub engine_metrics: EngineFlavor,
+}
+
+/// The engine the sim impersonates on `GET /metrics`: vLLM (`vllm:*`, the default) or SGLang
+/// (`sglang:*`). Both label their series `model_name`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineFlavor {
+    #[default]
+    Vllm,
+    Sglang,
 }
 
 /// The timing model. See the crate docs ("Timing model") for the formulas.
@@ -153,6 +165,7 @@ impl Default for SimConfig {
             capture_bodies: false,
             chunk_log: None,
             shutdown_grace_ms: 2_000,
+            engine_metrics: EngineFlavor::Vllm,
         }
     }
 }

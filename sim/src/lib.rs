@@ -72,7 +72,9 @@
 //! label `model_name` = `SimConfig::model`: TTFT, per-token ITL and E2E histograms (SPEC §8
 //! buckets), prefix-cache queries/hits and prompt/generation token counters (tokens), and the
 //! running-requests gauge. The sim is our simulated vLLM, so its engine view is legitimate test
-//! data for the "Proxy vs engine" dashboard (`tests/observability.rs` scrapes it). Latencies
+//! data for the "Proxy vs engine" dashboard (`tests/observability.rs` scrapes it). With
+//! `engine_metrics: sglang` (`--engine-metrics sglang`) it plays SGLang instead and serves the
+//! `sglang:*` equivalents (same label), so the SGLang panels are tested the same way. Latencies
 //! are taken from the same chunk stamps as [`RequestLog`], once per request when its body ends
 //! (definitions in [`metrics`]); nothing is done per chunk. Unlike vLLM, whose TTFT starts at
 //! tokenization, the sim's starts when the request head arrived (it has no separate
@@ -100,8 +102,8 @@ mod server;
 pub use body::SimBodyError;
 pub use cli::{run, run_with, Opts, Preset};
 pub use config::{
-    CacheConfig, ConfigError, FaultConfig, ModesConfig, OutputConfig, ReasoningField, SimConfig,
-    TimingConfig,
+    CacheConfig, ConfigError, EngineFlavor, FaultConfig, ModesConfig, OutputConfig, ReasoningField,
+    SimConfig, TimingConfig,
 };
 pub use server::SimServer;
 

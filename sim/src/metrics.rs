@@ -1,4 +1,5 @@
-//! The engine's own Prometheus view: the sim plays vLLM here and exports vLLM's series.
+//! The engine's own Prometheus view: the sim plays vLLM here and exports vLLM's series (or
+//! SGLang's, with `SimConfig::engine_metrics = sglang`).
 //!
 //! Why: a real vLLM serves `vllm:*` metrics on its API port; the "Proxy vs engine" dashboard
 //! compares the proxy's (`source="wire"`) view with them. The sim is our simulated vLLM, so its
@@ -8,7 +9,10 @@
 //! several sims in one process never share series), with the constant label
 //! `model_name` = `SimConfig::model` (vLLM's label name). Names are in
 //! [`tokentap_core::metrics::ENGINE_NAMES`]; TTFT/ITL/E2E use the SPEC §8 bucket lists
-//! ([`tokentap_core::metrics::buckets`]), which contain vLLM's own.
+//! ([`tokentap_core::metrics::buckets`]), which contain vLLM's own. [`VLLM_NAMES`] and
+//! [`SGLANG_NAMES`] list what each flavor exports; SGLang has no prefix-cache *queries* counter
+//! (its hits are `sglang:cached_tokens_total`) and calls the running gauge
+//! `sglang:num_running_reqs`.
 //!
 //! Data flow: `num_requests_running` goes up when a completion is admitted (its body is built)
 //! and down when the body ends. Everything else is observed once per request, when its body
@@ -23,6 +27,7 @@
 //! - prompt/generation tokens, prefix-cache queries (prompt tokens looked up) and hits (cached
 //!   tokens): every admitted completion, counted when it ends (generation = tokens written).
 
+use crate::config::EngineFlavor;
 use crate::{ChunkKind, RequestLog};
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounter, IntGauge, Opts, Registry, TextEncoder,
@@ -30,33 +35,77 @@ use prometheus::{
 use std::collections::HashMap;
 use tokentap_core::metrics::buckets;
 
-pub const TTFT: &str = "vllm:time_to_first_token_seconds";
-pub const ITL: &str = "vllm:inter_token_latency_seconds";
-pub const E2E: &str = "vllm:e2e_request_latency_seconds";
-pub const PREFIX_CACHE_QUERIES: &str = "vllm:prefix_cache_queries_total";
-pub const PREFIX_CACHE_HITS: &str = "vllm:prefix_cache_hits_total";
-pub const RUNNING: &str = "vllm:num_requests_running";
-pub const PROMPT_TOKENS: &str = "vllm:prompt_tokens_total";
-pub const GENERATION_TOKENS: &str = "vllm:generation_tokens_total";
+/// Names of one flavor, in the order of [`VLLM_NAMES`].
+struct Names {
+    ttft: &'static str,
+    itl: &'static str,
+    e2e: &'static str,
+    cache_queries: Option<&'static str>,
+    cache_hits: &'static str,
+    running: &'static str,
+    prompt_tokens: &'static str,
+    generation_tokens: &'static str,
+}
 
-/// Every name the sim exports (all listed in `tokentap_core::metrics::ENGINE_NAMES`).
-pub const NAMES: &[&str] = &[
-    TTFT,
-    ITL,
-    E2E,
-    PREFIX_CACHE_QUERIES,
-    PREFIX_CACHE_HITS,
-    RUNNING,
-    PROMPT_TOKENS,
-    GENERATION_TOKENS,
+const VLLM: Names = Names {
+    ttft: "vllm:time_to_first_token_seconds",
+    itl: "vllm:inter_token_latency_seconds",
+    e2e: "vllm:e2e_request_latency_seconds",
+    cache_queries: Some("vllm:prefix_cache_queries_total"),
+    cache_hits: "vllm:prefix_cache_hits_total",
+    running: "vllm:num_requests_running",
+    prompt_tokens: "vllm:prompt_tokens_total",
+    generation_tokens: "vllm:generation_tokens_total",
+};
+
+const SGLANG: Names = Names {
+    ttft: "sglang:time_to_first_token_seconds",
+    itl: "sglang:inter_token_latency_seconds",
+    e2e: "sglang:e2e_request_latency_seconds",
+    cache_queries: None,
+    cache_hits: "sglang:cached_tokens_total",
+    running: "sglang:num_running_reqs",
+    prompt_tokens: "sglang:prompt_tokens_total",
+    generation_tokens: "sglang:generation_tokens_total",
+};
+
+/// Every name the sim exports as vLLM (all listed in `tokentap_core::metrics::ENGINE_NAMES`).
+pub const VLLM_NAMES: &[&str] = &[
+    "vllm:time_to_first_token_seconds",
+    "vllm:inter_token_latency_seconds",
+    "vllm:e2e_request_latency_seconds",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:num_requests_running",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
 ];
+
+/// Every name the sim exports as SGLang (all listed in `tokentap_core::metrics::ENGINE_NAMES`).
+pub const SGLANG_NAMES: &[&str] = &[
+    "sglang:time_to_first_token_seconds",
+    "sglang:inter_token_latency_seconds",
+    "sglang:e2e_request_latency_seconds",
+    "sglang:cached_tokens_total",
+    "sglang:num_running_reqs",
+    "sglang:prompt_tokens_total",
+    "sglang:generation_tokens_total",
+];
+
+/// The names exported for `flavor`.
+pub fn names(flavor: EngineFlavor) -> &'static [&'static str] {
+    match flavor {
+        EngineFlavor::Vllm => VLLM_NAMES,
+        EngineFlavor::Sglang => SGLANG_NAMES,
+    }
+}
 
 pub(crate) struct EngineMetrics {
     registry: Registry,
     ttft: Histogram,
     itl: Histogram,
     e2e: Histogram,
-    cache_queries: IntCounter,
+    cache_queries: Option<IntCounter>,
     cache_hits: IntCounter,
     pub running: IntGauge,
     prompt_tokens: IntCounter,
@@ -64,7 +113,11 @@ pub(crate) struct EngineMetrics {
 }
 
 impl EngineMetrics {
-    pub fn new(model: &str) -> EngineMetrics {
+    pub fn new(flavor: EngineFlavor, model: &str) -> EngineMetrics {
+        let n = match flavor {
+            EngineFlavor::Vllm => &VLLM,
+            EngineFlavor::Sglang => &SGLANG,
+        };
         let consts = HashMap::from([("model_name".to_string(), model.to_string())]);
         // `new_custom` only fails on an invalid prefix or label *name*; the name is static.
         let registry = Registry::new_custom(None, Some(consts)).unwrap_or_else(|_| Registry::new());
@@ -78,13 +131,13 @@ impl EngineMetrics {
             h
         };
         let ttft = hist(
-            TTFT,
+            n.ttft,
             "Time to first token (sim: arrival to first text chunk written)",
             buckets::TTFT,
         );
-        let itl = hist(ITL, "Inter-token latency, per token", buckets::ITL);
+        let itl = hist(n.itl, "Inter-token latency, per token", buckets::ITL);
         let e2e = hist(
-            E2E,
+            n.e2e,
             "End-to-end request latency (arrival to last frame written)",
             buckets::E2E,
         );
@@ -95,15 +148,15 @@ impl EngineMetrics {
                 .expect("distinct metric");
             c
         };
-        let cache_queries = counter(
-            PREFIX_CACHE_QUERIES,
-            "Prompt tokens looked up in the prefix cache",
-        );
-        let cache_hits = counter(PREFIX_CACHE_HITS, "Prompt tokens found in the prefix cache");
-        let prompt_tokens = counter(PROMPT_TOKENS, "Prompt tokens of admitted requests");
-        let generation_tokens = counter(GENERATION_TOKENS, "Output tokens written");
-        let running = IntGauge::with_opts(Opts::new(RUNNING, "Requests admitted and not finished"))
-            .expect("static metric");
+        let cache_queries = n
+            .cache_queries
+            .map(|q| counter(q, "Prompt tokens looked up in the prefix cache"));
+        let cache_hits = counter(n.cache_hits, "Prompt tokens found in the prefix cache");
+        let prompt_tokens = counter(n.prompt_tokens, "Prompt tokens of admitted requests");
+        let generation_tokens = counter(n.generation_tokens, "Output tokens written");
+        let running =
+            IntGauge::with_opts(Opts::new(n.running, "Requests admitted and not finished"))
+                .expect("static metric");
         registry
             .register(Box::new(running.clone()))
             .expect("distinct metric");
@@ -125,7 +178,9 @@ impl EngineMetrics {
         self.prompt_tokens.inc_by(log.prompt_tokens);
         self.generation_tokens.inc_by(log.output_tokens);
         if cache_enabled {
-            self.cache_queries.inc_by(log.prompt_tokens);
+            if let Some(q) = &self.cache_queries {
+                q.inc_by(log.prompt_tokens);
+            }
             self.cache_hits.inc_by(log.cached_tokens);
         }
         let start = log.received.mono_ns;
@@ -167,5 +222,32 @@ impl EngineMetrics {
         // Encoding into a Vec fails only on metric families prometheus itself rejects.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_flavor_exports_exactly_its_listed_names() {
+        for (flavor, other) in [
+            (EngineFlavor::Vllm, EngineFlavor::Sglang),
+            (EngineFlavor::Sglang, EngineFlavor::Vllm),
+        ] {
+            let text = String::from_utf8(EngineMetrics::new(flavor, "m").render()).unwrap();
+            let types = text.lines().filter(|l| l.starts_with("# TYPE ")).count();
+            assert_eq!(types, names(flavor).len(), "{text}");
+            for n in names(flavor) {
+                assert!(text.contains(&format!("# TYPE {n} ")), "{n} in {text}");
+                assert!(
+                    tokentap_core::metrics::ENGINE_NAMES.contains(n),
+                    "{n} in core"
+                );
+            }
+            for n in names(other) {
+                assert!(!text.contains(n), "{n} not exported as {flavor:?}");
+            }
+        }
     }
 }

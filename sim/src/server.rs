@@ -73,7 +73,7 @@ impl Shared {
             }),
             log: LogStore::new(keep_log, config.chunk_log.as_deref())?,
             active_decodes: AtomicUsize::new(0),
-            metrics: EngineMetrics::new(&config.model),
+            metrics: EngineMetrics::new(config.engine_metrics, &config.model),
             config,
         })
     }

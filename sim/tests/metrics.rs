@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use tokentap_sim::{ChunkKind, SimConfig, SimServer};
+use tokentap_sim::{ChunkKind, EngineFlavor, SimConfig, SimServer};
 
 /// The value of the sample whose line starts with `series` (name plus label set, or name and
 /// a space when there are no labels besides the constant `model_name`).
@@ -103,7 +103,7 @@ async fn metrics_match_the_request_log() {
     {
         assert!(m.contains(name), "{name} exported");
     }
-    for name in tokentap_sim::metrics::NAMES {
+    for name in tokentap_sim::metrics::VLLM_NAMES {
         assert!(
             tokentap_core::metrics::ENGINE_NAMES.contains(name),
             "{name} listed in core's ENGINE_NAMES"
@@ -134,4 +134,39 @@ async fn running_gauge_counts_an_open_stream() {
         sample(&m, "vllm:num_requests_running{model_name=\"tokentap-sim\"}"),
         0.0
     );
+}
+
+#[tokio::test]
+async fn sglang_flavor_exports_sglang_names() {
+    let mut c = SimConfig::zero_delay();
+    c.engine_metrics = EngineFlavor::Sglang;
+    c.modes.tokens_per_chunk = 2;
+    let s = SimServer::start(c).await.unwrap();
+    let body = json!({"messages": [{"role": "user", "content": text(400, 1)}], "stream": true,
+                      "max_completion_tokens": 8});
+    for _ in 0..2 {
+        assert!(chat(s.addr(), body.clone()).await.done());
+    }
+    s.wait_finished(2).await;
+    let log = s.log();
+    let m = String::from_utf8(send(s.addr(), get("/metrics")).await.body).unwrap();
+    let l = "{model_name=\"tokentap-sim\"}";
+    assert_eq!(
+        sample(&m, &format!("sglang:time_to_first_token_seconds_count{l}")),
+        2.0
+    );
+    assert_eq!(
+        sample(&m, &format!("sglang:e2e_request_latency_seconds_count{l}")),
+        2.0
+    );
+    let cached: u64 = log.iter().map(|r| r.cached_tokens).sum();
+    assert!(cached > 0);
+    assert_eq!(
+        sample(&m, &format!("sglang:cached_tokens_total{l}")),
+        cached as f64
+    );
+    for name in tokentap_sim::metrics::SGLANG_NAMES {
+        assert!(m.contains(&format!("# TYPE {name} ")), "{name} exported");
+    }
+    assert!(!m.contains("vllm:"));
 }
