@@ -24,16 +24,16 @@ pub struct Opts {
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
     /// Coding trajectories to synthesize (deep, tool calls, growing context).
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 8)]
     pub coding: usize,
     /// Workflow trajectories to synthesize (shallow, large shared system prompt).
-    #[arg(long, default_value_t = 26)]
+    #[arg(long, default_value_t = 48)]
     pub workflow: usize,
     /// Size multiplier for the synthetic dataset.
     #[arg(long, default_value_t = 0.3)]
     pub scale: f64,
     /// Multiplier applied to the dataset's inter-turn delays.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = 0.1)]
     pub delay_scale: f64,
     /// Simulated decode time per output token, ms.
     #[arg(long, default_value_t = 2.0)]
@@ -152,6 +152,12 @@ pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Resu
             String::new()
         }
     );
+    if let Some(dir) = &outcome.out_dir {
+        println!(
+            "report: {} (open it in a browser)",
+            dir.join("report.html").display()
+        );
+    }
     println!(
         "\nThe simulated server is not a real model, so the accuracy gates cannot pass: the\n\
          verdict above is expected. Point `tokentap replay --endpoint` at a real server next."
