@@ -82,6 +82,12 @@ pub struct Opts {
     /// Seconds to wait for an upstream TCP connection before trying the next replica.
     #[arg(long, env = "TOKENTAP_PROXY_CONNECT_TIMEOUT", default_value_t = 5.0)]
     pub connect_timeout: f64,
+    /// Seconds an idle pooled upstream connection is kept. Keep it below the server's own
+    /// keep-alive timeout (uvicorn, under vLLM and SGLang: 5 s; llama.cpp's server: 5 s): a
+    /// request sent on a connection the server is closing at that moment fails with "connection
+    /// closed before message completed", and a POST cannot be retried transparently.
+    #[arg(long, env = "TOKENTAP_PROXY_UPSTREAM_KEEPALIVE", default_value_t = 4.0)]
+    pub upstream_keepalive: f64,
     /// Largest request head accepted (431 above).
     #[arg(long, env = "TOKENTAP_PROXY_MAX_HEADER_BYTES", default_value_t = 64 << 10)]
     pub max_header_bytes: usize,
@@ -137,6 +143,8 @@ pub struct Config {
     /// Longest silence inside a response body (zero: no limit).
     pub upstream_idle_timeout: Duration,
     pub connect_timeout: Duration,
+    /// Idle pooled upstream connections are closed after this long.
+    pub upstream_keepalive: Duration,
     pub max_header_bytes: usize,
     pub max_body_bytes: u64,
     /// Request bodies up to this size are parsed for `model`, `stream`, ... (bigger ones are
@@ -169,6 +177,7 @@ impl Config {
             upstream_timeout: Duration::from_secs(3600),
             upstream_idle_timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(5),
+            upstream_keepalive: Duration::from_secs(4),
             max_header_bytes: 64 << 10,
             max_body_bytes: 64 << 20,
             sniff_limit: 16 << 20,
@@ -212,6 +221,7 @@ impl Config {
         c.upstream_timeout = secs("upstream-timeout", o.upstream_timeout)?;
         c.upstream_idle_timeout = secs("upstream-idle-timeout", o.upstream_idle_timeout)?;
         c.connect_timeout = secs("connect-timeout", o.connect_timeout)?;
+        c.upstream_keepalive = secs("upstream-keepalive", o.upstream_keepalive)?;
         c.max_header_bytes = o.max_header_bytes;
         c.max_body_bytes = o.max_body_bytes;
         c.inject_usage = o.inject_usage;

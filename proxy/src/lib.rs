@@ -263,7 +263,7 @@ pub fn shared(cfg: Config) -> Result<Arc<Shared>, StartError> {
     let needs_roots = cfg.upstreams.iter().any(|u| u.starts_with("https://"));
     let clients = upstream::Clients::new(&upstream::ClientConfig {
         connect_timeout: cfg.connect_timeout,
-        pool_idle_timeout: Duration::from_secs(90),
+        pool_idle_timeout: cfg.upstream_keepalive,
         extra_ca: cfg.upstream_ca.clone(),
         native_roots: needs_roots,
     })?;
