@@ -38,7 +38,7 @@ fn help_lists_every_subcommand_and_each_help_works() {
     let out = tokentap(&["--help"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for sub in ["demo", "replay", "proxy", "sim", "dataset"] {
+    for sub in ["demo", "replay", "proxy", "sim", "dataset", "compare", "report"] {
         assert!(text.contains(sub), "--help does not mention {sub}:\n{text}");
         let out = tokentap(&[sub, "--help"]);
         assert!(out.status.success(), "{sub} --help failed");
@@ -277,5 +277,77 @@ fn replay_interrupted_stops_cancels_in_flight_and_writes_every_record() {
         Some(3),
         "{summary}"
     );
+    rt.block_on(sim.shutdown());
+}
+
+/// `tokentap proxy` as a real process: SIGTERM with a stream in flight stops accepting, lets the
+/// stream finish within `--grace`, writes its record and exits 0.
+#[test]
+fn proxy_cli_drains_a_stream_in_flight_on_sigterm_and_records_it() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut cfg = tokentap_sim::SimConfig::zero_delay();
+    cfg.timing.decode_ms = 10.0; // ~0.4 s of streaming: in flight when the signal comes
+    cfg.output.mean_tokens = 40.0;
+    cfg.output.sigma = 0.0;
+    let sim = rt.block_on(tokentap_sim::SimServer::start(cfg)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .args([
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:0",
+            "--grace",
+            "30",
+        ])
+        .args(["--upstream", &sim.base_url(), "--records"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a first line").unwrap();
+    let addr = first
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    let client = std::thread::spawn(move || {
+        let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"max_completion_tokens":40}"#;
+        let mut s = TcpStream::connect(&addr).unwrap();
+        write!(
+            s,
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Session-ID: drain-1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        resp
+    });
+    // The real event: the sim has sent the response head and the body is not finished.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !sim.log().iter().any(|r| r.status == 200 && !r.finished) {
+        assert!(Instant::now() < deadline, "the stream never started");
+        std::thread::yield_now();
+    }
+    signal(child.id(), "-TERM");
+    let resp = client.join().unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(
+        resp.contains("data: [DONE]"),
+        "the stream finished through the drain:\n{resp}"
+    );
+    let status = child.wait().unwrap();
+    assert!(status.success(), "proxy exited with {status}");
+    let records: Vec<Value> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flat_map(|e| read_jsonl(&e.unwrap().path()))
+        .collect();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["status"], "ok");
+    assert_eq!(records[0]["conversation_id"], "drain-1");
+    assert_eq!(records[0]["output_tokens"].as_u64(), Some(40));
     rt.block_on(sim.shutdown());
 }
