@@ -30,8 +30,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the demo: simulated server + replay of a small synthetic dataset, with live progress
-    /// and a summary. No arguments needed; takes about a minute.
+    /// Run the demo: replay of a small synthetic dataset through the proxy to the simulated
+    /// server, with live progress, the summary, client vs wire, and an HTML report. No arguments
+    /// needed; takes under a minute.
     Demo(demo::Opts),
     /// Replay agentic trajectories against an OpenAI-compatible endpoint (MLPerf closed loop).
     Replay(Box<tokentap_replay::Opts>),
