@@ -263,3 +263,196 @@ mod tests {
         );
     }
 }
+
+/// Registration helpers for a non-global registry. Invariant for every `expect` here: callers
+/// pass static, distinct names and label sets, so creation and registration cannot fail.
+pub mod register {
+    use prometheus::{
+        HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    };
+
+    pub fn histogram_vec(
+        r: &Registry,
+        name: &str,
+        help: &str,
+        b: &[f64],
+        l: &[&str],
+    ) -> HistogramVec {
+        let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(b.to_vec()), l)
+            .expect("static metric");
+        r.register(Box::new(h.clone())).expect("distinct metric");
+        h
+    }
+
+    pub fn counter_vec(r: &Registry, name: &str, help: &str, l: &[&str]) -> IntCounterVec {
+        let c = IntCounterVec::new(Opts::new(name, help), l).expect("static metric");
+        r.register(Box::new(c.clone())).expect("distinct metric");
+        c
+    }
+
+    pub fn counter(r: &Registry, name: &str, help: &str) -> IntCounter {
+        let c = IntCounter::new(name, help).expect("static metric");
+        r.register(Box::new(c.clone())).expect("distinct metric");
+        c
+    }
+
+    pub fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
+        let g = IntGauge::new(name, help).expect("static metric");
+        r.register(Box::new(g.clone())).expect("distinct metric");
+        g
+    }
+}
+
+/// The per-turn series the proxy (`source="wire"`) and the replay (`source="client"`) both
+/// export under the same names, labelled by the capped `model`: latency histograms, tokens per
+/// chunk, context growth and token counters. Observed once per turn from its finished
+/// [`Measured`](crate::timeline::Measured); label lookups happen there, never per chunk.
+pub struct TurnSeries {
+    pub ttfb: prometheus::HistogramVec,
+    pub ttft: prometheus::HistogramVec,
+    pub e2e: prometheus::HistogramVec,
+    pub tpot: prometheus::HistogramVec,
+    /// One sample per token (a chunk of k tokens after a gap g gives k samples of g/k).
+    pub itl: prometheus::HistogramVec,
+    pub inter_chunk: prometheus::HistogramVec,
+    pub tokens_per_chunk: prometheus::HistogramVec,
+    pub prompt_tokens_per_turn: prometheus::HistogramVec,
+    pub prompt_tokens: prometheus::IntCounterVec,
+    pub cached_tokens: prometheus::IntCounterVec,
+    pub output_tokens: prometheus::IntCounterVec,
+    pub reasoning_tokens: prometheus::IntCounterVec,
+    pub streams_without_usage: prometheus::IntCounterVec,
+}
+
+impl TurnSeries {
+    /// Registers the series in `r` (whose constant labels carry `source`).
+    pub fn register(r: &prometheus::Registry) -> TurnSeries {
+        use register::{counter_vec, histogram_vec as hist};
+        let m = &["model"];
+        TurnSeries {
+            ttfb: hist(
+                r,
+                names::TTFB_SECONDS,
+                "First response byte",
+                buckets::TTFT,
+                m,
+            ),
+            ttft: hist(
+                r,
+                names::TTFT_SECONDS,
+                "First token-carrying chunk",
+                buckets::TTFT,
+                m,
+            ),
+            e2e: hist(
+                r,
+                names::E2E_SECONDS,
+                "Request to last byte",
+                buckets::E2E,
+                m,
+            ),
+            tpot: hist(
+                r,
+                names::TPOT_SECONDS,
+                "(E2E - TTFT) / (tokens - 1)",
+                buckets::ITL,
+                m,
+            ),
+            itl: hist(
+                r,
+                names::ITL_SECONDS,
+                "Inter-token latency, one sample per token (SPEC 7)",
+                buckets::ITL,
+                m,
+            ),
+            inter_chunk: hist(
+                r,
+                names::INTER_CHUNK_SECONDS,
+                "Gap between token-carrying chunks",
+                buckets::ITL,
+                m,
+            ),
+            tokens_per_chunk: hist(
+                r,
+                names::TOKENS_PER_CHUNK,
+                "Tokens carried by one chunk",
+                buckets::TOKENS_PER_CHUNK,
+                m,
+            ),
+            prompt_tokens_per_turn: hist(
+                r,
+                names::PROMPT_TOKENS_PER_TURN,
+                "Prompt tokens of one turn (context growth)",
+                buckets::TOKENS,
+                m,
+            ),
+            prompt_tokens: counter_vec(r, names::PROMPT_TOKENS_TOTAL, "Prompt tokens", m),
+            cached_tokens: counter_vec(
+                r,
+                names::CACHED_TOKENS_TOTAL,
+                "Cached prompt tokens (prompt_tokens_details.cached_tokens)",
+                m,
+            ),
+            output_tokens: counter_vec(r, names::OUTPUT_TOKENS_TOTAL, "Output tokens", m),
+            reasoning_tokens: counter_vec(
+                r,
+                names::REASONING_TOKENS_TOTAL,
+                "Reasoning tokens (completion_tokens_details)",
+                m,
+            ),
+            streams_without_usage: counter_vec(
+                r,
+                names::STREAMS_WITHOUT_USAGE_TOTAL,
+                "Streams that ended without a usage chunk",
+                m,
+            ),
+        }
+    }
+
+    /// Observes one finished turn. `streamed`: the response was a stream (only streams count
+    /// toward `streams_without_usage`).
+    pub fn observe(&self, ms: &crate::timeline::Measured, model: &str, streamed: bool) {
+        let l = [model];
+        let secs = |ns: u64| ns as f64 / 1e9;
+        for (h, v) in [
+            (&self.ttfb, ms.ttfb_ns),
+            (&self.ttft, ms.ttft_ns),
+            (&self.e2e, ms.e2e_ns),
+            (&self.tpot, ms.tpot_ns),
+        ] {
+            if let Some(t) = v {
+                h.with_label_values(&l).observe(secs(t));
+            }
+        }
+        let itl = self.itl.with_label_values(&l);
+        for s in ms.itl_samples() {
+            itl.observe(s / 1e9);
+        }
+        let ic = self.inter_chunk.with_label_values(&l);
+        for s in ms.inter_chunk_samples() {
+            ic.observe(s / 1e9);
+        }
+        let tpc = self.tokens_per_chunk.with_label_values(&l);
+        for c in ms.chunks.iter().filter(|c| c.text) {
+            tpc.observe(c.tokens as f64);
+        }
+        if let Some(p) = ms.prompt_tokens {
+            self.prompt_tokens_per_turn
+                .with_label_values(&l)
+                .observe(p as f64);
+            self.prompt_tokens.with_label_values(&l).inc_by(p);
+        }
+        for (c, v) in [
+            (&self.cached_tokens, ms.cached_tokens),
+            (&self.output_tokens, ms.output_tokens),
+            (&self.reasoning_tokens, ms.reasoning_tokens),
+        ] {
+            if let Some(n) = v {
+                c.with_label_values(&l).inc_by(n);
+            }
+        }
+        if ms.prompt_tokens.is_none() && streamed {
+            self.streams_without_usage.with_label_values(&l).inc();
+        }
+    }
+}

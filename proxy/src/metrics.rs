@@ -16,12 +16,13 @@
 //! fixed set in [`crate::service::Route`], `model` by the cap.
 
 use prometheus::{
-    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    Opts, Registry, TextEncoder,
+    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Registry,
+    TextEncoder,
 };
 use std::collections::HashMap;
 use std::sync::Mutex;
-use tokentap_core::metrics::{buckets, labels, names, ModelCap};
+use tokentap_core::metrics::register::{counter, counter_vec, gauge};
+use tokentap_core::metrics::{buckets, labels, names, ModelCap, TurnSeries};
 use tokentap_core::record::{ErrorSource, TurnRecord};
 
 pub use tokentap_core::metrics::status_class;
@@ -57,49 +58,11 @@ pub struct Metrics {
     pub upstream_errors: IntCounterVec,
     pub malformed_events: IntCounter,
     pub usage_injected: IntCounter,
-    pub ttfb: HistogramVec,
-    pub ttft: HistogramVec,
-    pub e2e: HistogramVec,
-    pub tpot: HistogramVec,
-    pub itl: HistogramVec,
-    pub inter_chunk: HistogramVec,
-    pub tokens_per_chunk: HistogramVec,
-    pub prompt_tokens_per_turn: HistogramVec,
-    pub prompt_tokens: IntCounterVec,
-    pub cached_tokens: IntCounterVec,
-    pub output_tokens: IntCounterVec,
-    pub reasoning_tokens: IntCounterVec,
-    pub streams_without_usage: IntCounterVec,
+    /// The per-turn series shared with the replay (latency histograms, token counters).
+    pub turn: TurnSeries,
     /// The proxy's own time per (sampled) chunk: framer + chunk parse + timeline.
     pub chunk_processing: Histogram,
     models: Mutex<ModelCap>,
-}
-
-fn hist(reg: &Registry, name: &str, help: &str, b: &[f64], l: &[&str]) -> HistogramVec {
-    // Invariant: names and label sets are static and distinct, so creation and registration
-    // cannot fail.
-    let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(b.to_vec()), l)
-        .expect("static metric");
-    reg.register(Box::new(h.clone())).expect("distinct metric");
-    h
-}
-
-fn counter_vec(reg: &Registry, name: &str, help: &str, l: &[&str]) -> IntCounterVec {
-    let c = IntCounterVec::new(Opts::new(name, help), l).expect("static metric");
-    reg.register(Box::new(c.clone())).expect("distinct metric");
-    c
-}
-
-fn counter(reg: &Registry, name: &str, help: &str) -> IntCounter {
-    let c = IntCounter::new(name, help).expect("static metric");
-    reg.register(Box::new(c.clone())).expect("distinct metric");
-    c
-}
-
-fn gauge(reg: &Registry, name: &str, help: &str) -> IntGauge {
-    let g = IntGauge::new(name, help).expect("static metric");
-    reg.register(Box::new(g.clone())).expect("distinct metric");
-    g
 }
 
 impl Metrics {
@@ -111,7 +74,6 @@ impl Metrics {
     pub fn with_model_cap(cap: usize) -> Metrics {
         let consts = HashMap::from([("source".to_string(), labels::SOURCE_WIRE.to_string())]);
         let r = Registry::new_custom(None, Some(consts)).unwrap_or_else(|_| Registry::new());
-        let m = ["model"];
         let req = counter_vec(
             &r,
             names::REQUESTS_TOTAL,
@@ -174,82 +136,7 @@ impl Metrics {
                 USAGE_INJECTED_TOTAL,
                 "Requests whose stream_options the proxy extended (--inject-usage)",
             ),
-            ttfb: hist(
-                &r,
-                names::TTFB_SECONDS,
-                "First response byte",
-                buckets::TTFT,
-                &m,
-            ),
-            ttft: hist(
-                &r,
-                names::TTFT_SECONDS,
-                "First token-carrying chunk",
-                buckets::TTFT,
-                &m,
-            ),
-            e2e: hist(
-                &r,
-                names::E2E_SECONDS,
-                "Request to last byte",
-                buckets::E2E,
-                &m,
-            ),
-            tpot: hist(
-                &r,
-                names::TPOT_SECONDS,
-                "(E2E - TTFT) / (tokens - 1)",
-                buckets::ITL,
-                &m,
-            ),
-            itl: hist(
-                &r,
-                names::ITL_SECONDS,
-                "Inter-token latency, one sample per token (SPEC 7)",
-                buckets::ITL,
-                &m,
-            ),
-            inter_chunk: hist(
-                &r,
-                names::INTER_CHUNK_SECONDS,
-                "Gap between token-carrying chunks",
-                buckets::ITL,
-                &m,
-            ),
-            tokens_per_chunk: hist(
-                &r,
-                names::TOKENS_PER_CHUNK,
-                "Tokens carried by one chunk",
-                buckets::TOKENS_PER_CHUNK,
-                &m,
-            ),
-            prompt_tokens_per_turn: hist(
-                &r,
-                names::PROMPT_TOKENS_PER_TURN,
-                "Prompt tokens of one turn (context growth)",
-                buckets::TOKENS,
-                &m,
-            ),
-            prompt_tokens: counter_vec(&r, names::PROMPT_TOKENS_TOTAL, "Prompt tokens", &m),
-            cached_tokens: counter_vec(
-                &r,
-                names::CACHED_TOKENS_TOTAL,
-                "Cached prompt tokens (prompt_tokens_details.cached_tokens)",
-                &m,
-            ),
-            output_tokens: counter_vec(&r, names::OUTPUT_TOKENS_TOTAL, "Output tokens", &m),
-            reasoning_tokens: counter_vec(
-                &r,
-                names::REASONING_TOKENS_TOTAL,
-                "Reasoning tokens (completion_tokens_details)",
-                &m,
-            ),
-            streams_without_usage: counter_vec(
-                &r,
-                names::STREAMS_WITHOUT_USAGE_TOTAL,
-                "Streams that ended without a usage chunk",
-                &m,
-            ),
+            turn: TurnSeries::register(&r),
             chunk_processing,
             models: Mutex::new(ModelCap::new(cap)),
             registry: r,
@@ -292,50 +179,7 @@ impl Metrics {
         if !llm {
             return;
         }
-        let l = [model];
-        let secs = |ns: u64| ns as f64 / 1e9;
-        if let Some(t) = ms.ttfb_ns {
-            self.ttfb.with_label_values(&l).observe(secs(t));
-        }
-        if let Some(t) = ms.ttft_ns {
-            self.ttft.with_label_values(&l).observe(secs(t));
-        }
-        if let Some(t) = ms.e2e_ns {
-            self.e2e.with_label_values(&l).observe(secs(t));
-        }
-        if let Some(t) = ms.tpot_ns {
-            self.tpot.with_label_values(&l).observe(secs(t));
-        }
-        let itl = self.itl.with_label_values(&l);
-        for s in ms.itl_samples() {
-            itl.observe(s / 1e9);
-        }
-        let ic = self.inter_chunk.with_label_values(&l);
-        for s in ms.inter_chunk_samples() {
-            ic.observe(s / 1e9);
-        }
-        let tpc = self.tokens_per_chunk.with_label_values(&l);
-        for c in ms.chunks.iter().filter(|c| c.text) {
-            tpc.observe(c.tokens as f64);
-        }
-        if let Some(p) = ms.prompt_tokens {
-            self.prompt_tokens_per_turn
-                .with_label_values(&l)
-                .observe(p as f64);
-            self.prompt_tokens.with_label_values(&l).inc_by(p);
-        }
-        if let Some(c) = ms.cached_tokens {
-            self.cached_tokens.with_label_values(&l).inc_by(c);
-        }
-        if let Some(o) = ms.output_tokens {
-            self.output_tokens.with_label_values(&l).inc_by(o);
-        }
-        if let Some(r) = ms.reasoning_tokens {
-            self.reasoning_tokens.with_label_values(&l).inc_by(r);
-        }
-        if ms.prompt_tokens.is_none() && rec.stream == Some(true) {
-            self.streams_without_usage.with_label_values(&l).inc();
-        }
+        self.turn.observe(ms, model, rec.stream == Some(true));
     }
 
     /// The Prometheus text exposition.

@@ -20,15 +20,13 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use prometheus::{
-    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
-};
+use prometheus::{Encoder, Gauge, IntCounterVec, IntGauge, Registry, TextEncoder};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
-use tokentap_core::metrics::{buckets, labels, names, status_class, ModelCap};
+use tokentap_core::metrics::register::{counter_vec as counter, gauge};
+use tokentap_core::metrics::{labels, names, status_class, ModelCap, TurnSeries};
 use tokentap_core::record::{ErrorSource, Status, TurnRecord};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -45,45 +43,13 @@ pub struct ClientMetrics {
     turns_per_session: Gauge,
     delay_queue: IntGauge,
     in_window: IntGauge,
-    ttfb: HistogramVec,
-    ttft: HistogramVec,
-    e2e: HistogramVec,
-    tpot: HistogramVec,
-    itl: HistogramVec,
-    inter_chunk: HistogramVec,
-    tokens_per_chunk: HistogramVec,
-    prompt_tokens_per_turn: HistogramVec,
-    prompt_tokens: IntCounterVec,
-    cached_tokens: IntCounterVec,
-    output_tokens: IntCounterVec,
-    reasoning_tokens: IntCounterVec,
-    streams_without_usage: IntCounterVec,
+    /// The per-turn series shared with the proxy (latency histograms, token counters).
+    turn: TurnSeries,
     models: Mutex<ModelCap>,
 }
 
-// Invariant for every `expect` in this file: names and label sets are static and distinct, so
-// creation and registration cannot fail.
-fn hist(r: &Registry, name: &str, help: &str, b: &[f64]) -> HistogramVec {
-    let h = HistogramVec::new(
-        HistogramOpts::new(name, help).buckets(b.to_vec()),
-        &["model"],
-    )
-    .expect("static metric");
-    r.register(Box::new(h.clone())).expect("distinct metric");
-    h
-}
-
-fn counter(r: &Registry, name: &str, help: &str, l: &[&str]) -> IntCounterVec {
-    let c = IntCounterVec::new(Opts::new(name, help), l).expect("static metric");
-    r.register(Box::new(c.clone())).expect("distinct metric");
-    c
-}
-
-fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
-    let g = IntGauge::new(name, help).expect("static metric");
-    r.register(Box::new(g.clone())).expect("distinct metric");
-    g
-}
+// Invariant for the `expect`s in this file: names are static and distinct, so creation and
+// registration cannot fail.
 
 impl Default for ClientMetrics {
     fn default() -> Self {
@@ -102,7 +68,6 @@ impl ClientMetrics {
         .expect("static metric");
         r.register(Box::new(turns_per_session.clone()))
             .expect("distinct metric");
-        let m = ["model"];
         let in_window = gauge(
             &r,
             names::IN_WINDOW,
@@ -138,59 +103,7 @@ impl ClientMetrics {
                 "Conversations sleeping in an inter-turn delay",
             ),
             in_window,
-            ttfb: hist(
-                &r,
-                names::TTFB_SECONDS,
-                "First response byte",
-                buckets::TTFT,
-            ),
-            ttft: hist(
-                &r,
-                names::TTFT_SECONDS,
-                "First token-carrying chunk",
-                buckets::TTFT,
-            ),
-            e2e: hist(&r, names::E2E_SECONDS, "Send to last byte", buckets::E2E),
-            tpot: hist(
-                &r,
-                names::TPOT_SECONDS,
-                "(E2E - TTFT) / (tokens - 1)",
-                buckets::ITL,
-            ),
-            itl: hist(
-                &r,
-                names::ITL_SECONDS,
-                "Inter-token latency, one sample per token (SPEC 7)",
-                buckets::ITL,
-            ),
-            inter_chunk: hist(
-                &r,
-                names::INTER_CHUNK_SECONDS,
-                "Gap between token-carrying chunks",
-                buckets::ITL,
-            ),
-            tokens_per_chunk: hist(
-                &r,
-                names::TOKENS_PER_CHUNK,
-                "Tokens carried by one chunk",
-                buckets::TOKENS_PER_CHUNK,
-            ),
-            prompt_tokens_per_turn: hist(
-                &r,
-                names::PROMPT_TOKENS_PER_TURN,
-                "Prompt tokens of one turn (context growth)",
-                buckets::TOKENS,
-            ),
-            prompt_tokens: counter(&r, names::PROMPT_TOKENS_TOTAL, "Prompt tokens", &m),
-            cached_tokens: counter(&r, names::CACHED_TOKENS_TOTAL, "Cached prompt tokens", &m),
-            output_tokens: counter(&r, names::OUTPUT_TOKENS_TOTAL, "Output tokens", &m),
-            reasoning_tokens: counter(&r, names::REASONING_TOKENS_TOTAL, "Reasoning tokens", &m),
-            streams_without_usage: counter(
-                &r,
-                names::STREAMS_WITHOUT_USAGE_TOTAL,
-                "Streams that ended without a usage chunk",
-                &m,
-            ),
+            turn: TurnSeries::register(&r),
             models: Mutex::new(ModelCap::new(labels::MODEL_CAP)),
             registry: r,
         }
@@ -249,51 +162,8 @@ impl ClientMetrics {
                 "none",
             ])
             .inc();
-        let l = [model];
-        let ms = &rec.measured;
-        let secs = |ns: u64| ns as f64 / 1e9;
-        if let Some(t) = ms.ttfb_ns {
-            self.ttfb.with_label_values(&l).observe(secs(t));
-        }
-        if let Some(t) = ms.ttft_ns {
-            self.ttft.with_label_values(&l).observe(secs(t));
-        }
-        if let Some(t) = ms.e2e_ns {
-            self.e2e.with_label_values(&l).observe(secs(t));
-        }
-        if let Some(t) = ms.tpot_ns {
-            self.tpot.with_label_values(&l).observe(secs(t));
-        }
-        let itl = self.itl.with_label_values(&l);
-        for s in ms.itl_samples() {
-            itl.observe(s / 1e9);
-        }
-        let ic = self.inter_chunk.with_label_values(&l);
-        for s in ms.inter_chunk_samples() {
-            ic.observe(s / 1e9);
-        }
-        let tpc = self.tokens_per_chunk.with_label_values(&l);
-        for c in ms.chunks.iter().filter(|c| c.text) {
-            tpc.observe(c.tokens as f64);
-        }
-        if let Some(p) = ms.prompt_tokens {
-            self.prompt_tokens_per_turn
-                .with_label_values(&l)
-                .observe(p as f64);
-            self.prompt_tokens.with_label_values(&l).inc_by(p);
-        }
-        if let Some(c) = ms.cached_tokens {
-            self.cached_tokens.with_label_values(&l).inc_by(c);
-        }
-        if let Some(o) = ms.output_tokens {
-            self.output_tokens.with_label_values(&l).inc_by(o);
-        }
-        if let Some(r) = ms.reasoning_tokens {
-            self.reasoning_tokens.with_label_values(&l).inc_by(r);
-        }
-        if ms.prompt_tokens.is_none() {
-            self.streams_without_usage.with_label_values(&l).inc();
-        }
+        // Every replay request streams.
+        self.turn.observe(&rec.measured, model, true);
     }
 
     /// The text exposition; scrape-time gauges are refreshed from `counters` first.
