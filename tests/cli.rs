@@ -38,7 +38,9 @@ fn help_lists_every_subcommand_and_each_help_works() {
     let out = tokentap(&["--help"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for sub in ["demo", "replay", "proxy", "sim", "dataset", "compare", "report"] {
+    for sub in [
+        "demo", "replay", "proxy", "sim", "dataset", "compare", "report",
+    ] {
         assert!(text.contains(sub), "--help does not mention {sub}:\n{text}");
         let out = tokentap(&[sub, "--help"]);
         assert!(out.status.success(), "{sub} --help failed");
