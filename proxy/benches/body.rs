@@ -22,15 +22,11 @@
 //! Nearly all of the per-chunk cost is `ChunkInfo::parse` (serde over the chunk JSON, in core);
 //! the framer and the timeline push are a few tens of ns.
 //!
-// The counting allocator needs `unsafe impl GlobalAlloc`; bench-only, measured need.
-#![allow(unsafe_code)]
 
 use bytes::Bytes;
 use criterion::{criterion_group, Criterion, Throughput};
 use http_body::{Body, Frame};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
 use tokentap_core::clock::{self, Anchor};
 use tokentap_core::sse::Framer;
@@ -39,25 +35,8 @@ use tokentap_proxy::meter::{MeteredBody, Tap};
 use tokentap_proxy::service::Route;
 use tokentap_proxy::Config;
 
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: tokentap_benchutil::Counting = tokentap_benchutil::Counting;
 
 const CHUNKS: usize = 256;
 
@@ -160,14 +139,14 @@ fn benches(c: &mut Criterion) {
     for _ in 0..20 {
         let _ = Pin::new(&mut body).poll_frame(&mut cx);
     }
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = tokentap_benchutil::allocations();
     for _ in 0..200 {
         let _ = Pin::new(&mut body).poll_frame(&mut cx);
     }
-    let steady = ALLOCS.load(Ordering::Relaxed) - before;
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let steady = tokentap_benchutil::allocations() - before;
+    let before = tokentap_benchutil::allocations();
     let _ = drain(body);
-    let end = ALLOCS.load(Ordering::Relaxed) - before;
+    let end = tokentap_benchutil::allocations() - before;
     println!("allocations on the steady path: {steady} over 200 chunks ({:.3}/chunk); record at the end of the stream: {end}", steady as f64 / 200.0);
 }
 

@@ -29,8 +29,6 @@
 //! zero-delay run is the one for throughput ratio, CPU and allocations, and a paced run
 //! (`--decode-ms 10`: offered load below capacity, as with a real engine) is the one for added
 //! latency per chunk and TTFT.
-// The counting allocator needs `unsafe impl GlobalAlloc`; example-only, measured need.
-#![allow(unsafe_code)]
 
 use bytes::Bytes;
 use http::Request;
@@ -38,11 +36,9 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokentap_core::chunk::ChunkInfo;
 use tokentap_core::clock;
@@ -50,25 +46,8 @@ use tokentap_core::sse::Framer;
 use tokentap_core::stats::Samples;
 use tokentap_sim::{SimConfig, SimServer};
 
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: tokentap_benchutil::Counting = tokentap_benchutil::Counting;
 
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
@@ -118,7 +97,7 @@ fn child(upstream: String) -> anyhow::Result<()> {
             for line in stdin.lock().lines() {
                 let Ok(line) = line else { break };
                 if line.trim() == "stats" {
-                    println!("allocs {}", ALLOCS.load(Ordering::Relaxed));
+                    println!("allocs {}", tokentap_benchutil::allocations());
                     let _ = std::io::stdout().flush();
                 }
             }

@@ -19,36 +19,15 @@
 //!   allocations over one 20000-chunk stream: 692 (0.0346/chunk)
 //! i.e. the 16 KiB event arena refilling every ~80 chunks; nothing per chunk.
 //!
-// The counting allocator needs `unsafe impl GlobalAlloc`; bench-only, measured need.
-#![allow(unsafe_code)]
 
 use criterion::{criterion_group, Criterion, Throughput};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokentap_sim::{SimConfig, SimServer};
 
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: tokentap_benchutil::Counting = tokentap_benchutil::Counting;
 
 const TOKENS: u64 = 20_000;
 
@@ -138,9 +117,9 @@ fn alloc_report() {
     conn.set_nodelay(true).expect("nodelay");
     let mut buf = vec![0u8; 256 * 1024];
     stream_once(&mut conn, &mut buf, 1_000);
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = tokentap_benchutil::allocations();
     stream_once(&mut conn, &mut buf, TOKENS);
-    let n = ALLOCS.load(Ordering::Relaxed) - before;
+    let n = tokentap_benchutil::allocations() - before;
     println!(
         "allocations over one {TOKENS}-chunk stream: {n} ({:.4}/chunk)",
         n as f64 / TOKENS as f64
