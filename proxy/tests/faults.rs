@@ -150,15 +150,7 @@ async fn malformed_sse_passes_byte_for_byte_and_is_counted() {
     let behind = sim(cfg).await;
     let p = proxy(proxy_cfg(&[behind.base_url()])).await;
     let body = chat(true, 6, json!({}));
-    let a = send(
-        &client(),
-        post(
-            &format!("{}/v1/chat/completions", direct.base_url()),
-            body.clone(),
-            None,
-        ),
-    )
-    .await;
+    let a = send(&client(), post_chat(&direct.base_url(), body.clone(), None)).await;
     let b = send(&client(), post(&url(&p), body, None)).await;
     assert_eq!(mask_created(&a.body), mask_created(&b.body));
     assert!(b.text().contains("data: {\"choices\":[{\"delta\":\n"));

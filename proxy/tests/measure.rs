@@ -86,11 +86,7 @@ async fn one(cfg: SimConfig, extra: serde_json::Value, max: u64) -> (TurnRecord,
     let c = client();
     let got = send(
         &c,
-        post(
-            &format!("{}/v1/chat/completions", p.base_url()),
-            chat(true, max, extra),
-            Some("conv-1"),
-        ),
+        post_chat(&p.base_url(), chat(true, max, extra), Some("conv-1")),
     )
     .await;
     assert_eq!(got.status, 200);
@@ -199,11 +195,7 @@ async fn events_split_across_frames_are_measured_and_forwarded_intact() {
     let p = proxy(proxy_cfg(&[up])).await;
     let got = send(
         &client(),
-        post(
-            &format!("{}/v1/chat/completions", p.base_url()),
-            chat(true, 3, json!({})),
-            None,
-        ),
+        post_chat(&p.base_url(), chat(true, 3, json!({})), None),
     )
     .await;
     assert_eq!(got.body, stream.concat(), "bytes pass through untouched");
@@ -225,11 +217,7 @@ async fn non_streaming_response_is_measured_from_its_usage() {
     let p = proxy(proxy_cfg(&[s.base_url()])).await;
     let got = send(
         &client(),
-        post(
-            &format!("{}/v1/chat/completions", p.base_url()),
-            chat(false, 7, json!({})),
-            Some("c"),
-        ),
+        post_chat(&p.base_url(), chat(false, 7, json!({})), Some("c")),
     )
     .await;
     assert_eq!(got.status, 200);

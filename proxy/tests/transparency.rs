@@ -47,24 +47,8 @@ async fn bodies_are_byte_identical_with_and_without_the_proxy() {
     let p = proxy(proxy_cfg(&[behind.base_url()])).await;
     let c = client();
     for (i, body) in variants().into_iter().enumerate() {
-        let a = send(
-            &c,
-            post(
-                &format!("{}/v1/chat/completions", direct.base_url()),
-                body.clone(),
-                Some("s"),
-            ),
-        )
-        .await;
-        let b = send(
-            &c,
-            post(
-                &format!("{}/v1/chat/completions", p.base_url()),
-                body.clone(),
-                Some("s"),
-            ),
-        )
-        .await;
+        let a = send(&c, post_chat(&direct.base_url(), body.clone(), Some("s"))).await;
+        let b = send(&c, post_chat(&p.base_url(), body.clone(), Some("s"))).await;
         assert_eq!(a.status, b.status);
         assert!(a.body.len() > 100, "variant {i}");
         assert_eq!(mask_created(&a.body), mask_created(&b.body), "variant {i}");
@@ -86,24 +70,8 @@ async fn inject_usage_measures_tokens_yet_the_client_gets_the_direct_bytes() {
     let p = proxy(cfg).await;
     let c = client();
     for (i, body) in variants().into_iter().enumerate() {
-        let a = send(
-            &c,
-            post(
-                &format!("{}/v1/chat/completions", direct.base_url()),
-                body.clone(),
-                None,
-            ),
-        )
-        .await;
-        let b = send(
-            &c,
-            post(
-                &format!("{}/v1/chat/completions", p.base_url()),
-                body.clone(),
-                None,
-            ),
-        )
-        .await;
+        let a = send(&c, post_chat(&direct.base_url(), body.clone(), None)).await;
+        let b = send(&c, post_chat(&p.base_url(), body.clone(), None)).await;
         assert_eq!(mask_created(&a.body), mask_created(&b.body), "variant {i}");
     }
     let recs = p.wait_records(4).await;
@@ -179,20 +147,8 @@ async fn h2c_on_both_sides() {
     let up = behind.base_url().replace("http://", "h2c://");
     let p = proxy(proxy_cfg(&[up])).await;
     let body = chat(true, 9, json!({"stream_options": {"include_usage": true}}));
-    let a = send(
-        &client(),
-        post(
-            &format!("{}/v1/chat/completions", direct.base_url()),
-            body.clone(),
-            None,
-        ),
-    )
-    .await;
-    let b = send(
-        &client_h2(),
-        post(&format!("{}/v1/chat/completions", p.base_url()), body, None),
-    )
-    .await;
+    let a = send(&client(), post_chat(&direct.base_url(), body.clone(), None)).await;
+    let b = send(&client_h2(), post_chat(&p.base_url(), body, None)).await;
     assert_eq!(b.version, http::Version::HTTP_2);
     assert_eq!(mask_created(&a.body), mask_created(&b.body));
     let rec = p.wait_records(1).await.remove(0);
@@ -220,15 +176,7 @@ async fn tls_with_alpn_h2_downstream_and_an_https_upstream() {
     outer_cfg.upstream_ca = Some(certs().join("ca.pem"));
     let outer = proxy(outer_cfg).await;
     let body = chat(true, 9, json!({}));
-    let a = send(
-        &client(),
-        post(
-            &format!("{}/v1/chat/completions", direct.base_url()),
-            body.clone(),
-            None,
-        ),
-    )
-    .await;
+    let a = send(&client(), post_chat(&direct.base_url(), body.clone(), None)).await;
     // A TLS client straight to the inner proxy negotiates h2.
     let mut roots = rustls::RootCertStore::empty();
     for c in tokentap_proxy::upstream::read_certs(&certs().join("ca.pem")).unwrap() {
@@ -260,24 +208,8 @@ async fn tls_with_alpn_h2_downstream_and_an_https_upstream() {
     assert_eq!(b.version, http::Version::HTTP_2, "ALPN picked h2");
     assert_eq!(mask_created(&a.body), mask_created(&b.body));
     // Through both proxies: plain → https upstream (ALPN) → sim.
-    let a2 = send(
-        &client(),
-        post(
-            &format!("{}/v1/chat/completions", direct.base_url()),
-            body.clone(),
-            None,
-        ),
-    )
-    .await;
-    let c = send(
-        &client(),
-        post(
-            &format!("{}/v1/chat/completions", outer.base_url()),
-            body,
-            None,
-        ),
-    )
-    .await;
+    let a2 = send(&client(), post_chat(&direct.base_url(), body.clone(), None)).await;
+    let c = send(&client(), post_chat(&outer.base_url(), body, None)).await;
     assert_eq!(c.status, 200);
     assert_eq!(mask_created(&a2.body), mask_created(&c.body));
     let rec = outer.wait_records(1).await.remove(0);
@@ -296,24 +228,8 @@ async fn content_is_recorded_only_when_asked() {
     cfg.record_content = true;
     let with = proxy(cfg).await;
     let body = chat(true, 9, json!({}));
-    let _ = send(
-        &client(),
-        post(
-            &format!("{}/v1/chat/completions", plain.base_url()),
-            body.clone(),
-            None,
-        ),
-    )
-    .await;
-    let got = send(
-        &client(),
-        post(
-            &format!("{}/v1/chat/completions", with.base_url()),
-            body,
-            None,
-        ),
-    )
-    .await;
+    let _ = send(&client(), post_chat(&plain.base_url(), body.clone(), None)).await;
+    let got = send(&client(), post_chat(&with.base_url(), body, None)).await;
     assert!(plain.wait_records(1).await[0].content.is_none());
     let rec = with.wait_records(1).await.remove(0);
     let content = rec.content.expect("content recorded");
@@ -366,11 +282,7 @@ async fn preserve_host_forwards_the_clients_host() {
     let mut cfg = proxy_cfg(&[s.base_url()]);
     cfg.preserve_host = true;
     let p = proxy(cfg).await;
-    let mut req = post(
-        &format!("{}/v1/chat/completions", p.base_url()),
-        chat(true, 2, json!({})),
-        None,
-    );
+    let mut req = post_chat(&p.base_url(), chat(true, 2, json!({})), None);
     req.headers_mut()
         .insert("host", "models.example.test".parse().unwrap());
     assert_eq!(send(&client(), req).await.status, 200);
@@ -389,8 +301,8 @@ async fn the_session_table_is_bounded_and_counts_evictions() {
     for i in 0..6 {
         let g = send(
             &c,
-            post(
-                &format!("{}/v1/chat/completions", p.base_url()),
+            post_chat(
+                &p.base_url(),
                 chat(true, 2, json!({})),
                 Some(&format!("bounded-{i}")),
             ),

@@ -87,6 +87,11 @@ pub fn post(url: &str, body: Bytes, session: Option<&str>) -> Request<Full<Bytes
     b.body(Full::new(body)).unwrap()
 }
 
+/// [`post`] to `/v1/chat/completions` under a base URL.
+pub fn post_chat(base: &str, body: Bytes, session: Option<&str>) -> Request<Full<Bytes>> {
+    post(&format!("{base}/v1/chat/completions"), body, session)
+}
+
 /// Sends and reads the whole body, stamping each frame on arrival.
 pub async fn send<C>(c: &Client<C, Full<Bytes>>, req: Request<Full<Bytes>>) -> Got
 where
