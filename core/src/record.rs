@@ -81,6 +81,26 @@ pub struct TurnError {
     pub message: String,
 }
 
+/// Which clock stamped the response's arrival instants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RxClock {
+    /// The kernel's software receive timestamp (`SO_TIMESTAMPNS`): when the bytes reached the
+    /// host, independent of when the reading thread ran.
+    Kernel,
+    /// The reading thread, right after the read returned.
+    User,
+}
+
+impl RxClock {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RxClock::Kernel => "kernel",
+            RxClock::User => "user",
+        }
+    }
+}
+
 /// One turn: one request and its response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnRecord {
@@ -144,6 +164,21 @@ pub struct TurnRecord {
     /// Proxy only: the proxy asked the server for usage the client had not asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_injected: Option<bool>,
+    /// Replay only: the clock of the response instants (`kernel` when every read carried the
+    /// kernel's receive timestamp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_clock: Option<RxClock>,
+    /// Replay only: how long the bytes of the first token waited in the socket for the client
+    /// (user-space read instant − kernel receive instant), ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_lag_ttft_ns: Option<u64>,
+    /// Replay only: the largest such wait over the turn's reads, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_lag_max_ns: Option<u64>,
+    /// Replay only: times the request was sent again because a kept-alive connection closed
+    /// before any response byte (absent = 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
     /// Request headers the operator chose to record (never `Authorization` or cookies).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
@@ -182,6 +217,10 @@ impl TurnRecord {
             start_mono_ns: anchor.mono_ns,
             forwarded_ns: None,
             usage_injected: None,
+            rx_clock: None,
+            rx_lag_ttft_ns: None,
+            rx_lag_max_ns: None,
+            retries: None,
             headers: BTreeMap::new(),
             measured: Measured::default(),
             content: None,

@@ -195,6 +195,11 @@ impl Timeline {
         self.start
     }
 
+    /// TTFT so far: `Some` once a text-carrying chunk was seen.
+    pub fn ttft_ns(&self) -> Option<u64> {
+        self.m.ttft_ns
+    }
+
     fn off(&self, t: MonoNs) -> u64 {
         t.saturating_sub(self.start)
     }

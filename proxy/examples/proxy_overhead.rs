@@ -31,11 +31,6 @@
 //! latency per chunk and TTFT.
 
 use bytes::Bytes;
-use http::Request;
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -44,7 +39,10 @@ use tokentap_core::chunk::ChunkInfo;
 use tokentap_core::clock;
 use tokentap_core::sse::Framer;
 use tokentap_core::stats::Samples;
+use tokentap_replay::http1;
+use tokentap_replay::rx::RxStream;
 use tokentap_sim::{SimConfig, SimServer};
+use tokio::io::AsyncWriteExt;
 
 #[global_allocator]
 static GLOBAL: tokentap_benchutil::Counting = tokentap_benchutil::Counting;
@@ -73,7 +71,8 @@ fn main() -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    rt.block_on(parent(streams, tokens, requests, decode_ms, extras))
+    let nginx = args.iter().any(|a| a == "--nginx");
+    rt.block_on(parent(streams, tokens, requests, decode_ms, extras, nginx))
 }
 
 /// The proxy process: serves until stdin closes; answers `stats` with its allocation count.
@@ -154,11 +153,7 @@ impl ChildProxy {
 
     /// utime + stime in ns (USER_HZ is 100 on Linux).
     fn cpu_ns(&self) -> anyhow::Result<u64> {
-        let s = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))?;
-        let after = &s[s.rfind(')').ok_or_else(|| anyhow::anyhow!("stat"))? + 2..];
-        let f: Vec<&str> = after.split_whitespace().collect();
-        let ticks: u64 = f[11].parse::<u64>()? + f[12].parse::<u64>()?;
-        Ok(ticks * 10_000_000)
+        proc_cpu_ns(self.child.id())
     }
 
     fn rss_kib(&self) -> anyhow::Result<u64> {
@@ -182,21 +177,100 @@ impl Drop for ChildProxy {
 struct Seen {
     id: u64,
     sent: u64,
-    /// Arrival instant of each SSE event, in order.
+    /// Arrival instant of each SSE event (kernel receive timestamp of the read that completed
+    /// it), in order.
     events: Vec<u64>,
     /// Index of the first text-carrying event.
     first_text: Option<usize>,
 }
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+/// The load client: one kept-alive HTTP/1.1 connection per slot whose reads carry the kernel's
+/// receive timestamps (`tokentap_replay::rx`), so an arrival is when the bytes reached the
+/// host, not when this process — which also runs the sim — got round to reading them. With
+/// `precise`, every read stops at the end of the current HTTP chunk, so each event is stamped
+/// with its own packet even when several wait in the socket (two reads per chunk: used for the
+/// latency runs; the throughput runs read whatever is there).
+struct Slot {
+    addr: std::net::SocketAddr,
+    io: Option<RxStream>,
+    buf: Vec<u8>,
+    precise: bool,
+}
 
-fn client() -> HttpClient {
-    let mut c = HttpConnector::new();
-    c.set_nodelay(true);
-    Client::builder(TokioExecutor::new())
-        .pool_timer(TokioTimer::new())
-        .pool_max_idle_per_host(usize::MAX)
-        .build(c)
+impl Slot {
+    fn new(url: &str, precise: bool) -> anyhow::Result<Slot> {
+        let addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .parse()?;
+        Ok(Slot {
+            addr,
+            io: None,
+            buf: vec![0; 64 * 1024],
+            precise,
+        })
+    }
+
+    async fn one(&mut self, body: &Bytes, slot: usize, id: u64) -> anyhow::Result<Seen> {
+        if self.io.is_none() {
+            let s = tokio::net::TcpStream::connect(self.addr).await?;
+            self.io = Some(RxStream::new(s, true)?);
+        }
+        let Some(io) = self.io.as_mut() else {
+            anyhow::bail!("no connection")
+        };
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\nx-session-id: slot-{slot}\r\nx-req-id: {id}\r\ncontent-length: {}\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        let mut req = head.into_bytes();
+        req.extend_from_slice(body);
+        let sent = clock::now();
+        io.stream().write_all(&req).await?;
+        let mut seen = Seen {
+            id,
+            sent,
+            events: Vec::with_capacity(160),
+            first_text: None,
+        };
+        let mut framer = Framer::new();
+        let mut filled = 0;
+        let (mut decoder, mut from, mut to, mut r) = loop {
+            let r = io.read(&mut self.buf[filled..filled + 256]).await?;
+            anyhow::ensure!(r.n > 0, "closed before the response head");
+            filled += r.n;
+            if let Some((len, h)) = http1::parse_head(&self.buf[..filled])? {
+                anyhow::ensure!(h.status == 200, "HTTP {}", h.status);
+                break (http1::Decoder::new(h.framing), len, filled, r);
+            }
+        };
+        loop {
+            let input = &self.buf[from..to];
+            let at = r.at;
+            decoder.feed(input, |d| {
+                framer.feed(d, |ev| {
+                    if seen.first_text.is_none()
+                        && !ev.is_done()
+                        && ChunkInfo::parse(ev.data).is_ok_and(|i| i.carries_text())
+                    {
+                        seen.first_text = Some(seen.events.len());
+                    }
+                    seen.events.push(at);
+                })
+            })?;
+            if decoder.is_done() {
+                return Ok(seen);
+            }
+            let cap = match (self.precise, decoder.piece_left()) {
+                (true, Some(n)) => (n as usize).clamp(1, self.buf.len()),
+                _ => self.buf.len(),
+            };
+            r = io.read(&mut self.buf[..cap]).await?;
+            anyhow::ensure!(r.n > 0, "closed mid-response");
+            (from, to) = (0, r.n);
+        }
+    }
 }
 
 fn body(tokens: u64) -> Bytes {
@@ -209,61 +283,34 @@ fn body(tokens: u64) -> Bytes {
     Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
 }
 
-async fn one(c: &HttpClient, url: &str, body: Bytes, slot: usize, id: u64) -> Option<Seen> {
-    let req = Request::post(url)
-        .header("content-type", "application/json")
-        .header("x-session-id", format!("slot-{slot}"))
-        .header("x-req-id", id.to_string())
-        .body(Full::new(body))
-        .ok()?;
-    let sent = clock::now();
-    let resp = c.request(req).await.ok()?;
-    let mut b = resp.into_body();
-    let mut framer = Framer::new();
-    let mut seen = Seen {
-        id,
-        sent,
-        events: Vec::with_capacity(160),
-        first_text: None,
-    };
-    while let Some(Ok(f)) = b.frame().await {
-        let t = clock::now();
-        if let Ok(d) = f.into_data() {
-            framer.feed(&d, |ev| {
-                if seen.first_text.is_none()
-                    && !ev.is_done()
-                    && ChunkInfo::parse(ev.data).is_ok_and(|i| i.carries_text())
-                {
-                    seen.first_text = Some(seen.events.len());
-                }
-                seen.events.push(t);
-            });
-        }
-    }
-    Some(seen)
-}
-
 /// Runs `total` requests over `conc` closed-loop slots; returns what was seen and the wall time.
 async fn phase(
-    c: &HttpClient,
     url: &str,
     conc: usize,
     total: usize,
     tokens: u64,
     base_id: u64,
+    precise: bool,
 ) -> (Vec<Seen>, u64) {
-    let url = format!("{url}/v1/chat/completions");
     let t0 = clock::now();
     let mut tasks = Vec::new();
+    let b = body(tokens);
     for slot in 0..conc {
-        let (c, url) = (c.clone(), url.clone());
+        let (url, b) = (url.to_string(), b.clone());
         let n = total / conc + usize::from(slot < total % conc);
         tasks.push(tokio::spawn(async move {
             let mut out = Vec::with_capacity(n);
+            let Ok(mut c) = Slot::new(&url, precise) else {
+                return out;
+            };
             for k in 0..n {
                 let id = base_id + (slot * 1_000_000 + k) as u64;
-                if let Some(s) = one(&c, &url, body(tokens), slot, id).await {
-                    out.push(s);
+                match c.one(&b, slot, id).await {
+                    Ok(s) => out.push(s),
+                    Err(e) => {
+                        eprintln!("request failed: {e}");
+                        c.io = None;
+                    }
                 }
             }
             out
@@ -318,69 +365,214 @@ fn us(ns: f64) -> f64 {
     ns / 1000.0
 }
 
+/// nginx as a peer: the same upstream, streaming unbuffered (`proxy_buffering off`), kept-alive
+/// upstream connections, `tcp_nodelay`, one worker per core — what `scripts/install-test-deps`
+/// would not install; `apt-get install nginx-light` does.
+struct Nginx {
+    child: Child,
+    url: String,
+    dir: std::path::PathBuf,
+}
+
+impl Nginx {
+    fn spawn(upstream: &str) -> anyhow::Result<Nginx> {
+        let dir = std::env::temp_dir().join(format!("tokentap-nginx-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let up = upstream.trim_start_matches("http://");
+        let d = dir.display();
+        let conf = format!(
+            "daemon off;\nmaster_process on;\nworker_processes auto;\nerror_log {d}/error.log warn;\npid {d}/nginx.pid;\n\
+             events {{ worker_connections 8192; }}\n\
+             http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+             upstream sim {{ server {up}; keepalive 1024; keepalive_requests 1000000; }}\n\
+             server {{\n    listen 127.0.0.1:{port};\n    keepalive_requests 1000000;\n    tcp_nodelay on;\n\
+             location / {{ proxy_pass http://sim; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; proxy_request_buffering off; }}\n  }}\n}}\n"
+        );
+        let path = dir.join("nginx.conf");
+        std::fs::write(&path, conf)?;
+        let child = Command::new("nginx")
+            .args(["-p", &dir.to_string_lossy(), "-c", &path.to_string_lossy()])
+            .stdin(Stdio::null())
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("nginx: {e} (apt-get install nginx-light)"))?;
+        // Ready when it accepts a connection (polled, bounded).
+        let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse()?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(addr).is_err() {
+            anyhow::ensure!(std::time::Instant::now() < deadline, "nginx did not start");
+            std::thread::yield_now();
+        }
+        Ok(Nginx {
+            child,
+            url: format!("http://{addr}"),
+            dir,
+        })
+    }
+
+    /// utime + stime of the master and its workers, ns.
+    fn cpu_ns(&self) -> anyhow::Result<u64> {
+        let master = self.child.id();
+        let mut pids = vec![master];
+        for e in std::fs::read_dir("/proc")?.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+                let after = &st[st.rfind(')').unwrap_or(0) + 2..];
+                if after.split_whitespace().nth(1) == Some(&master.to_string()) {
+                    pids.push(pid);
+                }
+            }
+        }
+        pids.iter().map(|p| proc_cpu_ns(*p)).sum()
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn proc_cpu_ns(pid: u32) -> anyhow::Result<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after = &s[s.rfind(')').ok_or_else(|| anyhow::anyhow!("stat"))? + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = f[11].parse::<u64>()? + f[12].parse::<u64>()?;
+    Ok(ticks * 10_000_000)
+}
+
+/// One measured path's numbers at one concurrency.
+struct Level {
+    chunk: tokentap_core::stats::Percentiles,
+    ttft: tokentap_core::stats::Percentiles,
+    rate: f64,
+    events: u64,
+}
+
+async fn measure(
+    sim: &SimServer,
+    url: &str,
+    conc: usize,
+    total: usize,
+    tokens: u64,
+    id: u64,
+    precise: bool,
+) -> anyhow::Result<Level> {
+    sim.clear_log();
+    let (seen, wall) = phase(url, conc, total, tokens, id, precise).await;
+    let mut j = join(&seen, sim);
+    sim.clear_log();
+    Ok(Level {
+        chunk: j
+            .chunk_lat
+            .percentiles()
+            .ok_or_else(|| anyhow::anyhow!("no chunks"))?,
+        ttft: j
+            .ttft
+            .percentiles()
+            .ok_or_else(|| anyhow::anyhow!("no ttft"))?,
+        rate: j.events as f64 / (wall as f64 / 1e9),
+        events: j.events,
+    })
+}
+
 async fn parent(
     streams: Vec<usize>,
     tokens: u64,
     requests: usize,
     decode_ms: f64,
     extras: bool,
+    nginx: bool,
 ) -> anyhow::Result<()> {
     let mut cfg = SimConfig::zero_delay();
     cfg.output.always_max = true;
     cfg.timing.decode_ms = decode_ms;
+    // One write per chunk, so the sim's stamp of a chunk is its write (not the start of a
+    // batch of ready chunks).
+    cfg.timing.flush_each_chunk = true;
     let sim = SimServer::start(cfg).await?;
     let mut px = ChildProxy::spawn(&sim.base_url())?;
-    let c = client();
-    // Warm both paths (connections, pools, allocator arenas).
-    let _ = phase(&c, &sim.base_url(), 8, 64, tokens, 0).await;
-    let _ = phase(&c, &px.url, 8, 64, tokens, 0).await;
+    let ng = if nginx {
+        Some(Nginx::spawn(&sim.base_url())?)
+    } else {
+        None
+    };
+    // Paced runs measure latency: reads stop at each chunk's end. Zero-delay runs measure
+    // throughput: reads take what is there.
+    let precise = decode_ms > 0.0;
+    // Warm every path (connections, pools, allocator arenas).
+    let _ = phase(&sim.base_url(), 8, 64, tokens, 0, precise).await;
+    let _ = phase(&px.url, 8, 64, tokens, 0, precise).await;
+    if let Some(n) = &ng {
+        let _ = phase(&n.url, 8, 64, tokens, 0, precise).await;
+    }
     sim.clear_log();
     let mode = if decode_ms > 0.0 {
         format!("paced sim ({decode_ms} ms per token)")
     } else {
         "zero-delay sim".to_string()
     };
-    println!("# tokentap proxy overhead — {mode}, {tokens} tokens/request, requests per level: max({requests}, 4×C)");
-    println!("| C | added chunk p50 µs | added chunk p99 µs | added TTFT p50 µs | added TTFT p99 µs | direct chunk/s | proxied chunk/s | ratio | proxy CPU µs/chunk | allocs/chunk (amortised) |");
+    println!("# proxy overhead — {mode}, one write per chunk, {tokens} tokens/request, requests per level: max({requests}, 4×C); arrivals = kernel receive timestamps at the client");
+    println!("| C | path | chunk p50 µs | chunk p99 µs | added chunk p50 / p99 µs | added TTFT p50 / p99 µs | chunk/s | ratio | CPU µs/chunk | allocs/chunk |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut id = 1_000_000_000u64;
+    let mut next_id = || {
+        id += 1_000_000_000;
+        id
+    };
     for &conc in &streams {
         let total = requests.max(conc * 4);
-        let (d_seen, d_wall) = phase(&c, &sim.base_url(), conc, total, tokens, id).await;
-        id += 1_000_000_000;
-        let mut d = join(&d_seen, &sim);
-        sim.clear_log();
+        let d = measure(
+            &sim,
+            &sim.base_url(),
+            conc,
+            total,
+            tokens,
+            next_id(),
+            precise,
+        )
+        .await?;
+        println!(
+            "| {conc} | direct | {:.1} | {:.1} | | | {:.0} | | | |",
+            us(d.chunk.p50),
+            us(d.chunk.p99),
+            d.rate
+        );
+        let row = |name: &str, p: &Level, cpu: u64, allocs: Option<u64>| {
+            println!(
+                "| {conc} | {name} | {:.1} | {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.0} | {:.3} | {:.2} | {} |",
+                us(p.chunk.p50),
+                us(p.chunk.p99),
+                us(p.chunk.p50 - d.chunk.p50),
+                us(p.chunk.p99 - d.chunk.p99),
+                us(p.ttft.p50 - d.ttft.p50),
+                us(p.ttft.p99 - d.ttft.p99),
+                p.rate,
+                p.rate / d.rate,
+                us(cpu as f64 / p.events.max(1) as f64),
+                allocs.map_or("-".into(), |a| format!("{:.3}", a as f64 / p.events.max(1) as f64)),
+            )
+        };
         let a0 = px.allocs()?;
         let cpu0 = px.cpu_ns()?;
-        let (p_seen, p_wall) = phase(&c, &px.url, conc, total, tokens, id).await;
-        id += 1_000_000_000;
+        let p = measure(&sim, &px.url, conc, total, tokens, next_id(), precise).await?;
         let cpu1 = px.cpu_ns()?;
         let a1 = px.allocs()?;
-        let mut p = join(&p_seen, &sim);
-        sim.clear_log();
-        let dr = d.events as f64 / (d_wall as f64 / 1e9);
-        let pr = p.events as f64 / (p_wall as f64 / 1e9);
-        let (dc, pc) = (d.chunk_lat.percentiles(), p.chunk_lat.percentiles());
-        let (dt, pt) = (d.ttft.percentiles(), p.ttft.percentiles());
-        if let (Some(dc), Some(pc), Some(dt), Some(pt)) = (dc, pc, dt, pt) {
-            println!(
-                "| {conc} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.3} | {:.2} | {:.3} |",
-                us(pc.p50 - dc.p50),
-                us(pc.p99 - dc.p99),
-                us(pt.p50 - dt.p50),
-                us(pt.p99 - dt.p99),
-                dr,
-                pr,
-                pr / dr,
-                us((cpu1 - cpu0) as f64 / p.events.max(1) as f64),
-                (a1 - a0) as f64 / p.events.max(1) as f64,
-            );
-            println!(
-                "|   | (direct chunk p50/p99 {:.1}/{:.1} µs, proxied {:.1}/{:.1} µs; TTFT direct {:.1}/{:.1}, proxied {:.1}/{:.1}) |||||||||",
-                us(dc.p50), us(dc.p99), us(pc.p50), us(pc.p99), us(dt.p50), us(dt.p99), us(pt.p50), us(pt.p99)
-            );
+        row("tokentap", &p, cpu1 - cpu0, Some(a1 - a0));
+        if let Some(n) = &ng {
+            let cpu0 = n.cpu_ns()?;
+            let p = measure(&sim, &n.url, conc, total, tokens, next_id(), precise).await?;
+            let cpu1 = n.cpu_ns()?;
+            row("nginx", &p, cpu1 - cpu0, None);
         }
     }
+    drop(ng);
     if !extras {
         return Ok(());
     }
@@ -388,9 +580,9 @@ async fn parent(
     let (short, long) = (16u64, 1024u64);
     let n = 128;
     let a0 = px.allocs()?;
-    let (s_seen, _) = phase(&c, &px.url, 16, n, short, id).await;
+    let (s_seen, _) = phase(&px.url, 16, n, short, next_id(), false).await;
     let a1 = px.allocs()?;
-    let (l_seen, _) = phase(&c, &px.url, 16, n, long, id + 1_000_000_000).await;
+    let (l_seen, _) = phase(&px.url, 16, n, long, next_id(), false).await;
     let a2 = px.allocs()?;
     sim.clear_log();
     let ev = |v: &[Seen]| v.iter().map(|s| s.events.len() as u64).sum::<u64>();
@@ -413,24 +605,24 @@ async fn parent(
     pcfg.timing.decode_ms = 20.0;
     let paced = SimServer::start(pcfg).await?;
     let px = ChildProxy::spawn(&paced.base_url())?;
-    let _ = phase(&c, &px.url, 4, 8, 4, id).await;
+    let _ = phase(&px.url, 4, 8, 4, next_id(), false).await;
     let rss0 = px.rss_kib()?;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(held);
-    let url = format!("{}/v1/chat/completions", px.url);
+    let addr: std::net::SocketAddr = px.url.trim_start_matches("http://").parse()?;
     let mut bodies = Vec::new();
+    let b = body(300);
     for i in 0..held {
-        let (c, url, tx) = (c.clone(), url.clone(), tx.clone());
+        let (tx, b) = (tx.clone(), b.clone());
         bodies.push(tokio::spawn(async move {
-            let req = Request::post(&url)
-                .header("content-type", "application/json")
-                .header("x-session-id", format!("held-{i}"))
-                .body(Full::new(body(300)))
-                .ok()?;
-            let resp = c.request(req).await.ok()?;
-            let mut b = resp.into_body();
-            let _ = b.frame().await;
+            let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+            s.set_nodelay(true).ok()?;
+            let head = format!("POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\nx-session-id: held-{i}\r\ncontent-length: {}\r\n\r\n", b.len());
+            s.write_all(head.as_bytes()).await.ok()?;
+            s.write_all(&b).await.ok()?;
+            let mut buf = vec![0u8; 16 * 1024];
+            let _ = tokio::io::AsyncReadExt::read(&mut s, &mut buf).await;
             let _ = tx.send(()).await;
-            while let Some(Ok(_)) = b.frame().await {}
+            while tokio::io::AsyncReadExt::read(&mut s, &mut buf).await.ok()? > 0 {}
             Some(())
         }));
     }
@@ -445,6 +637,5 @@ async fn parent(
     for b in bodies {
         b.abort();
     }
-    tokio::time::sleep(Duration::from_millis(10)).await;
     Ok(())
 }

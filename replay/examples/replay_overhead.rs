@@ -84,6 +84,11 @@ struct Cli {
     /// uses (experiment: is a runtime per core better?).
     #[arg(long, global = true)]
     current_thread: bool,
+    /// The sim writes every chunk on its own, so its stamp of a chunk is that chunk's write
+    /// (zero-delay mode otherwise batches up to ~15 ready chunks per `writev` after stamping
+    /// them, and the difference measured includes the rest of the batch).
+    #[arg(long, global = true)]
+    flush_each_chunk: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -132,8 +137,15 @@ enum Cmd {
     },
 }
 
+static FLUSH_EACH_CHUNK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn flush_each_chunk() -> bool {
+    FLUSH_EACH_CHUNK.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 fn sim_config(mean_tokens: f64, sigma: f64, decode_ms: f64) -> SimConfig {
     let mut c = SimConfig::zero_delay();
+    c.timing.flush_each_chunk = flush_each_chunk();
     c.output.mean_tokens = mean_tokens;
     c.output.sigma = sigma;
     c.timing.decode_ms = decode_ms;
@@ -159,6 +171,7 @@ impl SimChild {
                 &sigma.to_string(),
             ])
             .args(["--decode-ms", &decode_ms.to_string()])
+            .args(flush_each_chunk().then_some("--flush-each-chunk"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()?;
@@ -253,8 +266,9 @@ fn first_text(log: &RequestLog) -> Option<u64> {
         .map(|c| c.mono_ns)
 }
 
-/// Client first-text arrival − sim first-text write, ns, joined by session + order.
-fn join(records: &[Value], log: &[RequestLog]) -> Samples {
+/// Client first-text arrival − sim first-text write, ns, joined by session + order: as the
+/// client records it (kernel receive stamp), and as its thread saw it (+ `rx_lag_ttft_ns`).
+fn join(records: &[Value], log: &[RequestLog]) -> (Samples, Samples) {
     let mut sim: HashMap<&str, Vec<(u64, Option<u64>)>> = HashMap::new();
     for l in log {
         if let Some(s) = &l.session {
@@ -264,7 +278,8 @@ fn join(records: &[Value], log: &[RequestLog]) -> Samples {
     for v in sim.values_mut() {
         v.sort();
     }
-    let mut ours: HashMap<&str, Vec<(u64, Option<u64>)>> = HashMap::new();
+    type Ours = (u64, Option<u64>, u64);
+    let mut ours: HashMap<&str, Vec<Ours>> = HashMap::new();
     for r in records {
         if r["status"] != "ok" {
             continue;
@@ -273,21 +288,24 @@ fn join(records: &[Value], log: &[RequestLog]) -> Samples {
         else {
             continue;
         };
-        ours.entry(id)
-            .or_default()
-            .push((start, r["ttft_ns"].as_u64().map(|t| start + t)));
+        ours.entry(id).or_default().push((
+            start,
+            r["ttft_ns"].as_u64().map(|t| start + t),
+            r["rx_lag_ttft_ns"].as_u64().unwrap_or(0),
+        ));
     }
-    let mut out = Samples::new();
+    let (mut out, mut user) = (Samples::new(), Samples::new());
     for (id, mut v) in ours {
         v.sort();
         let Some(s) = sim.get(id) else { continue };
-        for ((_, client), (_, server)) in v.iter().zip(s) {
+        for ((_, client, lag), (_, server)) in v.iter().zip(s) {
             if let (Some(c), Some(s)) = (client, server) {
                 out.push(*c as f64 - *s as f64);
+                user.push((*c + *lag) as f64 - *s as f64);
             }
         }
     }
-    out
+    (out, user)
 }
 
 fn status_kb(field: &str) -> Option<u64> {
@@ -309,12 +327,22 @@ async fn latency(
     decode_ms: f64,
 ) -> anyhow::Result<()> {
     println!(
-        "TTFT overhead = client first-text arrival − sim first-text write, {tokens} tokens/turn, decode {decode_ms} ms/token, sim {}",
-        if in_process { "in-process" } else { "separate process" }
+        "TTFT overhead = client first-text arrival − sim first-text write, {tokens} tokens/turn, decode {decode_ms} ms/token, sim {}{}",
+        if in_process { "in-process" } else { "separate process" },
+        if flush_each_chunk() { ", one write per chunk" } else { "" }
     );
     println!(
-        "{:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "conc", "turns", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "turns/s"
+        "{:>6} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>13} {:>13}",
+        "conc",
+        "turns",
+        "p50 µs",
+        "p90 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "max µs",
+        "turns/s",
+        "read p50 µs",
+        "read p99 µs"
     );
     for c in levels {
         let dir = temp_dir(&format!("lat{c}"))?;
@@ -341,12 +369,31 @@ async fn latency(
             _ => unreachable!(),
         };
         let recs = read_records(&dir)?;
-        let mut d = join(&recs, &log);
+        let not_ok = recs.iter().filter(|r| r["status"] != "ok").count();
+        let retried = recs.iter().filter(|r| r.get("retries").is_some()).count();
+        if not_ok + retried > 0 {
+            println!("  ({not_ok} turns not ok, {retried} retried)");
+        }
+        if std::env::var_os("KEEP").is_some() {
+            std::fs::copy(
+                dir.join("records.jsonl"),
+                format!("/tmp/lat{c}-records.jsonl"),
+            )?;
+            let sim_log: Vec<String> = log
+                .iter()
+                .map(|l| serde_json::to_string(l).unwrap_or_default())
+                .collect();
+            std::fs::write(format!("/tmp/lat{c}-sim.jsonl"), sim_log.join("\n"))?;
+        }
+        let (mut d, mut user) = join(&recs, &log);
         let p = d
             .percentiles()
             .ok_or_else(|| anyhow::anyhow!("no joined samples"))?;
+        let pu = user
+            .percentiles()
+            .ok_or_else(|| anyhow::anyhow!("no joined samples"))?;
         println!(
-            "{:>6} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.0}",
+            "{:>6} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.0}   {:>13.1} {:>13.1}",
             c,
             p.count,
             p.p50 / 1e3,
@@ -354,7 +401,9 @@ async fn latency(
             p.p99 / 1e3,
             p.p999 / 1e3,
             p.max / 1e3,
-            out.summary.throughput.turns_per_s.unwrap_or(0.0)
+            out.summary.throughput.turns_per_s.unwrap_or(0.0),
+            pu.p50 / 1e3,
+            pu.p99 / 1e3,
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -422,7 +471,7 @@ async fn full(
         hwm_run.map_or(0, |k| k / 1024),
         rss_run.map_or(0, |k| k / 1024),
     );
-    let mut d = join(&read_records(&dir.join("out"))?, &log);
+    let (mut d, _) = join(&read_records(&dir.join("out"))?, &log);
     if let Some(p) = d.percentiles() {
         println!(
             "TTFT overhead: p50 {:.1} µs, p99 {:.1} µs over {} turns",
@@ -437,6 +486,7 @@ async fn full(
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    FLUSH_EACH_CHUNK.store(cli.flush_each_chunk, std::sync::atomic::Ordering::Relaxed);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -380,6 +380,11 @@ impl RequestBody {
         self.messages
     }
 
+    /// The segments not yet handed out as frames (all of them for a fresh body), in order.
+    pub fn segments(&self) -> &[Bytes] {
+        self.frames.as_slice()
+    }
+
     /// Number of frames the body will be written as.
     pub fn frame_count(&self) -> usize {
         self.frames.len()

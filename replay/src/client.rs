@@ -4,33 +4,43 @@
 //! Why a connection per slot and not a pool: a closed-loop slot has at most one request in
 //! flight, so a pool only adds a lock and a lookup per request. The slot connects lazily
 //! (`TCP_NODELAY` on), reuses the connection while the server keeps it alive, and drops it after
-//! any turn that did not end cleanly (error, timeout, cancel: an HTTP/1.1 connection with a
-//! half-read response cannot be reused) — the next turn reconnects. Connecting happens before
-//! the send instant is stamped, so TTFT does not include TCP connect time.
+//! any turn that did not end cleanly (error, timeout, cancel: a connection with a half-read
+//! response cannot be reused) — the next turn reconnects. Connecting happens before the send
+//! instant is stamped, so TTFT does not include TCP connect time.
 //!
-//! Stamping: the send instant is read right before the request is handed to the connection;
-//! every body frame is stamped with [`clock::now`] the moment hyper returns it, before any
-//! parsing. Then the bytes go through the SSE framer into the [`Timeline`]; generated text for
-//! accuracy is read last. Per chunk nothing is allocated by this module (the framer and the text
-//! buffers are reused; the timeline's chunk vector grows amortized).
+//! The exchange runs in the slot's own task and reads the socket itself ([`crate::rx`],
+//! [`crate::http1`]): no connection task, no channel hop per chunk, and every read carries the
+//! kernel's receive timestamp. Stamping: the send instant is read right before the request's
+//! first `writev`; the response head and every body byte are stamped with the arrival instant
+//! of the read that brought them. Then the bytes go through the SSE framer into the
+//! [`Timeline`]; generated text for accuracy is read last. Per chunk nothing is allocated (the
+//! read buffer, the framer and the text buffers are reused; the timeline's chunk vector grows
+//! amortized).
 //!
-//! https: [`Conn::connect`] is the seam — a TLS connector would wrap the `TcpStream` there.
+//! A kept-alive connection the server closed while the slot was idle (a long inter-turn delay,
+//! or a server's keep-alive timeout racing the next request) is detected before writing with a
+//! peek, and if the close shows only after the request was written — no response byte, EOF or
+//! reset — the request is sent once more on a fresh connection, with a fresh send instant. The
+//! server did not answer the first copy; the record says `retries: 1`.
+//!
+//! https: [`Conn::connect`] is the seam — a TLS stream would wrap the `TcpStream` there.
 
 use crate::accuracy::{Capture, Generated};
 use crate::body::RequestBody;
 use crate::config::Endpoint;
+use crate::http1::{self, Decoder};
+use crate::rx::{Read, RxStream};
 use http::header::{
     HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST,
 };
 use http::{Method, Request};
-use http_body_util::BodyExt;
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use tokentap_core::clock::{self, MonoNs};
-use tokentap_core::record::{ErrorSource, TurnError};
+use tokentap_core::record::{ErrorSource, RxClock, TurnError};
 use tokentap_core::sse::{Event, Framer};
 use tokentap_core::timeline::Timeline;
+use tokio::io::AsyncWriteExt;
 
 /// Headers that are the same for every request of a run.
 #[derive(Debug, Clone)]
@@ -110,28 +120,54 @@ impl Target {
     }
 }
 
+/// Read buffer size: large enough that a backlog of chunks is drained in one read.
+const READ_BUF: usize = http1::MAX_HEAD;
+
+/// Largest read until the first token is seen (and the size of a head read). A TCP read is
+/// stamped with its newest packet, so when a backlog waits in the socket (the client fell
+/// behind the server) one big read would date the first token by the last packet read with it.
+/// Until the first token, reads stop at the end of the current HTTP chunk (servers write an
+/// SSE event per chunk, and a chunk per write): its size line, then exactly its data, so the
+/// first token is stamped with its own packet, for ~4 extra syscalls per turn. After it,
+/// reads take whatever is there.
+const TTFT_READ: usize = 256;
+
 /// A slot's connection.
-#[derive(Default)]
 pub struct Conn {
-    sender: Option<http1::SendRequest<RequestBody>>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    io: Option<RxStream>,
+    /// An exchange started on `io` and has not finished cleanly: it cannot be reused.
+    dirty: bool,
+    /// Ask the kernel for receive timestamps.
+    kernel_rx: bool,
+    buf: Vec<u8>,
+    head: Vec<u8>,
     /// Connections opened so far (1 = never reconnected).
     pub connects: u64,
 }
 
-impl Drop for Conn {
-    fn drop(&mut self) {
-        self.reset();
+impl Default for Conn {
+    fn default() -> Self {
+        Conn::new(true)
     }
 }
 
 impl Conn {
+    /// A slot's connection; `kernel_rx` false stamps reads in user space only.
+    pub fn new(kernel_rx: bool) -> Self {
+        Conn {
+            io: None,
+            dirty: false,
+            kernel_rx,
+            buf: Vec::new(),
+            head: Vec::new(),
+            connects: 0,
+        }
+    }
+
     /// Closes the connection (if any); the next turn reconnects.
     pub fn reset(&mut self) {
-        self.sender = None;
-        if let Some(t) = self.task.take() {
-            t.abort();
-        }
+        self.io = None;
+        self.dirty = false;
     }
 
     /// Opens a connection. The https seam: a TLS handshake would wrap `stream` here.
@@ -139,55 +175,59 @@ impl Conn {
         let stream = tokio::net::TcpStream::connect(addr)
             .await
             .map_err(|e| upstream("connect", format!("connect {addr}: {e}")))?;
-        stream
-            .set_nodelay(true)
+        let io = RxStream::new(stream, self.kernel_rx)
             .map_err(|e| internal("connect", format!("TCP_NODELAY: {e}")))?;
-        let (sender, conn) = http1::Builder::new()
-            .handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| upstream("connect", format!("HTTP handshake: {e}")))?;
-        self.task = Some(tokio::spawn(async move {
-            // The connection ends when the server closes it or we drop the sender; an error here
-            // also shows on the in-flight request, which is where it is recorded.
-            let _ = conn.await;
-        }));
-        self.sender = Some(sender);
+        self.io = Some(io);
         self.connects += 1;
         Ok(())
     }
 
-    /// A sender that is ready for a request, connecting (once more) if needed.
-    async fn ready(
-        &mut self,
-        addr: SocketAddr,
-    ) -> Result<&mut http1::SendRequest<RequestBody>, TurnError> {
-        if let Some(s) = &mut self.sender {
-            if s.ready().await.is_err() {
-                self.reset();
-            }
+    /// A connection ready for a request; `true` when it is a kept-alive one.
+    async fn ready(&mut self, addr: SocketAddr) -> Result<bool, TurnError> {
+        if self.dirty || self.io.as_ref().is_some_and(|io| !io.idle_ok()) {
+            self.reset();
         }
-        if self.sender.is_none() {
-            self.connect(addr).await?;
-            if let Some(s) = &mut self.sender {
-                s.ready()
-                    .await
-                    .map_err(|e| upstream("connect", format!("connection not ready: {e}")))?;
-            }
+        if self.io.is_some() {
+            return Ok(true);
         }
-        // Invariant: `connect` succeeded above or an earlier sender passed `ready`.
-        self.sender
-            .as_mut()
-            .ok_or_else(|| internal("connect", "no connection".into()))
+        self.connect(addr).await?;
+        Ok(false)
     }
 }
 
 /// Largest non-streaming JSON response kept for parsing.
 const MAX_JSON_BODY: usize = 64 << 20;
 
+/// How the reads of one turn were stamped, and how long they waited for the client.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RxReport {
+    /// `Kernel` when every read carried the kernel's timestamp.
+    pub clock: Option<RxClock>,
+    /// Read lag of the read that brought the first token.
+    pub ttft_lag_ns: Option<u64>,
+    /// Largest read lag of the turn.
+    pub max_lag_ns: Option<u64>,
+}
+
+impl RxReport {
+    fn on_read(&mut self, r: &Read) {
+        self.clock = Some(match (self.clock, r.clock) {
+            (Some(RxClock::User), _) | (_, RxClock::User) => RxClock::User,
+            _ => RxClock::Kernel,
+        });
+        let lag = r.lag();
+        self.max_lag_ns = Some(self.max_lag_ns.map_or(lag, |m| m.max(lag)));
+    }
+}
+
 /// Per-slot scratch reused across turns.
 #[derive(Default)]
 pub struct Scratch {
     pub generated: Generated,
+    /// The last exchange's receive stamps.
+    pub rx: RxReport,
+    /// Times the last exchange's request was sent again on a fresh connection.
+    pub retries: u32,
 }
 
 /// How an exchange ended (before timeouts and cancels, which the caller applies).
@@ -202,10 +242,13 @@ pub enum Exchange {
     },
 }
 
+/// An attempt that failed before any response byte on a kept-alive connection: worth one retry.
+struct Stale(TurnError);
+
 /// Runs one turn on `conn`: waits for the connection, stamps the send instant, creates the
 /// turn's [`Timeline`] in `tl` (offsets from that instant), sends, and streams the response into
 /// it. The caller may drop this future at any time (timeout, cancel): what arrived until then is
-/// in `tl`; `tl` stays `None` if the request was never sent.
+/// in `tl`; `tl` stays `None` if the request was never sent; the connection is not reused.
 pub async fn exchange(
     conn: &mut Conn,
     target: &Target,
@@ -215,156 +258,316 @@ pub async fn exchange(
     scratch: &mut Scratch,
     capture_text: Capture,
 ) -> Exchange {
-    let mut req = Some(req);
-    let mut attempt = 0;
-    let resp = loop {
-        let sender = match conn.ready(target.addr).await {
-            Ok(s) => s,
+    scratch.rx = RxReport::default();
+    scratch.retries = 0;
+    let mut head = std::mem::take(&mut conn.head);
+    head.clear();
+    http1::write_head(&req, &mut head);
+    let body = req.into_body();
+    let out = loop {
+        let reused = match conn.ready(target.addr).await {
+            Ok(r) => r,
             Err(error) => {
-                return Exchange::Failed {
+                break Exchange::Failed {
                     http_status: None,
                     error,
                 }
             }
         };
-        let Some(r) = req.take() else {
-            return Exchange::Failed {
-                http_status: None,
-                error: internal("send", "request lost before sending".into()),
-            };
-        };
-        // The send instant: every offset of the turn counts from here.
-        *tl = Some(Timeline::new(clock::now(), expected_chunks));
-        match sender.try_send_request(r).await {
-            Ok(resp) => break resp,
-            Err(mut e) => {
+        conn.dirty = true;
+        match attempt(
+            conn,
+            &head,
+            &body,
+            tl,
+            expected_chunks,
+            scratch,
+            capture_text,
+        )
+        .await
+        {
+            Ok(x) => break x,
+            Err(Stale(error)) if reused && scratch.retries == 0 => {
+                tracing::debug!(error = %error.message, "kept-alive connection closed under the request; sending it again");
                 conn.reset();
-                // hyper hands the request back when it was never written (a keep-alive
-                // connection the server closed while the slot was idle, e.g. during a long
-                // delay): reconnect and send it once more, stamping the send instant again.
-                match e.take_message() {
-                    Some(back) if attempt == 0 => {
-                        req = Some(back);
-                        attempt += 1;
-                    }
-                    _ => {
-                        return Exchange::Failed {
-                            http_status: None,
-                            error: upstream("send", format!("request failed: {}", e.into_error())),
-                        }
-                    }
-                }
+                scratch.retries += 1;
             }
-        }
-    };
-    let Some(tl) = tl.as_mut() else {
-        return Exchange::Failed {
-            http_status: None,
-            error: internal("send", "no timeline".into()),
-        };
-    };
-    tl.on_headers(clock::now());
-    let status = resp.status();
-    let resp_is_json = resp
-        .headers()
-        .get(CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    let mut body = resp.into_body();
-    if !status.is_success() {
-        // Keep a short, bounded excerpt of the error body: servers put the reason there.
-        let mut excerpt = Vec::new();
-        while let Some(frame) = body.frame().await {
-            let t = clock::now();
-            match frame {
-                Ok(f) => {
-                    if let Some(d) = f.data_ref() {
-                        tl.on_bytes(t);
-                        let room = 512usize.saturating_sub(excerpt.len());
-                        excerpt.extend_from_slice(&d[..d.len().min(room)]);
-                    }
-                }
-                Err(_) => break,
-            }
-        }
-        conn.reset();
-        return Exchange::Failed {
-            http_status: Some(status.as_u16()),
-            error: upstream(
-                "http_status",
-                format!(
-                    "HTTP {}: {}",
-                    status.as_u16(),
-                    String::from_utf8_lossy(&excerpt).trim()
-                ),
-            ),
-        };
-    }
-    let generated = &mut scratch.generated;
-    if resp_is_json {
-        // A server that ignored `stream: true` and sent one JSON body: no per-chunk timeline,
-        // but usage, finish reason and the text for scoring are read from it.
-        let mut whole = Vec::new();
-        while let Some(frame) = body.frame().await {
-            let t = clock::now();
-            match frame {
-                Ok(f) => {
-                    if let Some(d) = f.data_ref() {
-                        tl.on_bytes(t);
-                        if whole.len() + d.len() > MAX_JSON_BODY {
-                            conn.reset();
-                            return Exchange::Failed {
-                                http_status: Some(status.as_u16()),
-                                error: upstream(
-                                    "body_too_large",
-                                    format!("JSON response over {MAX_JSON_BODY} bytes"),
-                                ),
-                            };
-                        }
-                        whole.extend_from_slice(d);
-                    }
-                }
-                Err(e) => {
-                    conn.reset();
-                    return Exchange::Failed {
-                        http_status: Some(status.as_u16()),
-                        error: upstream("stream", format!("response body broke: {e}")),
-                    };
-                }
-            }
-        }
-        tl.on_json_body(&whole);
-        if capture_text != Capture::default() {
-            generated.feed(&whole);
-        }
-        return Exchange::Ok {
-            http_status: status.as_u16(),
-        };
-    }
-    let mut framer = Framer::new();
-    while let Some(frame) = body.frame().await {
-        // Stamped before anything else looks at the bytes.
-        let t = clock::now();
-        match frame {
-            Ok(f) => {
-                if let Some(d) = f.data_ref() {
-                    tl.on_bytes(t);
-                    framer.feed(d, |ev| on_event(tl, generated, capture_text, t, ev));
-                }
-            }
-            Err(e) => {
-                framer.finish(|ev| on_event(tl, generated, capture_text, t, ev));
+            Err(Stale(error)) => {
                 conn.reset();
-                return Exchange::Failed {
-                    http_status: Some(status.as_u16()),
-                    error: upstream("stream", format!("response stream broke: {e}")),
+                break Exchange::Failed {
+                    http_status: None,
+                    error,
                 };
             }
         }
+    };
+    conn.head = head;
+    out
+}
+
+/// One send and receive on the current connection.
+async fn attempt(
+    conn: &mut Conn,
+    head: &[u8],
+    body: &RequestBody,
+    tl_slot: &mut Option<Timeline>,
+    expected_chunks: usize,
+    scratch: &mut Scratch,
+    capture: Capture,
+) -> Result<Exchange, Stale> {
+    let Some(io) = conn.io.as_mut() else {
+        return Err(Stale(internal("connect", "no connection".into())));
+    };
+    if conn.buf.len() < READ_BUF {
+        conn.buf.resize(READ_BUF, 0);
     }
-    let end = clock::now();
-    framer.finish(|ev| on_event(tl, generated, capture_text, end, ev));
-    Exchange::Ok {
-        http_status: status.as_u16(),
+    let buf = &mut conn.buf[..];
+    // The send instant: every offset of the turn counts from here.
+    let tl = tl_slot.insert(Timeline::new(clock::now(), expected_chunks));
+    if let Err(e) = write_request(io, head, body.segments()).await {
+        return Err(Stale(upstream("send", format!("request failed: {e}"))));
+    }
+
+    // Response head (1xx interim responses are skipped).
+    let mut filled = 0;
+    let (head_len, head, first) = loop {
+        let cap = (filled + TTFT_READ).min(buf.len());
+        let r = match io.read(&mut buf[filled..cap]).await {
+            Ok(r) => r,
+            Err(e) if filled == 0 => {
+                return Err(Stale(upstream(
+                    "send",
+                    format!("connection failed before any response byte: {e}"),
+                )))
+            }
+            Err(e) => return Ok(broke(None, format!("reading the response head: {e}"))),
+        };
+        if r.n == 0 {
+            if filled == 0 {
+                return Err(Stale(upstream(
+                    "send",
+                    "connection closed before any response byte".into(),
+                )));
+            }
+            return Ok(broke(
+                None,
+                "connection closed inside the response head".into(),
+            ));
+        }
+        scratch.rx.on_read(&r);
+        filled += r.n;
+        match http1::parse_head(&buf[..filled]) {
+            Ok(Some((len, h))) if (100..200).contains(&h.status) => {
+                buf.copy_within(len..filled, 0);
+                filled -= len;
+            }
+            Ok(Some((len, h))) => break (len, h, r),
+            Ok(None) => {}
+            Err(e) => {
+                return Ok(Exchange::Failed {
+                    http_status: None,
+                    error: upstream("http_head", e.0),
+                })
+            }
+        }
+    };
+    tl.on_headers(first.at);
+    let status = head.status;
+    let mut decoder = Decoder::new(head.framing);
+    let mut sink = if !(200..300).contains(&status) {
+        Sink::Error(Vec::new())
+    } else if head.json {
+        Sink::Json(Vec::new())
+    } else {
+        Sink::Sse(Framer::new())
+    };
+    let mut ctx = Ctx {
+        tl,
+        generated: &mut scratch.generated,
+        rx: &mut scratch.rx,
+        capture,
+    };
+
+    // Body: the bytes after the head came with the head's read; then one read at a time.
+    let mut r = first;
+    let (mut from, mut to) = (head_len, filled);
+    let clean_end = loop {
+        if to > from {
+            let input = &buf[from..to];
+            let used = match decoder.feed(input, |d| sink.data(&mut ctx, d, &r)) {
+                Ok(n) => n,
+                Err(e) => return Ok(broke(Some(status), e.0)),
+            };
+            if let Some(err) = sink.overflow() {
+                return Ok(Exchange::Failed {
+                    http_status: Some(status),
+                    error: err,
+                });
+            }
+            if decoder.is_done() {
+                break used == input.len();
+            }
+        } else if decoder.is_done() {
+            break true;
+        }
+        let cap = if ctx.tl.ttft_ns().is_none() && matches!(sink, Sink::Sse(_)) {
+            decoder
+                .piece_left()
+                .map_or(TTFT_READ, |n| n.clamp(1, TTFT_READ as u64) as usize)
+        } else {
+            buf.len()
+        };
+        r = match io.read(&mut buf[..cap]).await {
+            Ok(r) => r,
+            Err(e) => {
+                sink.finish(&mut ctx, r.at);
+                return Ok(broke(Some(status), format!("response stream broke: {e}")));
+            }
+        };
+        if r.n == 0 {
+            if decoder.until_close() {
+                break false;
+            }
+            sink.finish(&mut ctx, r.at);
+            return Ok(broke(
+                Some(status),
+                "response stream broke: connection closed before message completed".into(),
+            ));
+        }
+        ctx.rx.on_read(&r);
+        (from, to) = (0, r.n);
+    };
+    sink.finish(&mut ctx, r.at);
+    // A complete response leaves the connection reusable if the server keeps it alive.
+    conn.dirty = !(clean_end && head.keep_alive);
+    Ok(match sink {
+        Sink::Error(excerpt) => Exchange::Failed {
+            http_status: Some(status),
+            error: upstream(
+                "http_status",
+                format!(
+                    "HTTP {status}: {}",
+                    String::from_utf8_lossy(&excerpt).trim()
+                ),
+            ),
+        },
+        Sink::Json(whole) => {
+            ctx.tl.on_json_body(&whole);
+            if capture != Capture::default() {
+                ctx.generated.feed(&whole);
+            }
+            Exchange::Ok {
+                http_status: status,
+            }
+        }
+        Sink::Sse(_) => Exchange::Ok {
+            http_status: status,
+        },
+    })
+}
+
+fn broke(http_status: Option<u16>, message: String) -> Exchange {
+    Exchange::Failed {
+        http_status,
+        error: upstream("stream", message),
+    }
+}
+
+/// Writes the request head and body segments with as few `writev` calls as the kernel allows.
+async fn write_request(
+    io: &mut RxStream,
+    head: &[u8],
+    segments: &[bytes::Bytes],
+) -> std::io::Result<()> {
+    // Linux takes at most 1024 slices per writev (IOV_MAX).
+    const IOV_MAX: usize = 1024;
+    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity((segments.len() + 1).min(IOV_MAX));
+    let total = segments.len() + 1;
+    let mut next = 0;
+    let stream = io.stream();
+    while next < total {
+        slices.clear();
+        while next < total && slices.len() < IOV_MAX {
+            let part: &[u8] = if next == 0 { head } else { &segments[next - 1] };
+            next += 1;
+            if !part.is_empty() {
+                slices.push(IoSlice::new(part));
+            }
+        }
+        let mut bufs = &mut slices[..];
+        while !bufs.is_empty() {
+            let n = stream.write_vectored(bufs).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            IoSlice::advance_slices(&mut bufs, n);
+        }
+    }
+    Ok(())
+}
+
+/// What a turn's response body is fed to.
+struct Ctx<'a> {
+    tl: &'a mut Timeline,
+    generated: &'a mut Generated,
+    rx: &'a mut RxReport,
+    capture: Capture,
+}
+
+enum Sink {
+    /// A non-2xx response: a short, bounded excerpt of the body (servers put the reason there).
+    Error(Vec<u8>),
+    /// A server that ignored `stream: true` and sent one JSON body: no per-chunk timeline, but
+    /// usage, finish reason and the text for scoring are read from it.
+    Json(Vec<u8>),
+    Sse(Framer),
+}
+
+impl Sink {
+    /// Body bytes that arrived with read `r`.
+    #[inline]
+    fn data(&mut self, ctx: &mut Ctx<'_>, d: &[u8], r: &Read) {
+        if d.is_empty() {
+            return;
+        }
+        ctx.tl.on_bytes(r.at);
+        match self {
+            Sink::Error(excerpt) => {
+                let room = 512usize.saturating_sub(excerpt.len());
+                excerpt.extend_from_slice(&d[..d.len().min(room)]);
+            }
+            Sink::Json(whole) => {
+                if whole.len() <= MAX_JSON_BODY {
+                    whole.extend_from_slice(d);
+                }
+            }
+            Sink::Sse(framer) => {
+                let had_ttft = ctx.tl.ttft_ns().is_some();
+                let (tl, generated, capture) = (&mut *ctx.tl, &mut *ctx.generated, ctx.capture);
+                framer.feed(d, |ev| on_event(tl, generated, capture, r.at, ev));
+                if !had_ttft && ctx.tl.ttft_ns().is_some() {
+                    ctx.rx.ttft_lag_ns = Some(r.lag());
+                }
+            }
+        }
+    }
+
+    fn overflow(&self) -> Option<TurnError> {
+        match self {
+            Sink::Json(whole) if whole.len() > MAX_JSON_BODY => Some(upstream(
+                "body_too_large",
+                format!("JSON response over {MAX_JSON_BODY} bytes"),
+            )),
+            _ => None,
+        }
+    }
+
+    /// The body ended (or broke) at `end`: a last event without its blank line still counts.
+    fn finish(&mut self, ctx: &mut Ctx<'_>, end: MonoNs) {
+        if let Sink::Sse(framer) = self {
+            let (tl, generated, capture) = (&mut *ctx.tl, &mut *ctx.generated, ctx.capture);
+            framer.finish(|ev| on_event(tl, generated, capture, end, ev));
+        }
     }
 }
 

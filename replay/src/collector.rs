@@ -74,6 +74,15 @@ pub(crate) struct Aggregate {
     pub inter_chunk: Samples,
     pub tpot: Samples,
     pub e2e: Samples,
+    /// In-window ok turns: how long the first token's bytes waited for the client, ns.
+    pub rx_lag_ttft: Samples,
+    /// In-window ok turns: the largest wait over a turn's reads, ns.
+    pub rx_lag_max: Samples,
+    /// Turns whose response reads were all kernel-stamped / not.
+    pub rx_kernel_turns: u64,
+    pub rx_user_turns: u64,
+    /// Requests sent again on a fresh connection (all turns).
+    pub retries: u64,
     pub window_ok_turns: u64,
     pub window_output_tokens: u64,
     pub window_output_known: u64,
@@ -117,6 +126,7 @@ impl Aggregate {
         let r = &rr.record;
         let m = &r.measured;
         self.records += 1;
+        self.retries += u64::from(r.retries.unwrap_or(0));
         let si = status_index(r.status);
         self.by_status[si] += 1;
         if r.status != Status::Aborted {
@@ -164,6 +174,17 @@ impl Aggregate {
             return;
         }
         self.window_ok_turns += 1;
+        match r.rx_clock {
+            Some(tokentap_core::record::RxClock::Kernel) => self.rx_kernel_turns += 1,
+            Some(tokentap_core::record::RxClock::User) => self.rx_user_turns += 1,
+            None => {}
+        }
+        if let Some(v) = r.rx_lag_ttft_ns {
+            self.rx_lag_ttft.push(v as f64);
+        }
+        if let Some(v) = r.rx_lag_max_ns {
+            self.rx_lag_max.push(v as f64);
+        }
         if let Some(o) = m.output_tokens {
             self.window_output_tokens += o;
             self.window_output_known += 1;

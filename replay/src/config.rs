@@ -319,6 +319,11 @@ pub struct Opts {
     /// No live progress line.
     #[arg(long)]
     pub quiet: bool,
+    /// Stamp response arrivals when this process reads them instead of with the kernel's
+    /// receive timestamp (the default: arrival at the host, independent of the client's
+    /// scheduling; the difference is recorded per turn as `rx_lag_*`).
+    #[arg(long)]
+    pub user_rx_timestamps: bool,
     /// Serve the client's live metrics (Prometheus text, `source="client"`) at
     /// `http://ADDR/metrics` during the run. `PORT` alone means 127.0.0.1:PORT.
     #[arg(long, value_name = "ADDR", value_parser = crate::metrics::parse_addr)]
@@ -447,6 +452,8 @@ pub struct ReplayConfig {
     /// `--metrics`: where the client's live metrics are served during the run.
     pub metrics: Option<std::net::SocketAddr>,
     pub shard: Shard,
+    /// Response arrivals stamped by the kernel (`SO_TIMESTAMPNS`) rather than on read.
+    pub kernel_rx_timestamps: bool,
     /// Set by [`ReplayConfig::bind_dataset`] / `run`.
     pub dataset: Option<DatasetInfo>,
     /// The body is what the MLPerf client would send (no usage request, no cache clearing).
@@ -477,6 +484,7 @@ impl ReplayConfig {
             out: None,
             metrics: None,
             shard: Shard::default(),
+            kernel_rx_timestamps: true,
             dataset: None,
             byte_compatible: true,
         })
@@ -529,6 +537,7 @@ impl ReplayConfig {
         c.out = opts.out.clone();
         c.metrics = opts.metrics;
         c.shard = opts.shard.unwrap_or_default();
+        c.kernel_rx_timestamps = !opts.user_rx_timestamps;
         c.check()?;
         Ok(c)
     }

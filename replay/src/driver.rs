@@ -143,7 +143,7 @@ impl Run {
 
 /// One slot: takes trajectories from the FIFO until none is left or issuing stops.
 pub(crate) async fn slot(run: Arc<Run>, slot: u32) {
-    let mut conn = Conn::default();
+    let mut conn = Conn::new(run.cfg.kernel_rx_timestamps);
     let mut scratch = Scratch::default();
     let mut finished_one = false;
     loop {
@@ -317,6 +317,12 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
         rec.request_bytes = Some(request_bytes);
         rec.in_window = Some(in_window);
         rec.measured = measured;
+        if start.is_some() {
+            rec.rx_clock = scratch.rx.clock;
+            rec.rx_lag_ttft_ns = scratch.rx.ttft_lag_ns;
+            rec.rx_lag_max_ns = scratch.rx.max_lag_ns;
+            rec.retries = (scratch.retries > 0).then_some(scratch.retries);
+        }
         match ended {
             Ended::Done(Exchange::Ok { http_status }) => {
                 rec.http_status = Some(http_status);

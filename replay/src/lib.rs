@@ -46,8 +46,10 @@ pub mod collector;
 pub mod config;
 pub mod driver;
 pub mod error;
+pub mod http1;
 pub mod metrics;
 pub mod progress;
+pub mod rx;
 pub mod salt;
 pub mod summary;
 

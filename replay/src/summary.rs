@@ -27,6 +27,7 @@ pub struct Summary {
     pub latency_ms: Latency,
     pub throughput: Throughput,
     pub tokens: Tokens,
+    pub client: ClientHealth,
     pub accuracy: Accuracy,
     /// The full resolved configuration (the API key is never included).
     pub config: ReplayConfig,
@@ -113,6 +114,24 @@ pub struct Latency {
     pub inter_chunk: Option<Percentiles>,
     pub tpot: Option<Percentiles>,
     pub e2e: Option<Percentiles>,
+}
+
+/// How the client itself fared: whether its arrival instants are the kernel's, and how long
+/// response bytes waited in the socket for it (a client that falls behind shows here, not in
+/// the latencies, which are stamped by the kernel).
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientHealth {
+    /// In-window ok turns whose reads all carried the kernel's receive timestamp.
+    pub rx_kernel_turns: u64,
+    /// In-window ok turns stamped (at least partly) in user space.
+    pub rx_user_turns: u64,
+    /// User-space read instant − kernel receive instant of the first token, ms.
+    pub read_lag_ttft_ms: Option<Percentiles>,
+    /// Per turn, the largest such wait over its reads, ms.
+    pub read_lag_max_ms: Option<Percentiles>,
+    /// Requests sent again on a fresh connection because a kept-alive one closed before any
+    /// response byte.
+    pub retries: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -227,6 +246,13 @@ impl Summary {
             coding: agg.accuracy_coding.value(),
             coding_turns: agg.accuracy_coding.n,
         };
+        let client = ClientHealth {
+            rx_kernel_turns: agg.rx_kernel_turns,
+            rx_user_turns: agg.rx_user_turns,
+            read_lag_ttft_ms: ms(&mut agg.rx_lag_ttft),
+            read_lag_max_ms: ms(&mut agg.rx_lag_max),
+            retries: agg.retries,
+        };
         let validity = validity(&cfg, &agg, &f, &accuracy, &tokens);
         Summary {
             tokentap_version: env!("CARGO_PKG_VERSION"),
@@ -266,6 +292,7 @@ impl Summary {
                 concurrency: cfg.concurrency,
             },
             tokens,
+            client,
             accuracy,
             config: cfg,
         }
@@ -360,6 +387,26 @@ impl Summary {
             f2(k.mean_output_tokens_per_turn_window),
             sources.join(", "),
             pct(k.cached_token_share)
+        );
+        let c = &self.client;
+        let lag = |p: &Option<Percentiles>| {
+            p.as_ref().map_or("-".to_string(), |p| {
+                format!("p50 {:.3} / p99 {:.3} ms", p.p50, p.p99)
+            })
+        };
+        let _ = writeln!(
+            s,
+            "client: arrivals stamped by the {} ({} of {} turns); read lag at first token {}, worst per turn {}{}",
+            if c.rx_user_turns == 0 { "kernel" } else { "client thread" },
+            if c.rx_user_turns == 0 { c.rx_kernel_turns } else { c.rx_user_turns },
+            c.rx_kernel_turns + c.rx_user_turns,
+            lag(&c.read_lag_ttft_ms),
+            lag(&c.read_lag_max_ms),
+            if c.retries > 0 {
+                format!("; {} request(s) re-sent after a kept-alive connection closed", c.retries)
+            } else {
+                String::new()
+            }
         );
         let a = &self.accuracy;
         let _ = writeln!(

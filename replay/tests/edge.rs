@@ -1,6 +1,8 @@
 //! Server behaviours the sim does not produce, served by a few lines of raw HTTP on a real
-//! socket: a server that closes every keep-alive connection after one response, and one that
-//! answers a streaming request with a plain JSON body. Plus `--shard` against the sim.
+//! socket: a server that closes every keep-alive connection after one response, one that
+//! answers a streaming request with a plain JSON body, one whose keep-alive close races the
+//! next request, interim 1xx responses, chunk framing split anywhere, close-delimited bodies.
+//! Plus `--shard` against the sim.
 
 mod common;
 use common::*;
@@ -92,6 +94,149 @@ async fn a_closed_keep_alive_connection_is_replaced() {
     assert!(recs.iter().all(|r| status(r) == "ok"), "{recs:?}");
     heads.recv().await.unwrap();
     heads.recv().await.unwrap();
+}
+
+/// What a scripted server does with request `r` (0-based, over all connections) that arrived
+/// on connection `c`.
+#[derive(Clone, Debug)]
+enum Act {
+    /// Write these byte pieces, one write each; keep the connection.
+    Answer(Vec<String>),
+    /// Write the pieces, then close.
+    AnswerClose(Vec<String>),
+    /// Read the request, answer nothing, close (a keep-alive timeout racing the request).
+    Drop,
+}
+
+/// A server following `script(c, r)`; reports (connection, request head) per request.
+async fn scripted(
+    script: fn(usize, usize) -> Act,
+) -> (
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<(usize, String)>,
+) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let requests = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    tokio::spawn(async move {
+        for c in 0.. {
+            let (mut s, _) = l.accept().await.unwrap();
+            s.set_nodelay(true).unwrap();
+            let (tx, requests) = (tx.clone(), requests.clone());
+            tokio::spawn(async move {
+                while let Some(head) = read_request(&mut s).await {
+                    let r = requests.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let _ = tx.send((c, head));
+                    match script(c, r) {
+                        Act::Answer(parts) => {
+                            for p in parts {
+                                s.write_all(p.as_bytes()).await.unwrap();
+                            }
+                        }
+                        Act::AnswerClose(parts) => {
+                            for p in parts {
+                                s.write_all(p.as_bytes()).await.unwrap();
+                            }
+                            return;
+                        }
+                        Act::Drop => return,
+                    }
+                }
+            });
+        }
+    });
+    (url, rx)
+}
+
+fn sse_chunked() -> Vec<String> {
+    let ev = |d: &str| format!("data: {d}\n\n");
+    let body = [
+        ev(r#"{"choices":[{"index":0,"delta":{"content":"hel"}}]}"#),
+        ev(r#"{"choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}"#),
+        ev("[DONE]"),
+    ];
+    let mut wire = String::from(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+    );
+    for b in &body {
+        wire += &format!("{:x};ext=1\r\n{b}\r\n", b.len());
+    }
+    wire += "0\r\nx-trailer: 1\r\n\r\n";
+    wire.into_bytes()
+        .chunks(7)
+        .map(|c| String::from_utf8(c.to_vec()).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keep_alive_close_racing_the_next_request_is_retried_once_on_a_fresh_connection() {
+    // Connection 0 answers turn 1, then drops turn 2 unanswered; connection 1 answers it.
+    let (url, mut heads) = scripted(|_, r| match r {
+        1 => Act::Drop,
+        _ => Act::Answer(sse_chunked()),
+    })
+    .await;
+    let (_, recs) = run(cfg(&url, "race"), dataset(TWO_TURNS)).await;
+    let recs = sorted(recs);
+    assert!(recs.iter().all(|r| status(r) == "ok"), "{recs:?}");
+    assert_eq!(recs[0].get("retries"), None);
+    assert_eq!(recs[1]["retries"], 1);
+    let conns: Vec<usize> = (0..3).map(|_| heads.try_recv().unwrap().0).collect();
+    assert_eq!(conns, [0, 0, 1]);
+    assert!(heads.try_recv().is_err(), "exactly three requests");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_connection_closed_without_an_answer_is_not_retried() {
+    let (url, mut heads) = scripted(|_, _| Act::Drop).await;
+    let (_, recs) = run(cfg(&url, "fresh-drop"), dataset(TWO_TURNS)).await;
+    let recs = sorted(recs);
+    assert_eq!(status(&recs[0]), "failed");
+    assert_eq!(recs[0].get("retries"), None);
+    assert!(
+        recs[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("closed before any response byte"),
+        "{}",
+        recs[0]
+    );
+    assert_eq!(status(&recs[1]), "aborted");
+    heads.recv().await.unwrap();
+    assert!(heads.try_recv().is_err(), "one request only");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interim_responses_split_chunk_framing_and_close_delimited_bodies_are_read() {
+    // Turn 1: 103 Early Hints, then a chunked stream written 7 bytes at a time (with chunk
+    // extensions and a trailer). Turn 2: no length, no chunking: the body ends at close.
+    let (url, mut heads) = scripted(|_, r| match r {
+        0 => {
+            let mut parts = vec!["HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\n".to_string()];
+            parts.extend(sse_chunked());
+            Act::Answer(parts)
+        }
+        _ => Act::AnswerClose(vec![
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n".into(),
+            SSE.into(),
+        ]),
+    })
+    .await;
+    let (_, recs) = run(cfg(&url, "framing"), dataset(TWO_TURNS)).await;
+    let recs = sorted(recs);
+    for r in &recs {
+        assert_eq!(status(r), "ok", "{r}");
+        assert_eq!(r["done"], true, "{r}");
+        assert_eq!(r["finish_reason"], "stop", "{r}");
+        assert_eq!(r["rx_clock"], "kernel", "{r}");
+        assert!(u(&r["ttft_ns"]) <= u(&r["e2e_ns"]));
+    }
+    assert_eq!(recs[0]["chunks"].as_array().unwrap().len(), 2);
+    assert_eq!(recs[0]["output_tokens"], 2);
+    // The chunked response was complete, so turn 2 reused connection 0.
+    let conns: Vec<usize> = (0..2).map(|_| heads.try_recv().unwrap().0).collect();
+    assert_eq!(conns, [0, 0]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

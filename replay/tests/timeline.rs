@@ -89,6 +89,13 @@ fn check(rec: &Value, log: &RequestLog) -> ChunkKind {
         .unwrap();
     assert!(start + u(&rec["e2e_ns"]) >= done.mono_ns);
     assert_eq!(rec["done"], true);
+    // Arrivals are the kernel's receive stamps; the client's own read lag is kept beside them.
+    assert_eq!(rec["rx_clock"], "kernel", "{rec}");
+    assert!(
+        rec["rx_lag_ttft_ns"].is_u64() && rec["rx_lag_max_ns"].is_u64(),
+        "{rec}"
+    );
+    assert!(u(&rec["rx_lag_ttft_ns"]) <= u(&rec["rx_lag_max_ns"]));
     sim_text[0].kind
 }
 

@@ -90,6 +90,8 @@ pub(crate) struct SimBody {
     decoding: bool,
     /// An injected disconnect has let hyper flush once.
     yielded_before_cut: bool,
+    /// `flush_each_chunk`: return `Pending` once before the next frame so hyper writes this one.
+    flush_next: bool,
 }
 
 impl SimBody {
@@ -132,6 +134,7 @@ impl SimBody {
             sleep: None,
             decoding: false,
             yielded_before_cut: false,
+            flush_next: false,
             log: Some(log),
             plan,
             shared,
@@ -213,6 +216,7 @@ impl SimBody {
 
     fn emit(&mut self, bytes: Bytes, tokens: u32, kind: ChunkKind) -> PollFrame {
         self.stamp(tokens, kind);
+        self.flush_next = self.shared.config.timing.flush_each_chunk;
         Poll::Ready(Some(Ok(Frame::data(bytes))))
     }
 
@@ -249,6 +253,12 @@ impl http_body::Body for SimBody {
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> PollFrame {
         let this = &mut *self;
+        if this.flush_next {
+            // hyper writes what it holds when the body is not ready.
+            this.flush_next = false;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
         loop {
             match this.phase {
                 Phase::Prelude => {

@@ -64,6 +64,9 @@ pub struct Opts {
     /// Decode slowdown per extra concurrent decode (0.05 = +5 %).
     #[arg(long, help_heading = "Timing")]
     pub decode_slowdown: Option<f64>,
+    /// Write every chunk on its own (zero-delay mode otherwise batches ready chunks per write).
+    #[arg(long, help_heading = "Timing")]
+    pub flush_each_chunk: bool,
 
     // Cache.
     /// Disable the prefix KV cache.
@@ -167,6 +170,7 @@ impl Opts {
         set(&mut t.prefill_lanes, &self.prefill_lanes);
         set(&mut t.decode_ms, &self.decode_ms);
         set(&mut t.decode_slowdown, &self.decode_slowdown);
+        t.flush_each_chunk |= self.flush_each_chunk;
         if self.no_cache {
             c.cache.enabled = false;
         }

@@ -64,6 +64,11 @@ pub struct TimingConfig {
     /// Relative slowdown of every decode step per *additional* concurrent decode
     /// (0.05 = +5 % per extra request).
     pub decode_slowdown: f64,
+    /// Hand every chunk to the socket on its own (one write per chunk, as an engine streaming
+    /// token by token does), so a chunk's stamp is its write. Off, a zero-delay body returns
+    /// frames back to back and hyper gathers up to ~15 of them into one `writev`: faster, but a
+    /// frame's stamp can precede its write by the rest of that batch.
+    pub flush_each_chunk: bool,
 }
 
 /// The prefix KV cache.
@@ -178,6 +183,7 @@ impl Default for TimingConfig {
             prefill_lanes: 0,
             decode_ms: 8.0,
             decode_slowdown: 0.05,
+            flush_each_chunk: false,
         }
     }
 }
@@ -317,6 +323,7 @@ impl TimingConfig {
             prefill_lanes: 0,
             decode_ms: 0.0,
             decode_slowdown: 0.0,
+            flush_each_chunk: false,
         }
     }
 

@@ -499,3 +499,34 @@ async fn keep_alive_serves_sequential_requests_on_one_connection() {
     s.wait_finished(3).await;
     assert!(s.log().iter().all(|l| l.finished && l.output_tokens == 4));
 }
+
+#[tokio::test]
+async fn flush_each_chunk_streams_the_same_events() {
+    let body = json!({"model": "m", "messages": user("same"), "stream": true,
+        "max_completion_tokens": 40, "stream_options": {"include_usage": true}});
+    let deltas = |r: &Resp| -> Vec<Value> {
+        r.chunks()
+            .iter()
+            .map(|c| {
+                json!([
+                    c["choices"][0]["delta"],
+                    c["choices"][0]["finish_reason"],
+                    c["usage"]["completion_tokens"]
+                ])
+            })
+            .collect()
+    };
+    let batched = sim(|_| {}).await;
+    let flushed = sim(|c| c.timing.flush_each_chunk = true).await;
+    let a = chat(batched.addr(), body.clone()).await;
+    let b = chat(flushed.addr(), body).await;
+    assert!(a.done() && b.done() && b.error.is_none());
+    assert_eq!(deltas(&b).len(), 42, "prelude + 40 tokens + usage");
+    assert_eq!(deltas(&a), deltas(&b));
+    flushed.wait_finished(1).await;
+    assert_eq!(
+        flushed.log()[0].chunks.len(),
+        43,
+        "prelude, 40 tokens, usage, [DONE]"
+    );
+}
