@@ -1,14 +1,20 @@
 //! Client overhead and throughput of the replay client against the zero-delay sim.
 //!
 //! `latency`: for each concurrency, runs a closed loop of short conversations and reports, per
-//! turn, client first-text-chunk arrival (`start_mono_ns + ttft_ns`, stamped when hyper hands
-//! over the frame) minus the sim's own stamp of when it handed that chunk to hyper. Both are raw
-//! CLOCK_MONOTONIC, so the difference is exact: it is the client's receive path (kernel loopback,
-//! the runtime waking the slot's task, hyper's parsing) plus the sim's write path after its
-//! stamp. Records and sim log are joined by session id + order (SPEC §9). By default the sim runs
-//! as a separate process (this binary re-executed as `serve-sim`, its log streamed to a JSONL
-//! file by the sim's own `chunk_log`), which is the honest setup: the two do not share a tokio
-//! runtime, only the 2 cores. `--in-process` runs it inside this runtime instead.
+//! turn, client first-text-chunk arrival (`start_mono_ns + ttft_ns`: the kernel's receive
+//! timestamp of the read that completed that chunk, see `replay/src/rx.rs`) minus the sim's own
+//! stamp of when it handed that chunk to hyper. Both are CLOCK_MONOTONIC, so the difference is
+//! exact: it is the sim's write path after its stamp plus loopback, plus whatever the client's
+//! reading adds to the stamp (a read is stamped with its newest packet; until the first token
+//! the client reads one HTTP chunk at a time, so that is its own packet). The `read` columns add
+//! each turn's `rx_lag_ttft_ns`: the same difference had the client stamped in user space when
+//! its thread read the bytes. Records and sim log are joined by session id + order (SPEC §9).
+//! By default the sim runs as a separate process (this binary re-executed as `serve-sim`, its
+//! log streamed to a JSONL file by the sim's own `chunk_log`): the two share only the 2 cores.
+//! `--in-process` runs it inside this runtime instead. `--flush-each-chunk` makes the sim write
+//! every chunk on its own, so its stamp is that chunk's write (by default a zero-delay sim
+//! stamps up to ~15 ready chunks before hyper writes them in one `writev`, and the difference
+//! includes the rest of that batch). `KEEP=1` copies records and sim log to /tmp/lat{C}-*.jsonl.
 //!
 //! `full`: a 613-trajectory synthetic dataset (`tokentap_dataset::synth`, the official 113:500
 //! mix) replayed once against the separate zero-delay sim: turns/s and this process's peak RSS
@@ -16,48 +22,50 @@
 //!
 //! Run (release):
 //! ```text
-//! cargo run --release -p tokentap-replay --example replay_overhead -- latency
+//! cargo run --release -p tokentap-replay --example replay_overhead -- latency [--flush-each-chunk]
 //! cargo run --release -p tokentap-replay --example replay_overhead -- full --concurrency 64
 //! ```
 //!
-//! Measured on the 2-core dev VM, release build, 64 output tokens per turn and one token per chunk
-//! unless said otherwise; µs. Quiet machine (load average < 1 at start):
+//! Measured on the 2-core dev VM, release build, 64 output tokens per turn and one token per
+//! chunk, zero-delay sim in a separate process, quiet machine (load < 1.3), 2026-11-29; µs:
 //!
 //! ```text
-//!                                        conc  turns    p50     p90     p99   p99.9  turns/s
-//!  zero-delay sim, separate process         1   4000    148     195     242     819    2221
-//!                                          64   4000   1139    3343    5387    7055    4643
-//!                                         512   4096   2424   16050   38920   48348    4915
-//!  zero-delay sim, in-process               1   4000    100     145     179     207    2434
-//!                                          64   4000    661    1095    1926    3531    5125
-//!                                         512   4096   1924    6837   19884   21533    2575
-//!  2 ms/token sim, separate, 32 tokens      1    400     82     141     384    3344      16
-//!  20 ms/token sim, separate, 16 tokens    64   4096     84     351    1452    3069     212
-//!                                         512   4096    384    2180   16599   31833    1415
+//!                                   conc  turns   p50    p90     p99   p99.9    max  turns/s  read p50  read p99
+//!  sim batches writes (default)        1   4000  13.6   17.3    41.6    53.6     91     3664      67.4     198.7
+//!                                     64   4000  14.5   19.1   188.2   504.3   1716     5536    2075.5   17058.1
+//!                                    512   4096  15.4  107.0   369.3  4410.8   6207     2511    9337.3   57228.3
+//!  sim writes each chunk               1   4000   4.5    6.1     8.4    45.6    172     1283      27.9     551.3
+//!  (--flush-each-chunk)               64   4000   4.4    5.9    39.7  3597.6   4057     1887     554.1    9072.9
+//!                                    512   4096   3.5    5.7 15814.1 20458.0  20761     1444    1067.6   43333.0
 //! ```
 //!
-//! The same zero-delay runs while other helpers compiled and fuzzed (load ≈ 5 on 2 cores):
-//! separate process p50/p99 174/3392 (1), 3490/11161 (64), 7132/88232 (512).
+//! The same flush-per-chunk runs split (`KEEP=1`, joined in Python): the first turn of each of
+//! the first C trajectories — all sent at once at start-up — against every later turn:
 //!
-//! Reading: the goal p99 ≤ 100 µs at 512 is not met, and on a zero-delay sim sharing the
-//! client's 2 cores it cannot be: the sim writes a whole response the moment a request arrives,
-//! so every in-flight response is ready at once and the client's read of a first chunk waits
-//! behind the other responses' chunks — the measure becomes CPU queueing, ≈ concurrency × the
-//! client's per-response cost / 2. With paced tokens (20 ms/token) the p50 at 64 is 84 µs, but
-//! the sim's timer fires all streams in the same millisecond (as a real engine's decode step
-//! emits a token for every sequence at once), so at 512 a first chunk can wait behind a burst of
-//! ~500 chunks on both sides of loopback: p99 17 ms. At concurrency 1 the floor is waking a
-//! parked thread across processes (p50 82–148 µs on this VM, ~100 µs in-process); in zero-delay
-//! mode the sim's own stamp also precedes its socket write by up to 15 frames (hyper queues
-//! ready frames before one `writev`). A `current_thread` runtime (`--current-thread`) measured no different from the
-//! multi-thread one within the noise, so the client does not shard runtimes.
+//! ```text
+//!  conc   start-up turns  p50 / p90 / p99 / max            later turns  p50 / p90 / p99 / p99.9 / max
+//!    64        64         935 / 3266 / 3964 / 4057             3936     4.4 / 5.9 / 14.2 / 42.8 / 484
+//!   512       512         5.2 / 9808 / 20416 / 20761           3584     3.5 / 5.2 / 9.6 / 34.3 / 16854
+//! ```
+//!
+//! Reading: the client's TTFT is within ~5 µs (p50) and ~10–40 µs (p99) of the server's write
+//! once the run is in its stride, at 1, 64 and 512 conversations; the `read` columns are what a
+//! client stamping in user space would have reported instead (28–67 µs p50, up to 57 ms p99 at
+//! 512). The start-up outliers are not in the client's stamping: the sim log's
+//! `flushed_mono_ns` (when hyper polled the body again after writing a chunk) shows that for
+//! the 251 turns over 100 µs in a 512 run, the kernel stamped the packet's arrival 7–30 ms
+//! *after* the sim had handed it to its socket — the packets waited in loopback TCP while 512
+//! fresh connections started at once (receive windows of sockets the busy client had not read
+//! yet are the likely brake; not proven). With the default batching sim the tail at 512 (p99
+//! 369 µs) is the batch: a chunk stamped early in a 15-frame `writev`.
 //!
 //! Full run (`full`, synth default: 613 trajectories = 113 coding + 500 workflow, 6,469 client
 //! turns, 39.8 MB; sim mean 400 output tokens, σ 0.7; salting on):
 //!
 //! ```text
 //!  conc   ok turns   wall     turns/s   chunks/s (whole system)   peak RSS (replay process)
-//!    64     6469    11.9 s      543        218 k                   182 MB   (quiet machine)
+//!    64     6469    10.5 s      615        247 k                   170 MB   (quiet, this client)
+//!    64     6469    11.9 s      543        218 k                   182 MB   (quiet, the hyper client before)
 //!     1     6469    19.3 s      335        134 k                   155 MB   (load ≈ 4)
 //!    64     6469    13.7 s      472        189 k                   183 MB   (load ≈ 4)
 //! ```

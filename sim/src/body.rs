@@ -92,6 +92,8 @@ pub(crate) struct SimBody {
     yielded_before_cut: bool,
     /// `flush_each_chunk`: return `Pending` once before the next frame so hyper writes this one.
     flush_next: bool,
+    /// The last `Pending` let hyper write the previous chunk: stamp its `flushed_mono_ns`.
+    flushed_pending: bool,
 }
 
 impl SimBody {
@@ -135,6 +137,7 @@ impl SimBody {
             decoding: false,
             yielded_before_cut: false,
             flush_next: false,
+            flushed_pending: false,
             log: Some(log),
             plan,
             shared,
@@ -210,6 +213,7 @@ impl SimBody {
                 wall_ns: log.received.wall_of(mono),
                 tokens,
                 kind,
+                flushed_mono_ns: None,
             });
         }
     }
@@ -256,8 +260,16 @@ impl http_body::Body for SimBody {
         if this.flush_next {
             // hyper writes what it holds when the body is not ready.
             this.flush_next = false;
+            this.flushed_pending = true;
             cx.waker().wake_by_ref();
             return Poll::Pending;
+        }
+        if std::mem::take(&mut this.flushed_pending) {
+            // Polled again: the previous chunk has been written.
+            let now = clock::now();
+            if let Some(c) = this.log.as_mut().and_then(|l| l.chunks.last_mut()) {
+                c.flushed_mono_ns = Some(now);
+            }
         }
         loop {
             match this.phase {

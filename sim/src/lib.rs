@@ -141,6 +141,10 @@ pub struct ChunkLog {
     /// Tokens this chunk carried (0 for prelude, usage, done).
     pub tokens: u32,
     pub kind: ChunkKind,
+    /// With `flush_each_chunk`: `CLOCK_MONOTONIC` ns when hyper polled the body again after
+    /// writing this chunk — the chunk's `writev` happened between `mono_ns` and this instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flushed_mono_ns: Option<u64>,
 }
 
 /// Everything the sim knows about one request, for tests to compare measurements with the truth.
