@@ -148,6 +148,12 @@ pub async fn run_with(
     if let Some(dir) = &out_dir {
         write_config(dir, &config)?;
     }
+    // Kernel receive timestamps on (and kept on) before the first request is sent.
+    let _stamps = if config.kernel_rx_timestamps {
+        Some(rx::KernelStamps::enable(std::time::Duration::from_secs(1)).await)
+    } else {
+        None
+    };
     let counters = Arc::new(progress::Counters::default());
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let records_path = out_dir.as_ref().map(|d| d.join("records.jsonl"));

@@ -132,3 +132,65 @@ impl RxStream {
         )
     }
 }
+
+/// Keeps the kernel's receive timestamping switched on for as long as it lives, and returns
+/// once it is in effect.
+///
+/// Linux switches software receive timestamps on globally when the first socket asks for them,
+/// but through deferred work: packets that arrive in the next moments carry no stamp, and when
+/// the last such socket closes they are switched off again. A run that opens its first
+/// connection cold would see its first responses stamped in user space. This guard holds a
+/// loopback TCP pair with `SO_TIMESTAMPNS` on, and pings one byte across it until a read
+/// carries a kernel stamp (bounded: after `limit` it gives up and the run falls back to user
+/// stamps where needed, which the records say).
+#[derive(Debug)]
+pub struct KernelStamps {
+    _pair: Option<(RxStream, TcpStream)>,
+    /// The kernel stamped the probe.
+    pub active: bool,
+}
+
+impl KernelStamps {
+    pub async fn enable(limit: std::time::Duration) -> KernelStamps {
+        match Self::probe(limit).await {
+            Ok((pair, active)) => KernelStamps {
+                _pair: Some(pair),
+                active,
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "kernel receive timestamps unavailable; stamping in user space");
+                KernelStamps {
+                    _pair: None,
+                    active: false,
+                }
+            }
+        }
+    }
+
+    async fn probe(limit: std::time::Duration) -> io::Result<((RxStream, TcpStream), bool)> {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        let mut rx = RxStream::new(accepted?.0, true)?;
+        let mut tx = client?;
+        tx.set_nodelay(true)?;
+        let deadline = std::time::Instant::now() + limit;
+        let mut b = [0u8; 1];
+        loop {
+            tx.write_all(b"p").await?;
+            let r = rx.read(&mut b).await?;
+            if r.n == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            if r.clock == RxClock::Kernel {
+                return Ok(((rx, tx), true));
+            }
+            if !rx.kernel() || std::time::Instant::now() >= deadline {
+                return Ok(((rx, tx), false));
+            }
+            // The kernel's deferred switch runs on a worker thread: give it the CPU.
+            tokio::task::yield_now().await;
+        }
+    }
+}

@@ -30,7 +30,24 @@ async fn pairs(
     let sim = sim_with(sim_cfg).await;
     let mut c = config(&sim, name);
     c.include_usage = include_usage;
-    let (_, recs) = run(c, dataset(DATASET)).await;
+    let (out, recs) = run(c, dataset(DATASET)).await;
+    // The summary's client section folds the records' receive stamps.
+    let client = &out.summary.client;
+    let in_window: Vec<&Value> = recs
+        .iter()
+        .filter(|r| status(r) == "ok" && r["in_window"] == true)
+        .collect();
+    assert_eq!(client.rx_kernel_turns, in_window.len() as u64);
+    assert_eq!(client.rx_user_turns, 0);
+    assert_eq!(client.retries, 0);
+    let lag = client.read_lag_ttft_ms.as_ref().expect("read lag");
+    assert_eq!(lag.count, in_window.len() as u64);
+    let max_ns = in_window
+        .iter()
+        .map(|r| u(&r["rx_lag_ttft_ns"]))
+        .max()
+        .unwrap();
+    assert!((lag.max - max_ns as f64 / 1e6).abs() < 1e-9);
     let mut log = sim.log();
     log.sort_by_key(|r| r.seq);
     let recs = sorted(recs);
