@@ -87,6 +87,12 @@ pub const ENGINE_NAMES: &[&str] = &[
     "sglang:generation_tokens_total",
 ];
 
+/// The vLLM half of [`ENGINE_NAMES`] (what the sim exports as vLLM).
+pub const ENGINE_VLLM_NAMES: &[&str] = ENGINE_NAMES.split_at(8).0;
+
+/// The SGLang half of [`ENGINE_NAMES`] (what the sim exports as SGLang).
+pub const ENGINE_SGLANG_NAMES: &[&str] = ENGINE_NAMES.split_at(8).1;
+
 /// Label values.
 pub mod labels {
     /// `source` label: the proxy's view.

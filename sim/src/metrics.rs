@@ -48,49 +48,32 @@ struct Names {
 }
 
 const VLLM: Names = Names {
-    ttft: "vllm:time_to_first_token_seconds",
-    itl: "vllm:inter_token_latency_seconds",
-    e2e: "vllm:e2e_request_latency_seconds",
-    cache_queries: Some("vllm:prefix_cache_queries_total"),
-    cache_hits: "vllm:prefix_cache_hits_total",
-    running: "vllm:num_requests_running",
-    prompt_tokens: "vllm:prompt_tokens_total",
-    generation_tokens: "vllm:generation_tokens_total",
+    ttft: VLLM_NAMES[0],
+    itl: VLLM_NAMES[1],
+    e2e: VLLM_NAMES[2],
+    cache_queries: Some(VLLM_NAMES[3]),
+    cache_hits: VLLM_NAMES[4],
+    running: VLLM_NAMES[5],
+    prompt_tokens: VLLM_NAMES[6],
+    generation_tokens: VLLM_NAMES[7],
 };
 
 const SGLANG: Names = Names {
-    ttft: "sglang:time_to_first_token_seconds",
-    itl: "sglang:inter_token_latency_seconds",
-    e2e: "sglang:e2e_request_latency_seconds",
+    ttft: SGLANG_NAMES[0],
+    itl: SGLANG_NAMES[1],
+    e2e: SGLANG_NAMES[2],
     cache_queries: None,
-    cache_hits: "sglang:cached_tokens_total",
-    running: "sglang:num_running_reqs",
-    prompt_tokens: "sglang:prompt_tokens_total",
-    generation_tokens: "sglang:generation_tokens_total",
+    cache_hits: SGLANG_NAMES[3],
+    running: SGLANG_NAMES[4],
+    prompt_tokens: SGLANG_NAMES[5],
+    generation_tokens: SGLANG_NAMES[6],
 };
 
-/// Every name the sim exports as vLLM (all listed in `tokentap_core::metrics::ENGINE_NAMES`).
-pub const VLLM_NAMES: &[&str] = &[
-    "vllm:time_to_first_token_seconds",
-    "vllm:inter_token_latency_seconds",
-    "vllm:e2e_request_latency_seconds",
-    "vllm:prefix_cache_queries_total",
-    "vllm:prefix_cache_hits_total",
-    "vllm:num_requests_running",
-    "vllm:prompt_tokens_total",
-    "vllm:generation_tokens_total",
-];
-
-/// Every name the sim exports as SGLang (all listed in `tokentap_core::metrics::ENGINE_NAMES`).
-pub const SGLANG_NAMES: &[&str] = &[
-    "sglang:time_to_first_token_seconds",
-    "sglang:inter_token_latency_seconds",
-    "sglang:e2e_request_latency_seconds",
-    "sglang:cached_tokens_total",
-    "sglang:num_running_reqs",
-    "sglang:prompt_tokens_total",
-    "sglang:generation_tokens_total",
-];
+/// Every name the sim exports as vLLM, and as SGLang: the engine names of SPEC §8 as core lists
+/// them.
+pub use tokentap_core::metrics::{
+    ENGINE_SGLANG_NAMES as SGLANG_NAMES, ENGINE_VLLM_NAMES as VLLM_NAMES,
+};
 
 /// The names exported for `flavor`.
 pub fn names(flavor: EngineFlavor) -> &'static [&'static str] {
