@@ -154,51 +154,47 @@ pub fn join(client: &ClientRun, wire: &[WireTurn], cfg: &JoinConfig) -> Joined {
         let (mut k, mut j) = (0, 0);
         while k < g.len() && j < cands.len() {
             let (ci, wi) = (g[k], cands[j]);
-            let Some(s) = client.turns[ci].start_ns else {
+            let step = match client.turns[ci].start_ns {
                 // No anchors: plain order.
-                pairs.push(Pair {
-                    client: ci,
-                    wire: wi,
-                    how: JoinMethod::SessionOrder,
-                });
-                (c_used[ci], w_used[wi]) = (true, true);
-                (k, j) = (k + 1, j + 1);
-                continue;
+                None => Step::Pair,
+                Some(s) => {
+                    let d = wstart(wi) as i128 - s as i128;
+                    // In range, the next client turn may fit this wire turn better (this
+                    // client turn never reached the wire), or the next wire turn may fit this
+                    // client turn better (this wire turn is one the client never reported).
+                    let dist = |c: usize, w: usize| {
+                        client.turns[c]
+                            .start_ns
+                            .map(|cs| wstart(w).abs_diff(cs))
+                            .unwrap_or(u64::MAX)
+                    };
+                    let here = d.unsigned_abs() as u64;
+                    if d < -(cfg.slack_ns as i128) {
+                        Step::SkipWire // a wire turn before this client turn: never reported
+                    } else if d > cfg.window_ns as i128 {
+                        Step::SkipClient // the wire never saw this client turn
+                    } else if g.get(k + 1).is_some_and(|&c2| dist(c2, wi) < here) {
+                        Step::SkipClient
+                    } else if cands.get(j + 1).is_some_and(|&w2| dist(ci, w2) < here) {
+                        Step::SkipWire
+                    } else {
+                        Step::Pair
+                    }
+                }
             };
-            let d = wstart(wi) as i128 - s as i128;
-            if d < -(cfg.slack_ns as i128) {
-                j += 1; // a wire turn before this client turn: the client never reported it
-                continue;
+            match step {
+                Step::SkipWire => j += 1,
+                Step::SkipClient => k += 1,
+                Step::Pair => {
+                    pairs.push(Pair {
+                        client: ci,
+                        wire: wi,
+                        how: JoinMethod::SessionOrder,
+                    });
+                    (c_used[ci], w_used[wi]) = (true, true);
+                    (k, j) = (k + 1, j + 1);
+                }
             }
-            if d > cfg.window_ns as i128 {
-                k += 1; // the wire never saw this client turn
-                continue;
-            }
-            // In range. The next client turn may fit this wire turn better (this client turn
-            // never reached the wire), or the next wire turn may fit this client turn better
-            // (this wire turn is one the client never reported).
-            let dist = |c: usize, w: usize| {
-                client.turns[c]
-                    .start_ns
-                    .map(|cs| wstart(w).abs_diff(cs))
-                    .unwrap_or(u64::MAX)
-            };
-            let here = d.unsigned_abs() as u64;
-            if g.get(k + 1).is_some_and(|&c2| dist(c2, wi) < here) {
-                k += 1;
-                continue;
-            }
-            if cands.get(j + 1).is_some_and(|&w2| dist(ci, w2) < here) {
-                j += 1;
-                continue;
-            }
-            pairs.push(Pair {
-                client: ci,
-                wire: wi,
-                how: JoinMethod::SessionOrder,
-            });
-            (c_used[ci], w_used[wi]) = (true, true);
-            (k, j) = (k + 1, j + 1);
         }
     }
 
@@ -261,6 +257,13 @@ pub fn join(client: &ClientRun, wire: &[WireTurn], cfg: &JoinConfig) -> Joined {
         wire_only: (0..wire.len()).filter(|&w| !w_used[w]).collect(),
         notes,
     }
+}
+
+/// One step of the session-order merge.
+enum Step {
+    Pair,
+    SkipWire,
+    SkipClient,
 }
 
 #[cfg(test)]
