@@ -169,11 +169,14 @@ pub fn join(client: &ClientRun, wire: &[WireTurn], cfg: &JoinConfig) -> Joined {
                             .unwrap_or(u64::MAX)
                     };
                     let here = d.unsigned_abs() as u64;
-                    if d < -(cfg.slack_ns as i128) {
-                        Step::SkipWire // a wire turn before this client turn: never reported
-                    } else if d > cfg.window_ns as i128 {
-                        Step::SkipClient // the wire never saw this client turn
-                    } else if g.get(k + 1).is_some_and(|&c2| dist(c2, wi) < here) {
+                    // A wire turn before this client turn (never reported), or a better wire
+                    // turn next.
+                    let skip_wire = d < -(cfg.slack_ns as i128);
+                    // The wire never saw this client turn, or a better client turn next.
+                    let skip_client = d > cfg.window_ns as i128;
+                    if skip_wire {
+                        Step::SkipWire
+                    } else if skip_client || g.get(k + 1).is_some_and(|&c2| dist(c2, wi) < here) {
                         Step::SkipClient
                     } else if cands.get(j + 1).is_some_and(|&w2| dist(ci, w2) < here) {
                         Step::SkipWire
