@@ -11,8 +11,8 @@
 //!  {"model":"M","messages":[  {system},{user},{assistant},...,{row t}  ],"temperature":..,"tools":[..]}
 //! ```
 //!
-//! sent as a [`RequestBody`] whose frames are those pieces, with an exact `Content-Length`; hyper
-//! writes them with vectored writes, so the history is never copied either. Building turn t costs
+//! sent as a [`RequestBody`] whose segments are those pieces, with an exact `Content-Length`; the
+//! client writes them with vectored writes, so the history is never copied either. Building turn t costs
 //! the serialization of the rows added since turn t−1 plus one refcount increment per earlier turn
 //! — it does not grow with the context size in bytes (measured in `benches/build.rs`).
 //!
@@ -30,9 +30,6 @@ use crate::salt::{Salted, Tag};
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::{Serialize, Serializer};
 use serde_json::Value;
-use std::convert::Infallible;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use tokentap_dataset::{Conversation, Role, Row};
 
 /// The parts of the run configuration a body depends on.
@@ -178,8 +175,7 @@ impl<'a> BodyBuilder<'a> {
         frames.push(tail);
         let len = frames.iter().map(|f| f.len() as u64).sum();
         Ok(RequestBody {
-            frames: frames.into_iter(),
-            remaining: len,
+            frames,
             len,
             messages: self.messages,
         })
@@ -359,8 +355,7 @@ impl Serialize for Text<'_> {
 /// A request body made of shared segments, with an exact length.
 #[derive(Debug)]
 pub struct RequestBody {
-    frames: std::vec::IntoIter<Bytes>,
-    remaining: u64,
+    frames: Vec<Bytes>,
     len: u64,
     messages: u32,
 }
@@ -380,19 +375,19 @@ impl RequestBody {
         self.messages
     }
 
-    /// The segments not yet handed out as frames (all of them for a fresh body), in order.
+    /// The segments, in order (the client hands them to `writev` after the request head).
     pub fn segments(&self) -> &[Bytes] {
-        self.frames.as_slice()
+        &self.frames
     }
 
-    /// Number of frames the body will be written as.
+    /// Number of segments.
     pub fn frame_count(&self) -> usize {
         self.frames.len()
     }
 
     /// The whole body in one buffer (tests, debugging; the client never does this).
     pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(self.remaining as usize);
+        let mut v = Vec::with_capacity(self.len as usize);
         self.copy_into(&mut v);
         v
     }
@@ -401,38 +396,9 @@ impl RequestBody {
     /// segments as frames, kept for `benches/build.rs`.
     pub fn copy_into(&self, buf: &mut Vec<u8>) {
         buf.clear();
-        for f in self.frames.as_slice() {
+        for f in &self.frames {
             buf.extend_from_slice(f);
         }
-    }
-}
-
-impl http_body::Body for RequestBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
-        loop {
-            match self.frames.next() {
-                Some(f) if f.is_empty() => continue,
-                Some(f) => {
-                    self.remaining -= f.len() as u64;
-                    return Poll::Ready(Some(Ok(http_body::Frame::data(f))));
-                }
-                None => return Poll::Ready(None),
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.remaining == 0
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        http_body::SizeHint::with_exact(self.remaining)
     }
 }
 
