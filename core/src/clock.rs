@@ -33,8 +33,8 @@ pub fn wall_now() -> u64 {
         .unwrap_or(0)
 }
 
-/// One instant expressed on both shared clocks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// One instant expressed on both shared clocks (`default()`: both zero, for tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Anchor {
     /// Wall clock, ns since the Unix epoch.
     pub wall_ns: u64,

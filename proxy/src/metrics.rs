@@ -212,13 +212,7 @@ mod tests {
     #[test]
     fn itl_is_weighted_by_tokens_and_models_are_capped() {
         let m = Metrics::with_model_cap(1);
-        let mut r = TurnRecord::new(
-            Origin::Proxy,
-            Anchor {
-                wall_ns: 0,
-                mono_ns: 0,
-            },
-        );
+        let mut r = TurnRecord::new(Origin::Proxy, Anchor::default());
         r.model = Some("a".into());
         r.stream = Some(true);
         r.http_status = Some(200);

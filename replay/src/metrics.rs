@@ -256,13 +256,7 @@ mod tests {
     fn a_turn_shows_up_with_source_client() {
         let m = ClientMetrics::new();
         m.issued();
-        let mut r = TurnRecord::new(
-            Origin::Replay,
-            Anchor {
-                wall_ns: 0,
-                mono_ns: 0,
-            },
-        );
+        let mut r = TurnRecord::new(Origin::Replay, Anchor::default());
         r.model = Some("m".into());
         r.http_status = Some(200);
         r.measured.ttft_ns = Some(5_000_000);
