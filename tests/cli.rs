@@ -25,6 +25,20 @@ fn signal(pid: u32, sig: &str) {
     assert!(st.success(), "kill {sig} {pid} failed");
 }
 
+type StdoutLines = std::io::Lines<BufReader<std::process::ChildStdout>>;
+
+/// The `host:port` a server subcommand printed first (`listening on http://ADDR`), and the rest
+/// of its stdout: keep it alive, or the server's next line hits a closed pipe.
+fn listening_addr(child: &mut std::process::Child) -> (String, StdoutLines) {
+    let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    let first = lines.next().expect("a first line").unwrap();
+    let addr = first
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    (addr, lines)
+}
+
 fn read_jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
@@ -105,11 +119,7 @@ fn sim_cli_prints_its_address_serves_and_stops_on_sigterm() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("a first line").unwrap();
-    let addr = first
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("{first}"));
+    let (addr, _stdout) = listening_addr(&mut child);
     let mut s = TcpStream::connect(addr).unwrap();
     s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .unwrap();
@@ -309,12 +319,7 @@ fn proxy_cli_drains_a_stream_in_flight_on_sigterm_and_records_it() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("a first line").unwrap();
-    let addr = first
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("{first}"))
-        .to_string();
+    let (addr, _stdout) = listening_addr(&mut child);
     let client = std::thread::spawn(move || {
         let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"max_completion_tokens":40}"#;
         let mut s = TcpStream::connect(&addr).unwrap();
