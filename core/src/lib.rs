@@ -17,6 +17,8 @@
 //! - [`record`]: the per-turn record written as JSONL by the replay client and the proxy.
 //! - [`stats`]: exact percentiles from raw samples.
 //! - [`metrics`]: Prometheus names, buckets and label rules (SPEC §8) for proxy, replay, dashboards.
+//! - [`http1`]: the HTTP/1.1 client pieces the replay client and the proxy's upstream side share:
+//!   a request head writer, a response head parser and an incremental body decoder.
 //! - [`wire`]: OpenAI chat wire types used by the simulated server and tests.
 //! - [`text`]: the reasoning preamble and filler text shared by the sim and the synthesizer.
 //! - [`tokenize`]: the deterministic stand-in tokenizer (4 bytes per token).
@@ -35,6 +37,7 @@
 
 pub mod chunk;
 pub mod clock;
+pub mod http1;
 pub mod metrics;
 pub mod record;
 pub mod sse;

@@ -25,7 +25,8 @@
 //! - memory per in-flight stream = RSS with N streams held open mid-stream.
 //!
 //! Run: `cargo run --release -p tokentap-proxy --example proxy_overhead -- [--streams 1,64,512]
-//! [--tokens 128] [--requests 1024] [--decode-ms 0] [--no-extras] [--nginx]`
+//! [--tokens 128] [--requests 1024] [--decode-ms 0] [--no-extras] [--nginx] [--hyper]`
+//! (`--hyper`: also the proxy with `--upstream-client hyper`, the hyper-util client it had before.)
 //! (`PROXY_WORKERS=N` / `PROXY_RT=current` change the proxy child's runtime.)
 //!
 //! Measured 2026-11-29 on the 2-core VM (quiet, load < 1), release build.
@@ -85,9 +86,9 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 use tokentap_core::chunk::ChunkInfo;
 use tokentap_core::clock;
+use tokentap_core::http1;
 use tokentap_core::sse::Framer;
 use tokentap_core::stats::Samples;
-use tokentap_replay::http1;
 use tokentap_replay::rx::RxStream;
 use tokentap_sim::{SimConfig, SimServer};
 use tokio::io::AsyncWriteExt;
@@ -104,7 +105,10 @@ fn arg(args: &[String], name: &str) -> Option<String> {
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--child") {
-        return child(arg(&args, "--upstream").unwrap_or_default());
+        return child(
+            arg(&args, "--upstream").unwrap_or_default(),
+            arg(&args, "--client").as_deref() == Some("hyper"),
+        );
     }
     let streams: Vec<usize> = arg(&args, "--streams")
         .unwrap_or_else(|| "1,64,512".into())
@@ -119,12 +123,15 @@ fn main() -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let nginx = args.iter().any(|a| a == "--nginx");
-    rt.block_on(parent(streams, tokens, requests, decode_ms, extras, nginx))
+    let peers = Peers {
+        nginx: args.iter().any(|a| a == "--nginx"),
+        hyper: args.iter().any(|a| a == "--hyper"),
+    };
+    rt.block_on(parent(streams, tokens, requests, decode_ms, extras, peers))
 }
 
 /// The proxy process: serves until stdin closes; answers `stats` with its allocation count.
-fn child(upstream: String) -> anyhow::Result<()> {
+fn child(upstream: String, hyper: bool) -> anyhow::Result<()> {
     // The proxy's runtime: multi-thread with one worker per core, as `tokentap proxy` runs;
     // PROXY_WORKERS=N overrides the worker count (1 = everything on one thread).
     let workers = std::env::var("PROXY_WORKERS")
@@ -143,7 +150,11 @@ fn child(upstream: String) -> anyhow::Result<()> {
             .build()?
     };
     rt.block_on(async move {
-        let p = tokentap_proxy::Proxy::start(tokentap_proxy::Config::new([upstream])).await?;
+        let mut cfg = tokentap_proxy::Config::new([upstream]);
+        if hyper {
+            cfg.upstream_client = tokentap_proxy::config::UpstreamClient::Hyper;
+        }
+        let p = tokentap_proxy::Proxy::start(cfg).await?;
         println!("listening on {}", p.base_url());
         std::io::stdout().flush()?;
         std::thread::spawn(|| {
@@ -170,9 +181,10 @@ struct ChildProxy {
 }
 
 impl ChildProxy {
-    fn spawn(upstream: &str) -> anyhow::Result<ChildProxy> {
+    /// `client`: `direct` (the default) or `hyper` (`--upstream-client`).
+    fn spawn(upstream: &str, client: &str) -> anyhow::Result<ChildProxy> {
         let mut child = Command::new(std::env::current_exe()?)
-            .args(["--child", "--upstream", upstream])
+            .args(["--child", "--upstream", upstream, "--client", client])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()?;
@@ -554,13 +566,19 @@ async fn measure(
     })
 }
 
+/// The peers measured beside the proxy: nginx, and the proxy with hyper-util's upstream client.
+struct Peers {
+    nginx: bool,
+    hyper: bool,
+}
+
 async fn parent(
     streams: Vec<usize>,
     tokens: u64,
     requests: usize,
     decode_ms: f64,
     extras: bool,
-    nginx: bool,
+    peers: Peers,
 ) -> anyhow::Result<()> {
     let mut cfg = SimConfig::zero_delay();
     cfg.output.always_max = true;
@@ -569,8 +587,13 @@ async fn parent(
     // batch of ready chunks).
     cfg.timing.flush_each_chunk = true;
     let sim = SimServer::start(cfg).await?;
-    let mut px = ChildProxy::spawn(&sim.base_url())?;
-    let ng = if nginx {
+    let mut px = ChildProxy::spawn(&sim.base_url(), "direct")?;
+    let mut hx = if peers.hyper {
+        Some(ChildProxy::spawn(&sim.base_url(), "hyper")?)
+    } else {
+        None
+    };
+    let ng = if peers.nginx {
         Some(Nginx::spawn(&sim.base_url())?)
     } else {
         None
@@ -581,6 +604,9 @@ async fn parent(
     // Warm every path (connections, pools, allocator arenas).
     let _ = phase(&sim.base_url(), 8, 64, tokens, 0, precise).await;
     let _ = phase(&px.url, 8, 64, tokens, 0, precise).await;
+    if let Some(h) = &hx {
+        let _ = phase(&h.url, 8, 64, tokens, 0, precise).await;
+    }
     if let Some(n) = &ng {
         let _ = phase(&n.url, 8, 64, tokens, 0, precise).await;
     }
@@ -637,6 +663,14 @@ async fn parent(
         let cpu1 = px.cpu_ns()?;
         let a1 = px.allocs()?;
         row("tokentap", &p, cpu1 - cpu0, Some(a1 - a0));
+        if let Some(h) = hx.as_mut() {
+            let a0 = h.allocs()?;
+            let cpu0 = h.cpu_ns()?;
+            let p = measure(&sim, &h.url, conc, total, tokens, next_id(), precise).await?;
+            let cpu1 = h.cpu_ns()?;
+            let a1 = h.allocs()?;
+            row("tokentap-hyper", &p, cpu1 - cpu0, Some(a1 - a0));
+        }
         if let Some(n) = &ng {
             let cpu0 = n.cpu_ns()?;
             let p = measure(&sim, &n.url, conc, total, tokens, next_id(), precise).await?;
@@ -645,6 +679,7 @@ async fn parent(
         }
     }
     drop(ng);
+    drop(hx);
     if !extras {
         return Ok(());
     }
@@ -676,7 +711,7 @@ async fn parent(
     pcfg.output.always_max = true;
     pcfg.timing.decode_ms = 20.0;
     let paced = SimServer::start(pcfg).await?;
-    let px = ChildProxy::spawn(&paced.base_url())?;
+    let px = ChildProxy::spawn(&paced.base_url(), "direct")?;
     let _ = phase(&px.url, 4, 8, 4, next_id(), false).await;
     let rss0 = px.rss_kib()?;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(held);

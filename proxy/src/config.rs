@@ -84,10 +84,16 @@ pub struct Opts {
     pub connect_timeout: f64,
     /// Seconds an idle pooled upstream connection is kept. Keep it below the server's own
     /// keep-alive timeout (uvicorn, under vLLM and SGLang: 5 s; llama.cpp's server: 5 s): a
-    /// request sent on a connection the server is closing at that moment fails with "connection
-    /// closed before message completed", and a POST cannot be retried transparently.
+    /// pooled connection is checked before reuse, and a request that still meets a server
+    /// closing it is sent again on a new connection (the direct client; hyper's fails it).
     #[arg(long, env = "TOKENTAP_PROXY_UPSTREAM_KEEPALIVE", default_value_t = 4.0)]
     pub upstream_keepalive: f64,
+    /// Client for plain `http://` upstreams. `direct`: the proxy's own HTTP/1.1 exchange, the
+    /// task that serves the client reads the upstream socket itself (one wake-up per chunk,
+    /// everything already read forwarded in one write). `hyper`: hyper-util's pooled client,
+    /// as for `https://` and `h2c://` upstreams.
+    #[arg(long, env = "TOKENTAP_PROXY_UPSTREAM_CLIENT", value_enum, default_value_t = UpstreamClient::Direct)]
+    pub upstream_client: UpstreamClient,
     /// Largest request head accepted (431 above).
     #[arg(long, env = "TOKENTAP_PROXY_MAX_HEADER_BYTES", default_value_t = 64 << 10)]
     pub max_header_bytes: usize,
@@ -154,8 +160,16 @@ pub struct Config {
     pub inject_continuous_usage: bool,
     pub preserve_host: bool,
     pub via: bool,
+    pub upstream_client: UpstreamClient,
     pub session_ttl: Duration,
     pub max_sessions: usize,
+}
+
+/// Which client talks to plain `http://` upstreams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UpstreamClient {
+    Direct,
+    Hyper,
 }
 
 impl Config {
@@ -185,6 +199,7 @@ impl Config {
             inject_continuous_usage: false,
             preserve_host: false,
             via: false,
+            upstream_client: UpstreamClient::Direct,
             session_ttl: Duration::from_secs(3600),
             max_sessions: 100_000,
         }
@@ -228,6 +243,7 @@ impl Config {
         c.inject_continuous_usage = o.inject_continuous_usage;
         c.preserve_host = o.preserve_host;
         c.via = o.via;
+        c.upstream_client = o.upstream_client;
         c.session_ttl = secs("session-ttl", o.session_ttl)?;
         c.max_sessions = o.max_sessions;
         Ok(c)

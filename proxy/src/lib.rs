@@ -48,6 +48,7 @@
 pub mod admin;
 pub mod config;
 pub mod content;
+pub mod direct;
 pub mod error;
 pub mod headers;
 pub mod inject;
@@ -152,11 +153,19 @@ impl Proxy {
             admin_stop.clone(),
         ));
         let sw = shared.clone();
+        let keepalive = shared.cfg.upstream_keepalive;
         let sweeper = tokio::spawn(async move {
-            let every = (ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+            // Expired sessions, and idle upstream connections past their keep-alive (closed
+            // by the server by now, so ours would sit in CLOSE_WAIT until the next reuse).
+            let every = (ttl / 4)
+                .min(keepalive)
+                .clamp(Duration::from_millis(100), Duration::from_secs(30));
             loop {
                 tokio::time::sleep(every).await;
                 sw.sessions.sweep();
+                for up in &sw.upstreams.list {
+                    up.pool.sweep(keepalive);
+                }
             }
         });
         Ok(Proxy {

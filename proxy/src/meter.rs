@@ -24,6 +24,7 @@
 //! Steady path per chunk: no allocation (the framer's buffers and the chunk list are sized
 //! once), no lock, no shared map. Measured in `examples/proxy_overhead.rs`.
 
+use crate::direct::H1Body;
 use crate::inject::Stripper;
 use crate::metrics::CHUNK_SAMPLE_EVERY;
 use crate::service::{Route, Shared};
@@ -365,7 +366,7 @@ struct Idle {
 }
 
 /// The upstream response body, measured on its way to the client.
-pub struct MeteredBody<B = Incoming> {
+pub struct MeteredBody<B = UpstreamBody> {
     inner: B,
     tap: Tap,
     strip: Option<Stripper>,
@@ -376,15 +377,25 @@ pub struct MeteredBody<B = Incoming> {
 }
 
 impl<B> MeteredBody<B> {
-    pub fn new(inner: B, tap: Tap, strip: Option<Stripper>) -> Self {
-        MeteredBody {
+    pub fn new(inner: B, tap: Tap, strip: Option<Stripper>) -> Self
+    where
+        B: Body,
+    {
+        let mut m = MeteredBody {
             inner,
             tap,
             strip,
             tail: None,
             ended: false,
             idle: None,
+        };
+        // No body to come (HEAD, 204, 304, a zero length): the response is complete now. hyper's
+        // server does not poll such a body at all; without this the tap would be dropped
+        // unpolled and the request recorded as cancelled.
+        if m.inner.is_end_stream() {
+            m.end();
         }
+        m
     }
 
     /// Ends the stream with an error when upstream sends nothing for `limit` (must be called
@@ -515,18 +526,67 @@ where
     }
 }
 
+/// The upstream response body: from hyper-util's client, or from the direct HTTP/1.1 client.
+pub enum UpstreamBody {
+    Hyper(Incoming),
+    Direct(H1Body),
+}
+
+/// Why an upstream response body failed.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamBodyError {
+    #[error(transparent)]
+    Hyper(#[from] hyper::Error),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = UpstreamBodyError;
+
+    #[inline]
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        match self.get_mut() {
+            UpstreamBody::Hyper(b) => Pin::new(b)
+                .poll_frame(cx)
+                .map(|o| o.map(|r| r.map_err(Into::into))),
+            UpstreamBody::Direct(b) => Pin::new(b)
+                .poll_frame(cx)
+                .map(|o| o.map(|r| r.map_err(Into::into))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            UpstreamBody::Hyper(b) => b.is_end_stream(),
+            UpstreamBody::Direct(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            UpstreamBody::Hyper(b) => b.size_hint(),
+            UpstreamBody::Direct(b) => b.size_hint(),
+        }
+    }
+}
+
 /// What the proxy sends to the client.
 // The metered variant is large (the whole per-request state); the body is built once per
 // request and polled in place, never moved per chunk, so boxing would only add an allocation.
 #[allow(clippy::large_enum_variant)]
 pub enum ProxyBody {
-    Metered(MeteredBody<Incoming>),
+    Metered(MeteredBody<UpstreamBody>),
     Full(Full<Bytes>),
 }
 
 impl Body for ProxyBody {
     type Data = Bytes;
-    type Error = BodyError<hyper::Error>;
+    type Error = BodyError<UpstreamBodyError>;
 
     #[inline]
     fn poll_frame(

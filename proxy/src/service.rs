@@ -13,10 +13,12 @@
 //! observable instant to "first byte in".
 
 use crate::config::Config;
+use crate::config::UpstreamClient;
+use crate::direct;
 use crate::error::{chain, ProxyError};
 use crate::headers::{head_size, is_secret, strip_hop_by_hop};
 use crate::inject::{self, Stripper};
-use crate::meter::{MeteredBody, ProxyBody, Tap};
+use crate::meter::{MeteredBody, ProxyBody, Tap, UpstreamBody};
 use crate::metrics::Metrics;
 use crate::records::Writer;
 use crate::sessions::Sessions;
@@ -101,6 +103,14 @@ enum Src {
     Buffered(Bytes),
     /// The body was consumed by a failed attempt (cannot retry).
     Gone,
+}
+
+/// How sending to one replica failed (before a response head).
+enum Sent {
+    /// No connection: the next replica may take the request.
+    Connect(String),
+    /// Anything else: the request is answered with an error.
+    Failed(String),
 }
 
 /// Serves one client request.
@@ -235,11 +245,6 @@ pub async fn handle(
             }
             Src::Gone => break,
         };
-        let mut up_req = Request::new(body);
-        *up_req.method_mut() = parts.method.clone();
-        *up_req.uri_mut() = uri;
-        *up_req.version_mut() = Version::HTTP_11;
-        *up_req.headers_mut() = headers.clone();
         up.in_flight.fetch_add(1, Ordering::AcqRel);
         shared
             .metrics
@@ -248,15 +253,48 @@ pub async fn handle(
             .inc();
         tap.set_upstream(Some(idx));
         tap.forwarded(clock::now());
-        let client = if up.h2_prior {
-            &shared.clients.h2
+        let sent = if up.plain_h1() && cfg.upstream_client == UpstreamClient::Direct {
+            let path = uri.path_and_query().map_or("/", |p| p.as_str());
+            let out = direct::Outgoing {
+                method: &parts.method,
+                path,
+                headers: &headers,
+                body,
+                connect_timeout: cfg.connect_timeout,
+                keepalive: cfg.upstream_keepalive,
+            };
+            match tokio::time::timeout(cfg.upstream_timeout, direct::exchange(up, out)).await {
+                Ok(Ok(r)) => {
+                    let mut resp = Response::new(UpstreamBody::Direct(r.body));
+                    *resp.status_mut() = r.status;
+                    *resp.headers_mut() = r.headers;
+                    Ok(Ok(resp))
+                }
+                Ok(Err(direct::ExchangeError::Connect(e))) => Ok(Err(Sent::Connect(e.to_string()))),
+                Ok(Err(e)) => Ok(Err(Sent::Failed(e.to_string()))),
+                Err(elapsed) => Err(elapsed),
+            }
         } else {
-            &shared.clients.auto
+            let mut up_req = Request::new(body);
+            *up_req.method_mut() = parts.method.clone();
+            *up_req.uri_mut() = uri;
+            *up_req.version_mut() = Version::HTTP_11;
+            *up_req.headers_mut() = headers.clone();
+            let client = if up.h2_prior {
+                &shared.clients.h2
+            } else {
+                &shared.clients.auto
+            };
+            match tokio::time::timeout(cfg.upstream_timeout, client.request(up_req)).await {
+                Ok(Ok(resp)) => Ok(Ok(resp.map(UpstreamBody::Hyper))),
+                Ok(Err(e)) if e.is_connect() => Ok(Err(Sent::Connect(chain(&e)))),
+                Ok(Err(e)) => Ok(Err(Sent::Failed(chain(&e)))),
+                Err(elapsed) => Err(elapsed),
+            }
         };
-        let result = tokio::time::timeout(cfg.upstream_timeout, client.request(up_req)).await;
-        match result {
+        match sent {
             Ok(Ok(resp)) => return Ok(respond(tap, resp, plan)),
-            Ok(Err(e)) if e.is_connect() => {
+            Ok(Err(Sent::Connect(why))) => {
                 up.in_flight.fetch_sub(1, Ordering::AcqRel);
                 tap.set_upstream(None);
                 shared
@@ -264,26 +302,26 @@ pub async fn handle(
                     .upstream_errors
                     .with_label_values(&[&up.name, "connect"])
                     .inc();
-                refused.push(format!("{}: {}", up.name, chain(&e)));
+                refused.push(format!("{}: {why}", up.name));
                 if let Ok(inc) = giveback_rx.try_recv() {
                     src = Src::Stream(inc);
                 }
                 continue;
             }
-            Ok(Err(e)) => {
+            Ok(Err(Sent::Failed(why))) => {
                 let err = if cell.too_large.load(Ordering::Relaxed) {
                     ProxyError::BodyTooLarge {
                         limit: cfg.max_body_bytes,
                     }
                 } else if cell.client_error.load(Ordering::Relaxed) {
-                    ProxyError::RequestBody(chain(&e))
+                    ProxyError::RequestBody(why)
                 } else {
                     shared
                         .metrics
                         .upstream_errors
                         .with_label_values(&[&up.name, "reset"])
                         .inc();
-                    ProxyError::Reset(chain(&e))
+                    ProxyError::Reset(why)
                 };
                 return Ok(reject(&mut tap, err));
             }
@@ -338,7 +376,7 @@ fn reject(tap: &mut Tap, e: ProxyError) -> Response<ProxyBody> {
 /// Wraps the upstream response for the client.
 fn respond(
     mut tap: Tap,
-    resp: Response<Incoming>,
+    resp: Response<UpstreamBody>,
     plan: Option<inject::Plan>,
 ) -> Response<ProxyBody> {
     let t = clock::now();

@@ -62,6 +62,8 @@ pub struct Upstream {
     seed: u64,
     /// Requests in flight on this replica.
     pub in_flight: AtomicUsize,
+    /// Idle connections of the direct HTTP/1.1 client.
+    pub pool: Arc<crate::direct::Pool>,
 }
 
 impl Upstream {
@@ -90,6 +92,7 @@ impl Upstream {
             prefix,
             h2_prior,
             in_flight: AtomicUsize::new(0),
+            pool: Arc::default(),
         })
     }
 
@@ -106,6 +109,11 @@ impl Upstream {
             .authority(self.authority.clone())
             .path_and_query(full)
             .build()
+    }
+
+    /// Plain `http://` (not `h2c://`, not `https://`): the direct client can take it.
+    pub fn plain_h1(&self) -> bool {
+        self.scheme == Scheme::HTTP && !self.h2_prior
     }
 
     /// `host[:port]` for the `Host` header.

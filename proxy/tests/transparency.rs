@@ -17,6 +17,7 @@ use serde_json::json;
 use std::path::PathBuf;
 use tokentap_core::record::Status;
 use tokentap_core::timeline::TokenSource;
+use tokentap_proxy::config::UpstreamClient;
 use tokentap_sim::SimConfig;
 
 fn rich() -> SimConfig {
@@ -40,18 +41,31 @@ fn variants() -> Vec<Bytes> {
     ]
 }
 
+/// With either upstream client: the proxy's own HTTP/1.1 client (the default) and hyper-util's.
 #[tokio::test]
 async fn bodies_are_byte_identical_with_and_without_the_proxy() {
+    for up in [UpstreamClient::Direct, UpstreamClient::Hyper] {
+        byte_identical(up).await;
+    }
+}
+
+async fn byte_identical(up: UpstreamClient) {
     let direct = sim(rich()).await;
     let behind = sim(rich()).await;
-    let p = proxy(proxy_cfg(&[behind.base_url()])).await;
+    let mut cfg = proxy_cfg(&[behind.base_url()]);
+    cfg.upstream_client = up;
+    let p = proxy(cfg).await;
     let c = client();
     for (i, body) in variants().into_iter().enumerate() {
         let a = send(&c, post_chat(&direct.base_url(), body.clone(), Some("s"))).await;
         let b = send(&c, post_chat(&p.base_url(), body.clone(), Some("s"))).await;
         assert_eq!(a.status, b.status);
         assert!(a.body.len() > 100, "variant {i}");
-        assert_eq!(mask_created(&a.body), mask_created(&b.body), "variant {i}");
+        assert_eq!(
+            mask_created(&a.body),
+            mask_created(&b.body),
+            "variant {i}, {up:?}"
+        );
         assert_eq!(a.headers.get("content-type"), b.headers.get("content-type"));
     }
     // And the request the server got through the proxy is the client's, byte for byte.

@@ -9,7 +9,7 @@
 //! instant is stamped, so TTFT does not include TCP connect time.
 //!
 //! The exchange runs in the slot's own task and reads the socket itself ([`crate::rx`],
-//! [`crate::http1`]): no connection task, no channel hop per chunk, and every read carries the
+//! [`tokentap_core::http1`]): no connection task, no channel hop per chunk, and every read carries the
 //! kernel's receive timestamp. Stamping: the send instant is read right before the request's
 //! first `writev`; the response head and every body byte are stamped with the arrival instant
 //! of the read that brought them. Then the bytes go through the SSE framer into the
@@ -28,7 +28,6 @@
 use crate::accuracy::{Capture, Generated};
 use crate::body::RequestBody;
 use crate::config::Endpoint;
-use crate::http1::{self, Decoder};
 use crate::rx::{Read, RxStream};
 use http::header::{
     HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST,
@@ -37,6 +36,7 @@ use http::{Method, Request};
 use std::io::IoSlice;
 use std::net::SocketAddr;
 use tokentap_core::clock::{self, MonoNs};
+use tokentap_core::http1::{self, Decoder};
 use tokentap_core::record::{ErrorSource, RxClock, TurnError};
 use tokentap_core::sse::{Event, Framer};
 use tokentap_core::timeline::Timeline;

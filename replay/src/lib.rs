@@ -46,7 +46,6 @@ pub mod collector;
 pub mod config;
 pub mod driver;
 pub mod error;
-pub mod http1;
 pub mod metrics;
 pub mod progress;
 pub mod rx;

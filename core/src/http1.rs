@@ -1,10 +1,12 @@
-//! The HTTP/1.1 pieces the replay client needs: a request head writer, a response head parser
-//! (over `httparse`) and an incremental body decoder (`Content-Length`, chunked, or to EOF).
+//! The HTTP/1.1 client pieces that the replay client and the proxy's upstream side share: a
+//! request head writer, a response head parser (over `httparse`) and an incremental body
+//! decoder (`Content-Length`, chunked, or to EOF).
 //!
-//! Why not hyper's client: the client reads its socket itself so that every read carries the
-//! kernel's receive timestamp ([`crate::rx`]); hyper's connection task hides the reads behind a
-//! channel, so a body frame cannot be tied to the read (and the instant) it came from. What is
-//! left to write is small and closed: one request per exchange, no pipelining, no upgrades.
+//! Why not hyper's client: both read their socket themselves. The replay client so that every
+//! read carries the kernel's receive timestamp; the proxy so that the task writing a chunk to
+//! its client is the task that read it from upstream (hyper's connection task hands body frames
+//! over a channel, one wake-up more per chunk). What is left to write is small and closed: one
+//! request per exchange, no pipelining, no upgrades.
 //!
 //! The decoder hands out slices of the caller's read buffer (no copy, no allocation) and is
 //! lenient where RFC 9112 allows a recipient to be (bare `\n` line ends, chunk extensions,
@@ -68,6 +70,14 @@ pub struct HeadError(pub String);
 /// Parses a response head at the start of `buf`. `Ok(None)`: incomplete, read more.
 /// `Ok(Some((len, head)))`: the head is `buf[..len]`.
 pub fn parse_head(buf: &[u8]) -> Result<Option<(usize, Head)>, HeadError> {
+    parse_head_with(buf, |_, _| {})
+}
+
+/// [`parse_head`], also handing every header (name, value) to `each` in wire order.
+pub fn parse_head_with(
+    buf: &[u8],
+    mut each: impl FnMut(&str, &[u8]),
+) -> Result<Option<(usize, Head)>, HeadError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut resp = httparse::Response::new(&mut headers);
     let len = match resp.parse(buf) {
@@ -88,6 +98,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(usize, Head)>, HeadError> {
     let mut close = http10;
     for h in resp.headers.iter() {
         let v = h.value;
+        each(h.name, v);
         if h.name.eq_ignore_ascii_case(CONTENT_TYPE.as_str()) {
             json = starts_with_ignore_case(v, b"application/json");
         } else if h.name.eq_ignore_ascii_case(TRANSFER_ENCODING.as_str()) {
@@ -236,9 +247,60 @@ impl Decoder {
         }
     }
 
+    /// Body bytes still to come when the length is known (`Content-Length`, or done: 0).
+    pub fn length_left(&self) -> Option<u64> {
+        match self.state {
+            State::Length(left) => Some(left),
+            State::Done => Some(0),
+            _ => None,
+        }
+    }
+
     /// The body runs until the server closes the connection.
     pub fn until_close(&self) -> bool {
         matches!(self.state, State::Close)
+    }
+
+    /// Decodes framing bytes of `input` up to and including at most one piece of body data.
+    /// Returns how many bytes of `input` were used and where the data piece is in `input`
+    /// (`None`: `input` held framing only, or the body is done). Lets a caller hand out each
+    /// piece as a slice of its own buffer, one at a time.
+    pub fn next_piece(
+        &mut self,
+        input: &[u8],
+    ) -> Result<(usize, Option<std::ops::Range<usize>>), BodyError> {
+        let mut i = 0;
+        while i < input.len() {
+            match &mut self.state {
+                State::Done => break,
+                State::Close => return Ok((input.len(), Some(i..input.len()))),
+                State::Length(left) => {
+                    let take = (*left).min((input.len() - i) as u64) as usize;
+                    *left -= take as u64;
+                    if *left == 0 {
+                        self.state = State::Done;
+                    }
+                    return Ok((i + take, Some(i..i + take)));
+                }
+                State::Chunked(c) => {
+                    if let Chunk::Data { left } = c {
+                        let take = (*left).min((input.len() - i) as u64) as usize;
+                        *left -= take as u64;
+                        if *left == 0 {
+                            *c = Chunk::DataCr;
+                        }
+                        return Ok((i + take, Some(i..i + take)));
+                    }
+                    let b = input[i];
+                    i += 1;
+                    *c = step(*c, b)?;
+                    if *c == Chunk::End {
+                        self.state = State::Done;
+                    }
+                }
+            }
+        }
+        Ok((i, None))
     }
 
     /// Decodes `input`, handing each piece of body data to `data` (slices of `input`). Returns
@@ -469,6 +531,59 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    /// Decodes `wire` arriving in two reads with `next_piece`, as the proxy does: unused bytes
+    /// stay in the buffer, the next read is appended. Returns the pieces and the bytes used.
+    fn pieces_split(framing: Framing, wire: &[u8], split: usize) -> (Vec<Vec<u8>>, usize, bool) {
+        let mut d = Decoder::new(framing);
+        let mut buf: Vec<u8> = Vec::new();
+        let mut pieces = Vec::new();
+        let mut used = 0;
+        for part in [&wire[..split], &wire[split..]] {
+            buf.extend_from_slice(part);
+            while !d.is_done() {
+                let (n, piece) = d.next_piece(&buf).unwrap();
+                if let Some(r) = piece {
+                    pieces.push(buf[r].to_vec());
+                }
+                buf.drain(..n);
+                used += n;
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        (pieces, used, d.is_done())
+    }
+
+    #[test]
+    fn next_piece_one_at_a_time_at_every_split_point() {
+        let wire =
+            b"5;ext=1\r\nhello\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nX-T: 1\r\n\r\nNEXT";
+        for split in 0..=wire.len() {
+            let (pieces, used, done) = pieces_split(Framing::Chunked, wire, split);
+            assert_eq!(
+                pieces.concat(),
+                b"helloabcdefghijklmnopqrstuvwxyz",
+                "split {split}"
+            );
+            assert!(done && used == wire.len() - 4, "split {split}");
+            // Unsplit input yields exactly one piece per chunk.
+            if split == 0 || split == wire.len() {
+                assert_eq!(pieces.len(), 2, "split {split}");
+            }
+        }
+        let (pieces, used, done) = pieces_split(Framing::Length(5), b"helloEXTRA", 3);
+        assert_eq!((pieces.concat(), used, done), (b"hello".to_vec(), 5, true));
+        let (pieces, _, done) = pieces_split(Framing::Close, b"all of it", 3);
+        assert_eq!(
+            (pieces, done),
+            (vec![b"all".to_vec(), b" of it".to_vec()], false)
+        );
+        assert!(Decoder::new(Framing::Chunked)
+            .next_piece(b"zz\r\n")
+            .is_err());
     }
 
     #[test]

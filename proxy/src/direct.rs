@@ -1,0 +1,516 @@
+//! The direct HTTP/1.1 upstream client: the task that serves the client reads the upstream
+//! socket itself.
+//!
+//! ```text
+//!  hyper-util client:  upstream socket ─► client conn task ─► channel ─► server conn task ─► client
+//!                                          (wake-up 1)                     (wake-up 2)
+//!  direct:             upstream socket ─────────────────────────────────► server conn task ─► client
+//!                                                                          (one wake-up)
+//! ```
+//!
+//! With hyper-util's client every chunk costs two task wake-ups, often on two threads, and hands
+//! frames over one at a time, so each chunk becomes its own `writev` to the client. Here the
+//! response body ([`H1Body`]) is polled by hyper's server connection directly: one read takes
+//! everything the upstream has sent, each HTTP chunk in it comes out as a slice of the read
+//! buffer (no copy), and hyper's server queues them all before it flushes — one `writev` for
+//! what one read brought, as nginx does.
+//!
+//! Scope: plain `http://` upstreams, one request per connection at a time (no pipelining), no
+//! upgrades. `https://` and `h2c://` upstreams keep hyper-util's client
+//! ([`crate::upstream::Clients`]), and `--upstream-client hyper` puts plain ones back on it.
+//!
+//! ## Connections
+//! Each replica has a [`Pool`] of idle connections, newest first. Before reuse a connection is
+//! checked (a non-blocking `MSG_PEEK`: a close or stray bytes drop it) and must be younger than
+//! `--upstream-keepalive`. A server may still close a kept-alive connection just as the request
+//! goes out; if no response byte came back, the request is sent again, once, on a new connection
+//! — the body frames sent so far are kept (refcounted `Bytes`, no copy) until the response head
+//! arrives, so this works for a streamed POST too. A connection goes back to the pool only after
+//! a complete response that allows keep-alive with nothing after it.
+
+use crate::sniff::TapError;
+use crate::upstream::{UpBody, Upstream};
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use http::{HeaderMap, Method, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use std::io::{self, IoSlice};
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
+use std::time::{Duration, Instant};
+use tokentap_core::http1::{self, Decoder, Framing};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Idle connections kept per replica at most.
+const MAX_IDLE: usize = 4096;
+/// Read buffer: first size, and the least free space before a read.
+const READ_BUF: usize = 16 << 10;
+const MIN_READ: usize = 4 << 10;
+
+/// One replica's idle connections.
+#[derive(Debug, Default)]
+pub struct Pool {
+    idle: Mutex<Vec<(TcpStream, Instant)>>,
+}
+
+impl Pool {
+    /// The newest idle connection that is younger than `keepalive` and still open.
+    fn take(&self, keepalive: Duration) -> Option<TcpStream> {
+        loop {
+            let (s, at) = self.lock().pop()?;
+            if at.elapsed() < keepalive && still_open(&s) {
+                return Some(s);
+            }
+        }
+    }
+
+    fn put(&self, s: TcpStream) {
+        let mut idle = self.lock();
+        if idle.len() < MAX_IDLE {
+            idle.push((s, Instant::now()));
+        }
+    }
+
+    /// Closes idle connections older than `keepalive`.
+    pub fn sweep(&self, keepalive: Duration) {
+        self.lock().retain(|(_, at)| at.elapsed() < keepalive);
+    }
+
+    /// Idle connections now.
+    pub fn idle(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(TcpStream, Instant)>> {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// An idle connection is usable when a non-blocking peek finds nothing to read: no close, no
+/// reset, no bytes the server should not have sent.
+fn still_open(s: &TcpStream) -> bool {
+    use nix::sys::socket::{recv, MsgFlags};
+    let mut b = [0u8; 1];
+    matches!(
+        recv(
+            s.as_raw_fd(),
+            &mut b,
+            MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT
+        ),
+        Err(nix::errno::Errno::EAGAIN)
+    )
+}
+
+/// Why an exchange failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExchangeError {
+    /// No connection could be made: the next replica may take the request.
+    #[error("connect: {0}")]
+    Connect(io::Error),
+    /// The client's request body failed (too large, or the client broke).
+    #[error(transparent)]
+    Body(TapError),
+    /// The upstream broke the exchange or answered something that is not HTTP/1.1.
+    #[error("{0}")]
+    Upstream(String),
+}
+
+/// The request as it goes upstream.
+pub struct Outgoing<'a> {
+    pub method: &'a Method,
+    /// Path and query, with the replica's prefix.
+    pub path: &'a str,
+    /// Hop-by-hop headers already removed.
+    pub headers: &'a HeaderMap,
+    pub body: UpBody,
+    pub connect_timeout: Duration,
+    pub keepalive: Duration,
+}
+
+/// A response head from upstream, and its body to poll.
+pub struct Incoming {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: H1Body,
+}
+
+/// Sends `req` to `up` and waits for the response head.
+pub async fn exchange(up: &Upstream, mut req: Outgoing<'_>) -> Result<Incoming, ExchangeError> {
+    let (mut conn, mut reused) = match up.pool.take(req.keepalive) {
+        Some(c) => (c, true),
+        // Connect before the body is touched: on failure it goes back untouched to the service.
+        None => (connect(up, req.connect_timeout).await?, false),
+    };
+    let (head, chunked) = request_head(up, &req);
+    let mut sent: Vec<Bytes> = Vec::new();
+    let mut body_done = req.body.is_end_stream();
+    let mut buf = BytesMut::with_capacity(READ_BUF);
+    loop {
+        match attempt(
+            &mut conn,
+            &head,
+            chunked,
+            &mut sent,
+            &mut req.body,
+            &mut body_done,
+            &mut buf,
+            req.method == Method::HEAD,
+        )
+        .await
+        {
+            Ok((status, headers, decoder, keep_alive)) => {
+                let mut body = H1Body {
+                    conn: Some(conn),
+                    buf,
+                    decoder,
+                    keep_alive,
+                    pool: up.pool.clone(),
+                    unflushed: false,
+                    failed: None,
+                };
+                body.release_if_done();
+                return Ok(Incoming {
+                    status,
+                    headers,
+                    body,
+                });
+            }
+            Err(Failure::Stale(e)) if reused => {
+                tracing::debug!(upstream = %up.name, error = %e, "kept-alive connection closed under the request; sending it again");
+                reused = false;
+                buf.clear();
+                conn = connect(up, req.connect_timeout).await.map_err(|e| {
+                    ExchangeError::Upstream(format!("reconnecting after a stale connection: {e}"))
+                })?;
+            }
+            Err(Failure::Stale(e)) | Err(Failure::Upstream(e)) => {
+                return Err(ExchangeError::Upstream(e));
+            }
+            Err(Failure::Body(e)) => return Err(ExchangeError::Body(e)),
+        }
+    }
+}
+
+async fn connect(up: &Upstream, timeout: Duration) -> Result<TcpStream, ExchangeError> {
+    let host = up
+        .authority()
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let port = up.authority().port_u16().unwrap_or(80);
+    let conn = match tokio::time::timeout(timeout, TcpStream::connect((host, port))).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return Err(ExchangeError::Connect(e)),
+        Err(_) => {
+            return Err(ExchangeError::Connect(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no connection within {timeout:?}"),
+            )))
+        }
+    };
+    conn.set_nodelay(true).map_err(ExchangeError::Connect)?;
+    Ok(conn)
+}
+
+/// The request head, and whether the body goes chunked.
+fn request_head(up: &Upstream, req: &Outgoing<'_>) -> (Bytes, bool) {
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(req.method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(req.path.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let mut line = |name: &[u8], value: &[u8]| {
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    };
+    if !req.headers.contains_key(HOST) {
+        line(b"host", up.authority().as_str().as_bytes());
+    }
+    for (name, value) in req.headers {
+        line(name.as_str().as_bytes(), value.as_bytes());
+    }
+    // Framing as hyper's client decides it: the client's Content-Length, else the body's exact
+    // size, else chunked; no body, no framing header.
+    let mut chunked = false;
+    if !req.headers.contains_key(CONTENT_LENGTH) && !req.body.is_end_stream() {
+        match req.body.size_hint().exact() {
+            Some(n) => line(b"content-length", n.to_string().as_bytes()),
+            None => {
+                line(TRANSFER_ENCODING.as_str().as_bytes(), b"chunked");
+                chunked = true;
+            }
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+    (Bytes::from(out), chunked)
+}
+
+/// How one attempt on one connection failed.
+enum Failure {
+    /// Before any response byte: on a reused connection, worth one more try on a new one.
+    Stale(String),
+    Upstream(String),
+    Body(TapError),
+}
+
+type Head = (StatusCode, HeaderMap, Decoder, bool);
+
+/// Writes the head, the body frames sent so far and the rest of the body, then reads the
+/// response head (skipping 1xx interim responses).
+#[allow(clippy::too_many_arguments)]
+async fn attempt(
+    conn: &mut TcpStream,
+    head: &Bytes,
+    chunked: bool,
+    sent: &mut Vec<Bytes>,
+    body: &mut UpBody,
+    body_done: &mut bool,
+    buf: &mut BytesMut,
+    head_request: bool,
+) -> Result<Head, Failure> {
+    let stale = |e: io::Error| Failure::Stale(format!("sending the request: {e}"));
+    // The head goes with the first body frame (or with everything sent before, on a retry).
+    let mut pending = vec![head.clone()];
+    for f in sent.iter() {
+        encode(&mut pending, f, chunked);
+    }
+    while !*body_done {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Ok(d) = frame.into_data() {
+                    if !d.is_empty() {
+                        encode(&mut pending, &d, chunked);
+                        sent.push(d);
+                    }
+                }
+                *body_done = body.is_end_stream();
+            }
+            Some(Err(e)) => return Err(Failure::Body(e)),
+            None => *body_done = true,
+        }
+        if !*body_done {
+            write_all(conn, &pending).await.map_err(stale)?;
+            pending.clear();
+        }
+    }
+    if chunked {
+        pending.push(Bytes::from_static(b"0\r\n\r\n"));
+    }
+    write_all(conn, &pending).await.map_err(stale)?;
+
+    let mut got = 0usize;
+    loop {
+        if !buf.is_empty() {
+            if let Some((len, status, headers, h)) = parse_response_head(buf)? {
+                buf.advance(len);
+                if (100..200).contains(&h.status) && h.status != 101 {
+                    continue; // 100 Continue, 103 Early Hints: the final response follows.
+                }
+                let framing = if head_request {
+                    Framing::Empty
+                } else {
+                    h.framing
+                };
+                let keep_alive = h.keep_alive && h.status != 101;
+                return Ok((status, headers, Decoder::new(framing), keep_alive));
+            }
+        }
+        if buf.capacity() - buf.len() < MIN_READ {
+            buf.reserve(READ_BUF);
+        }
+        match conn.read_buf(buf).await {
+            Ok(0) if got == 0 => {
+                return Err(Failure::Stale(
+                    "upstream closed the connection before responding".into(),
+                ))
+            }
+            Ok(0) => {
+                return Err(Failure::Upstream(
+                    "upstream closed the connection inside the response head".into(),
+                ))
+            }
+            Ok(n) => got += n,
+            Err(e) if got == 0 => return Err(Failure::Stale(format!("reading the response: {e}"))),
+            Err(e) => return Err(Failure::Upstream(format!("reading the response: {e}"))),
+        }
+    }
+}
+
+/// A complete response head at the start of `buf`, with its headers as a `HeaderMap`.
+#[allow(clippy::type_complexity)]
+fn parse_response_head(
+    buf: &[u8],
+) -> Result<Option<(usize, StatusCode, HeaderMap, http1::Head)>, Failure> {
+    let mut headers = HeaderMap::new();
+    let mut bad: Option<String> = None;
+    let parsed = http1::parse_head_with(buf, |name, value| {
+        match (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_bytes(value),
+        ) {
+            (Ok(n), Ok(v)) => {
+                headers.append(n, v);
+            }
+            _ => bad = Some(format!("upstream sent an invalid header {name:?}")),
+        }
+    })
+    .map_err(|e| Failure::Upstream(format!("upstream response: {e}")))?;
+    let Some((len, h)) = parsed else {
+        return Ok(None);
+    };
+    if let Some(b) = bad {
+        return Err(Failure::Upstream(b));
+    }
+    let status = StatusCode::from_u16(h.status)
+        .map_err(|_| Failure::Upstream(format!("upstream sent status {}", h.status)))?;
+    Ok(Some((len, status, headers, h)))
+}
+
+/// Appends one body frame, chunk-encoded if `chunked`.
+fn encode(out: &mut Vec<Bytes>, data: &Bytes, chunked: bool) {
+    if chunked {
+        out.push(Bytes::from(format!("{:x}\r\n", data.len())));
+        out.push(data.clone());
+        out.push(Bytes::from_static(b"\r\n"));
+    } else {
+        out.push(data.clone());
+    }
+}
+
+async fn write_all(conn: &mut TcpStream, parts: &[Bytes]) -> io::Result<()> {
+    let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|b| IoSlice::new(b)).collect();
+    let mut left: &mut [IoSlice<'_>] = &mut slices;
+    while !left.is_empty() {
+        let n = conn.write_vectored(left).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut left, n);
+    }
+    Ok(())
+}
+
+/// The upstream response body, read by whoever polls it.
+pub struct H1Body {
+    conn: Option<TcpStream>,
+    buf: BytesMut,
+    decoder: Decoder,
+    keep_alive: bool,
+    pool: Arc<Pool>,
+    /// Data was handed out since the last `Pending`: hyper may still hold it unflushed.
+    unflushed: bool,
+    /// An error held back until what was handed out before it has been flushed.
+    failed: Option<io::Error>,
+}
+
+impl H1Body {
+    /// Ends the body with `e` — but if data went out in this same poll round, first returns
+    /// `Pending` once (waking itself): hyper's server flushes what it has buffered when the body
+    /// is pending, and aborts the connection *without* flushing when the body fails. Without
+    /// this the last bytes upstream sent before breaking would never reach the client.
+    fn fail(
+        &mut self,
+        e: io::Error,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        self.conn = None;
+        if self.unflushed {
+            self.unflushed = false;
+            self.failed = Some(e);
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        Poll::Ready(Some(Err(e)))
+    }
+
+    /// Once the body is complete, the connection goes back to the pool (if it may).
+    fn release_if_done(&mut self) {
+        if self.decoder.is_done() {
+            if let Some(c) = self.conn.take() {
+                if self.keep_alive && self.buf.is_empty() {
+                    self.pool.put(c);
+                }
+            }
+        }
+    }
+}
+
+impl Body for H1Body {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        let this = &mut *self;
+        if let Some(e) = this.failed.take() {
+            return Poll::Ready(Some(Err(e)));
+        }
+        loop {
+            if this.decoder.is_done() {
+                this.release_if_done();
+                return Poll::Ready(None);
+            }
+            if !this.buf.is_empty() {
+                let (n, piece) = match this.decoder.next_piece(&this.buf) {
+                    Ok(p) => p,
+                    Err(e) => return this.fail(io::Error::new(io::ErrorKind::InvalidData, e), cx),
+                };
+                if let Some(r) = piece.filter(|r| !r.is_empty()) {
+                    let data = this.buf.split_to(n).freeze().slice(r);
+                    this.release_if_done();
+                    this.unflushed = true;
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                this.buf.advance(n);
+                if n > 0 {
+                    continue;
+                }
+            }
+            let Some(conn) = this.conn.as_mut() else {
+                return Poll::Ready(None);
+            };
+            if this.buf.capacity() - this.buf.len() < MIN_READ {
+                this.buf.reserve(READ_BUF);
+            }
+            let read = tokio_util::io::poll_read_buf(Pin::new(conn), cx, &mut this.buf);
+            if read.is_pending() {
+                this.unflushed = false;
+            }
+            match ready!(read) {
+                Ok(0) if this.decoder.until_close() => {
+                    this.conn = None;
+                    this.decoder = Decoder::new(Framing::Empty);
+                    return Poll::Ready(None);
+                }
+                Ok(0) => {
+                    let e = io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "upstream closed the connection before the end of the body",
+                    );
+                    return this.fail(e, cx);
+                }
+                Ok(_) => {}
+                Err(e) => return this.fail(e, cx),
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.decoder.is_done()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.decoder.length_left() {
+            Some(n) => SizeHint::with_exact(n),
+            None => SizeHint::default(),
+        }
+    }
+}
