@@ -169,8 +169,6 @@ pub async fn exchange(up: &Upstream, mut req: Outgoing<'_>) -> Result<Incoming, 
                     decoder,
                     keep_alive,
                     pool: up.pool.clone(),
-                    unflushed: false,
-                    failed: None,
                 };
                 body.release_if_done();
                 return Ok(Incoming {
@@ -403,29 +401,12 @@ pub struct H1Body {
     decoder: Decoder,
     keep_alive: bool,
     pool: Arc<Pool>,
-    /// Data was handed out since the last `Pending`: hyper may still hold it unflushed.
-    unflushed: bool,
-    /// An error held back until what was handed out before it has been flushed.
-    failed: Option<io::Error>,
 }
 
 impl H1Body {
-    /// Ends the body with `e` — but if data went out in this same poll round, first returns
-    /// `Pending` once (waking itself): hyper's server flushes what it has buffered when the body
-    /// is pending, and aborts the connection *without* flushing when the body fails. Without
-    /// this the last bytes upstream sent before breaking would never reach the client.
-    fn fail(
-        &mut self,
-        e: io::Error,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+    /// Ends the body with `e`; the connection is closed.
+    fn fail(&mut self, e: io::Error) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         self.conn = None;
-        if self.unflushed {
-            self.unflushed = false;
-            self.failed = Some(e);
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
-        }
         Poll::Ready(Some(Err(e)))
     }
 
@@ -450,9 +431,6 @@ impl Body for H1Body {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         let this = &mut *self;
-        if let Some(e) = this.failed.take() {
-            return Poll::Ready(Some(Err(e)));
-        }
         loop {
             if this.decoder.is_done() {
                 this.release_if_done();
@@ -461,12 +439,11 @@ impl Body for H1Body {
             if !this.buf.is_empty() {
                 let (n, piece) = match this.decoder.next_piece(&this.buf) {
                     Ok(p) => p,
-                    Err(e) => return this.fail(io::Error::new(io::ErrorKind::InvalidData, e), cx),
+                    Err(e) => return this.fail(io::Error::new(io::ErrorKind::InvalidData, e)),
                 };
                 if let Some(r) = piece.filter(|r| !r.is_empty()) {
                     let data = this.buf.split_to(n).freeze().slice(r);
                     this.release_if_done();
-                    this.unflushed = true;
                     return Poll::Ready(Some(Ok(Frame::data(data))));
                 }
                 this.buf.advance(n);
@@ -480,11 +457,11 @@ impl Body for H1Body {
             if this.buf.capacity() - this.buf.len() < MIN_READ {
                 this.buf.reserve(READ_BUF);
             }
-            let read = tokio_util::io::poll_read_buf(Pin::new(conn), cx, &mut this.buf);
-            if read.is_pending() {
-                this.unflushed = false;
-            }
-            match ready!(read) {
+            match ready!(tokio_util::io::poll_read_buf(
+                Pin::new(conn),
+                cx,
+                &mut this.buf
+            )) {
                 Ok(0) if this.decoder.until_close() => {
                     this.conn = None;
                     this.decoder = Decoder::new(Framing::Empty);
@@ -495,10 +472,10 @@ impl Body for H1Body {
                         io::ErrorKind::UnexpectedEof,
                         "upstream closed the connection before the end of the body",
                     );
-                    return this.fail(e, cx);
+                    return this.fail(e);
                 }
                 Ok(_) => {}
-                Err(e) => return this.fail(e, cx),
+                Err(e) => return this.fail(e),
             }
         }
     }

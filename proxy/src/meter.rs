@@ -366,7 +366,7 @@ struct Idle {
 }
 
 /// The upstream response body, measured on its way to the client.
-pub struct MeteredBody<B = UpstreamBody> {
+pub struct MeteredBody<B: Body = UpstreamBody> {
     inner: B,
     tap: Tap,
     strip: Option<Stripper>,
@@ -374,13 +374,14 @@ pub struct MeteredBody<B = UpstreamBody> {
     tail: Option<Bytes>,
     ended: bool,
     idle: Option<Idle>,
+    /// Data went out since the inner body last returned `Pending`: hyper may hold it unflushed.
+    unflushed: bool,
+    /// The upstream's error, held back one poll (see `poll_frame`).
+    failed: Option<B::Error>,
 }
 
-impl<B> MeteredBody<B> {
-    pub fn new(inner: B, tap: Tap, strip: Option<Stripper>) -> Self
-    where
-        B: Body,
-    {
+impl<B: Body> MeteredBody<B> {
+    pub fn new(inner: B, tap: Tap, strip: Option<Stripper>) -> Self {
         let mut m = MeteredBody {
             inner,
             tap,
@@ -388,6 +389,8 @@ impl<B> MeteredBody<B> {
             tail: None,
             ended: false,
             idle: None,
+            unflushed: false,
+            failed: None,
         };
         // No body to come (HEAD, 204, 304, a zero length): the response is complete now. hyper's
         // server does not poll such a body at all; without this the tap would be dropped
@@ -426,7 +429,7 @@ impl<B> MeteredBody<B> {
 impl<B> Body for MeteredBody<B>
 where
     B: Body<Data = Bytes> + Unpin,
-    B::Error: std::error::Error + Send + Sync + 'static,
+    B::Error: std::error::Error + Send + Sync + Unpin + 'static,
 {
     type Data = Bytes;
     type Error = BodyError<B::Error>;
@@ -436,6 +439,9 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
+        if let Some(e) = this.failed.take() {
+            return Poll::Ready(Some(Err(BodyError::Upstream(e))));
+        }
         loop {
             if this.ended {
                 return Poll::Ready(this.tail.take().map(|b| Ok(Frame::data(b))));
@@ -467,6 +473,7 @@ where
                             let _ = idle.sleep.as_mut().poll(cx);
                         }
                     }
+                    this.unflushed = false;
                     return Poll::Pending;
                 }
             };
@@ -492,6 +499,7 @@ where
                         }
                         Err(trailers) => trailers,
                     };
+                    this.unflushed = true;
                     return Poll::Ready(Some(Ok(frame)));
                 }
                 Some(Err(e)) => {
@@ -504,6 +512,17 @@ where
                             message: crate::error::chain(&e),
                         },
                     );
+                    // hyper's HTTP/1 server aborts the connection on a body error *without*
+                    // flushing what it buffered, and it buffers every frame handed out since
+                    // the body was last pending. So when data went out in this round, the error
+                    // waits one poll: `Pending` (with a wake-up) lets hyper flush first, and the
+                    // last bytes upstream sent before breaking still reach the client.
+                    if this.unflushed {
+                        this.unflushed = false;
+                        this.failed = Some(e);
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
                     return Poll::Ready(Some(Err(BodyError::Upstream(e))));
                 }
                 None => {
@@ -514,7 +533,7 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        self.ended && self.tail.is_none()
+        self.ended && self.tail.is_none() && self.failed.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {

@@ -375,9 +375,16 @@ async fn response_framings_pass_through() {
 }
 
 /// An upstream that answers garbage gets a 502; one that cuts a body short breaks the client's
-/// stream. Both are recorded as the upstream's fault.
+/// stream after everything it did send. Both are recorded as the upstream's fault. With either
+/// upstream client.
 #[tokio::test]
 async fn malformed_or_truncated_responses_are_the_upstreams_fault() {
+    for which in [UpstreamClient::Direct, UpstreamClient::Hyper] {
+        malformed_or_truncated(which).await;
+    }
+}
+
+async fn malformed_or_truncated(which: UpstreamClient) {
     let up = Scripted::start(|_, _, s: &Seen| match s.path.as_str() {
         "/garbage" => Act::Answer(b"NOT HTTP AT ALL\r\n\r\n".to_vec()),
         _ => Act::AnswerThenClose(
@@ -386,7 +393,7 @@ async fn malformed_or_truncated_responses_are_the_upstreams_fault() {
         ),
     })
     .await;
-    let p = proxy(cfg(&up, UpstreamClient::Direct)).await;
+    let p = proxy(cfg(&up, which)).await;
     let c = client();
     let got = send(
         &c,
