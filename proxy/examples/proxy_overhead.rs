@@ -684,7 +684,15 @@ async fn parent(
         return Ok(());
     }
     // Marginal allocations per chunk: same requests, long vs short streams, through the proxy.
-    let (short, long) = (16u64, 1024u64);
+    // `ALLOC_STREAMS=short,long` changes the two lengths (e.g. 1024,4096: growth that is per
+    // request, not per chunk, no longer shows).
+    let (short, long) = std::env::var("ALLOC_STREAMS")
+        .ok()
+        .and_then(|v| {
+            let (a, b) = v.split_once(',')?;
+            Some((a.parse().ok()?, b.parse().ok()?))
+        })
+        .unwrap_or((16u64, 1024u64));
     let n = 128;
     let a0 = px.allocs()?;
     let (s_seen, _) = phase(&px.url, 16, n, short, next_id(), false).await;

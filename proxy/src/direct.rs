@@ -169,6 +169,7 @@ pub async fn exchange(up: &Upstream, mut req: Outgoing<'_>) -> Result<Incoming, 
                     decoder,
                     keep_alive,
                     pool: up.pool.clone(),
+                    spare: BytesMut::new(),
                 };
                 body.release_if_done();
                 return Ok(Incoming {
@@ -401,9 +402,33 @@ pub struct H1Body {
     decoder: Decoder,
     keep_alive: bool,
     pool: Arc<Pool>,
+    /// The previous read buffer, kept to read into again once the frames cut from it have been
+    /// written to the client (see [`H1Body::make_room`]).
+    spare: BytesMut,
 }
 
 impl H1Body {
+    /// Room for the next read, without allocating on the steady path. Frames are slices of the
+    /// read buffer, so when it fills up its frames may still sit in hyper's write queue and
+    /// `reserve` would allocate a new buffer every ~16 KiB. Instead two buffers take turns: the
+    /// full one becomes the spare, and by the time the other fills up, the spare's frames have
+    /// long been written and dropped, so it is reclaimed in place.
+    fn make_room(&mut self) {
+        if self.buf.capacity() - self.buf.len() >= MIN_READ || self.buf.try_reclaim(READ_BUF) {
+            return;
+        }
+        self.spare.clear();
+        let mut next = if self.spare.try_reclaim(READ_BUF) {
+            std::mem::take(&mut self.spare)
+        } else {
+            BytesMut::with_capacity(READ_BUF)
+        };
+        next.extend_from_slice(&self.buf); // what is left of a partly read piece
+        let mut old = std::mem::replace(&mut self.buf, next);
+        old.clear();
+        self.spare = old;
+    }
+
     /// Ends the body with `e`; the connection is closed.
     fn fail(&mut self, e: io::Error) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         self.conn = None;
@@ -451,12 +476,10 @@ impl Body for H1Body {
                     continue;
                 }
             }
+            this.make_room();
             let Some(conn) = this.conn.as_mut() else {
                 return Poll::Ready(None);
             };
-            if this.buf.capacity() - this.buf.len() < MIN_READ {
-                this.buf.reserve(READ_BUF);
-            }
             match ready!(tokio_util::io::poll_read_buf(
                 Pin::new(conn),
                 cx,
