@@ -26,57 +26,90 @@
 //!
 //! Run: `cargo run --release -p tokentap-proxy --example proxy_overhead -- [--streams 1,64,512]
 //! [--tokens 128] [--requests 1024] [--decode-ms 0] [--no-extras] [--nginx] [--hyper]`
-//! (`--hyper`: also the proxy with `--upstream-client hyper`, the hyper-util client it had before.)
+//! (`--hyper`: also the proxy with `--upstream-client hyper`, the hyper-util client it had before;
+//! `--pin`: sim and client on CPU 0, each proxy on CPU 1 with one worker — the proxy with a core
+//! of its own instead of competing with the load generator; needs `taskset`.)
 //! (`PROXY_WORKERS=N` / `PROXY_RT=current` change the proxy child's runtime.)
 //!
-//! Measured 2026-11-29 on the 2-core VM (quiet, load < 1), release build.
+//! Measured 2026-11-29 on the 2-core VM (quiet, load < 1), release build. `tokentap` is the
+//! proxy as shipped (`--upstream-client direct`), `tokentap-hyper` the same proxy on hyper-util's
+//! upstream client.
 //!
 //! Paced sim, 10 ms per token (a real engine's pace; the offered load is far below capacity):
-//! `--streams 1,16,64 --decode-ms 10 --tokens 32 --requests 128 --no-extras --nginx`
+//! `--streams 1,16,64 --decode-ms 10 --tokens 32 --requests 128 --no-extras --nginx --hyper`
 //! ```text
 //! | C | path | chunk p50 µs | chunk p99 µs | added chunk p50 / p99 µs | added TTFT p50 / p99 µs | chunk/s | ratio | CPU µs/chunk | allocs/chunk |
 //! |---|---|---|---|---|---|---|---|---|---|
-//! | 1 | direct | 52.4 | 157.2 | | | 109 | | | |
-//! | 1 | tokentap | 238.6 | 456.9 | 186.2 / 299.7 | 318.6 / 590.6 | 109 | 0.999 | 140.17 | 1.425 |
-//! | 1 | nginx | 183.6 | 388.8 | 131.2 / 231.6 | 159.0 / 273.5 | 109 | 0.999 | 94.21 | - |
-//! | 16 | direct | 7.2 | 56.8 | | | 1741 | | | |
-//! | 16 | tokentap | 191.3 | 1006.8 | 184.1 / 950.0 | 915.4 / 1702.9 | 1736 | 0.997 | 50.55 | 1.447 |
-//! | 16 | nginx | 116.1 | 1468.2 | 108.8 / 1411.4 | 19.6 / -1315.3 | 1741 | 1.000 | 41.36 | - |
-//! | 64 | direct | 6.9 | 36.7 | | | 6891 | | | |
-//! | 64 | tokentap | 176.7 | 2860.8 | 169.8 / 2824.1 | 1672.6 / 6894.9 | 6809 | 0.988 | 44.81 | 1.539 |
-//! | 64 | nginx | 92.4 | 2738.3 | 85.5 / 2701.6 | 857.8 / 732.1 | 6852 | 0.994 | 33.32 | - |
+//! | 1 | direct | 43.2 | 86.7 | | | 109 | | | |
+//! | 1 | tokentap | 196.5 | 362.0 | 153.3 / 275.3 | 231.5 / 392.6 | 109 | 0.999 | 112.59 | 1.299 |
+//! | 1 | tokentap-hyper | 172.4 | 320.7 | 129.3 / 234.0 | 278.5 / 440.7 | 109 | 0.999 | 101.10 | 1.420 |
+//! | 1 | nginx | 134.0 | 278.9 | 90.8 / 192.2 | 143.9 / 286.8 | 109 | 1.000 | 73.53 | - |
+//! | 16 | direct | 6.8 | 72.2 | | | 1743 | | | |
+//! | 16 | tokentap | 134.7 | 592.8 | 127.9 / 520.7 | 283.3 / 2664.0 | 1740 | 0.998 | 41.36 | 1.302 |
+//! | 16 | tokentap-hyper | 112.1 | 620.0 | 105.3 / 547.8 | 487.9 / 4648.8 | 1737 | 0.997 | 41.36 | 1.457 |
+//! | 16 | nginx | 79.7 | 418.8 | 72.9 / 346.6 | 211.8 / 946.0 | 1742 | 1.000 | 25.28 | - |
+//! | 64 | direct | 4.5 | 28.6 | | | 6905 | | | |
+//! | 64 | tokentap | 79.0 | 790.3 | 74.5 / 761.6 | -441.9 / 1198.5 | 6904 | 1.000 | 26.42 | 1.366 |
+//! | 64 | tokentap-hyper | 108.7 | 4917.0 | 104.2 / 4888.4 | 120.4 / 12805.2 | 6845 | 0.991 | 35.62 | 1.581 |
+//! | 64 | nginx | 66.6 | 621.4 | 62.1 / 592.7 | -147.1 / 12881.9 | 6855 | 0.993 | 26.42 | - |
 //! ```
 //! Zero-delay sim (the machine saturated by sim + client + proxy on 2 cores):
-//! `--streams 1,64,512 --tokens 128 --requests 1024 --nginx`
+//! `--streams 1,64,512 --tokens 128 --requests 1024 --nginx --hyper`
 //! ```text
 //! | C | path | chunk p50 µs | chunk p99 µs | added chunk p50 / p99 µs | added TTFT p50 / p99 µs | chunk/s | ratio | CPU µs/chunk | allocs/chunk |
 //! |---|---|---|---|---|---|---|---|---|---|
-//! | 1 | direct | 5.3 | 261.9 | | | 70419 | | | |
-//! | 1 | tokentap | 399.7 | 1712.1 | 394.3 / 1450.3 | 374.4 / 1096.7 | 67369 | 0.957 | 13.75 | 0.400 |
-//! | 1 | nginx | 247.5 | 1250.9 | 242.2 / 989.1 | 325.8 / 1340.9 | 73594 | 1.045 | 8.41 | - |
-//! | 64 | direct | 443.3 | 2306.3 | | | 117667 | | | |
-//! | 64 | tokentap | 40368.3 | 172852.6 | 39925.0 / 170546.3 | 7537.7 / 24215.1 | 55985 | 0.476 | 19.68 | 0.379 |
-//! | 64 | nginx | 2349.3 | 9398.2 | 1905.9 / 7091.9 | 4036.1 / 10439.0 | 88251 | 0.750 | 8.49 | - |
-//! | 512 | direct | 672.2 | 41106.0 | | | 91669 | | | |
-//! | 512 | tokentap | 126747.6 | 1114618.6 | 126075.4 / 1073512.6 | 55725.0 / 89868.3 | 43301 | 0.472 | 22.99 | 0.433 |
-//! | 512 | nginx | 7352.3 | 50258.5 | 6680.1 / 9152.5 | 22636.1 / 985123.0 | 63419 | 0.692 | 13.67 | - |
-//! steady path: 0.0047 allocations per extra forwarded chunk (1024 vs 16 tokens/request, 128 requests each; 53 vs 48 allocs per request)
-//! memory: 512 streams in flight through the proxy: RSS 6676 KiB → 32072 KiB, 49.6 KiB per in-flight stream (both connections included)
+//! | 1 | direct | 4.1 | 52.8 | | | 90590 | | | |
+//! | 1 | tokentap | 268.4 | 1013.3 | 264.4 / 960.5 | 276.0 / 1177.1 | 86396 | 0.954 | 7.66 | 0.377 |
+//! | 1 | tokentap-hyper | 479.7 | 2328.3 | 475.7 / 2275.5 | 449.0 / 1480.0 | 61046 | 0.674 | 14.87 | 0.402 |
+//! | 1 | nginx | 185.7 | 877.2 | 181.7 / 824.4 | 209.4 / 1039.8 | 102603 | 1.133 | 6.08 | - |
+//! | 64 | direct | 257.1 | 1526.4 | | | 182556 | | | |
+//! | 64 | tokentap | 3422.8 | 17843.0 | 3165.7 / 16316.7 | 7322.2 / 24179.9 | 152808 | 0.837 | 5.11 | 0.368 |
+//! | 64 | tokentap-hyper | 18765.4 | 80823.2 | 18508.3 / 79296.8 | 6856.6 / 13383.3 | 95076 | 0.521 | 11.42 | 0.378 |
+//! | 64 | nginx | 2018.2 | 7795.3 | 1761.2 / 6268.9 | 3292.8 / 20589.5 | 131301 | 0.719 | 5.33 | - |
+//! | 512 | direct | 65.7 | 25153.6 | | | 147678 | | | |
+//! | 512 | tokentap | 6996.8 | 45171.5 | 6931.1 / 20017.8 | 22587.0 / 47370.0 | 85114 | 0.576 | 10.52 | 0.394 |
+//! | 512 | tokentap-hyper | 86981.5 | 582834.3 | 86915.8 / 557680.7 | 59158.9 / 107865.6 | 51417 | 0.348 | 18.89 | 0.432 |
+//! | 512 | nginx | 4435.3 | 44202.3 | 4369.6 / 19048.6 | 12987.1 / 1230674.6 | 75265 | 0.510 | 11.04 | - |
+//!
+//! ```
+//! Extras, after the read buffers were made to take turns (the run above predates it and counted
+//! 0.0302 allocations per extra chunk, a new 16 KiB buffer whenever the old one's frames were still
+//! queued):
+//! ```text
+//! steady path: 0.0099 allocations per extra forwarded chunk (1024 vs 16 tokens/request, 128 requests each; 53 vs 43 allocs per request)
+//! memory: 512 streams in flight through the proxy: RSS 6608 KiB → 31064 KiB, 47.8 KiB per in-flight stream (both connections included)
+//! ALLOC_STREAMS=1024,4096: steady path: 0.0010 allocations per extra forwarded chunk (4096 vs 1024 tokens/request, 128 requests each; 55 vs 52 allocs per request)
 //! ```
 //!
-//! Reading: paced, both proxies keep up (ratio ≥ 0.99) and add one process hop per chunk:
-//! nginx 85–131 µs at p50, tokentap 170–186 µs; at C = 16/64 the sim's timer releases every
-//! stream's chunk in the same instant, so the added p99 (~1–3 ms for both) is a burst queued
-//! behind the proxy's per-chunk work. Saturated, nginx forwards 1.5× our chunk rate at less
-//! than half our CPU per chunk (8.5 vs 18–23 µs). The reason is structural: when upstream chunks
-//! arrive back to back, nginx forwards all it read in one `writev` (`strace -c -f` on its
-//! workers over a zero-delay C = 64 run: 13,219 `writev` and 12,267 `recvfrom` for ~141k
-//! events, ~10 chunks per call), while the proxy's hyper client hands frames one at a time through a channel to the downstream
-//! connection's task, so every chunk costs its own wake-up, poll and `writev` (a `perf` profile
-//! of the proxy under this load is 61 % kernel, the user-space part spread thin over hyper,
-//! tokio and the chunk parser; a `current_thread` runtime or one worker changed nothing). The
-//! measurement work itself is 1.6 µs per chunk (`benches/body.rs`) with 0 allocations on the
-//! steady path.
+//! Pinned (`--pin`: sim + client on CPU 0, each proxy alone on CPU 1), zero-delay, same flags
+//! plus `--no-extras` (the direct baseline runs on one core, hence negative "added" values and
+//! ratios above 1 where the proxy relieves that core):
+//! ```text
+//! | C | path | chunk p50 µs | chunk p99 µs | added chunk p50 / p99 µs | added TTFT p50 / p99 µs | chunk/s | ratio | CPU µs/chunk | allocs/chunk |
+//! |---|---|---|---|---|---|---|---|---|---|
+//! | 1 | direct | 231.2 | 799.6 | | | 125437 | | | |
+//! | 1 | tokentap | 224.9 | 956.9 | -6.3 / 157.2 | 43.9 / 218.2 | 101449 | 0.809 | 8.71 | 0.369 |
+//! | 1 | tokentap-hyper | 225.6 | 707.3 | -5.6 / -92.3 | -147.5 / -589.0 | 113228 | 0.903 | 8.26 | 0.369 |
+//! | 1 | nginx | 243.9 | 763.6 | 12.8 / -36.1 | 49.7 / -108.4 | 124159 | 0.990 | 7.21 | - |
+//! | 64 | direct | 12.7 | 1602.1 | | | 105926 | | | |
+//! | 64 | tokentap | 1042.1 | 5742.9 | 1029.4 / 4140.8 | 286.0 / 6612.5 | 100379 | 0.948 | 9.09 | 0.364 |
+//! | 64 | tokentap-hyper | 28836.2 | 126801.9 | 28823.5 / 125199.8 | 2458.6 / 11190.1 | 68419 | 0.646 | 14.57 | 0.377 |
+//! | 64 | nginx | 914.1 | 2366.1 | 901.5 / 764.0 | 321.5 / 26001.5 | 88922 | 0.839 | 8.64 | - |
+//! | 512 | direct | 3038.3 | 117745.0 | | | 57372 | | | |
+//! | 512 | tokentap | 4800.1 | 96788.2 | 1761.8 / -20956.8 | 7843.0 / -69822.5 | 69371 | 1.209 | 13.26 | 0.392 |
+//! | 512 | tokentap-hyper | 18250.8 | 295891.5 | 15212.5 / 178146.5 | 13922.3 / 58191.1 | 55365 | 0.965 | 17.58 | 0.428 |
+//! | 512 | nginx | 3437.9 | 101169.7 | 399.6 / -16575.3 | -818.8 / 921766.6 | 85925 | 1.498 | 11.01 | - |
+//! ```
+//!
+//! Reading: the direct upstream client reads the upstream socket in the task that writes to the
+//! client, so what one read brought leaves in one `writev`; saturated, the proxy now forwards at
+//! nginx's chunk rate and CPU per chunk (hyper-util's client: 0.35–0.67 of direct at 1.5–2.4× the
+//! CPU, because each chunk crossed a channel between two tasks and was written on its own).
+//! Paced, every hop costs the VM's wake-up latency (~80–120 µs to run a woken thread, `perf sched
+//! latency`), and the proxy's hop is 30–50 µs longer than nginx's at the median with the same
+//! syscalls per chunk; the p99 at 16–64 streams is a burst released on one sim tick, forwarded
+//! one after another. The measurement work itself is 1.6 µs per chunk (`benches/body.rs`) with 0
+//! allocations on the steady path.
 //!
 
 use bytes::Bytes;
@@ -119,14 +152,21 @@ fn main() -> anyhow::Result<()> {
     let requests: usize = arg(&args, "--requests").map_or(Ok(1024), |s| s.parse())?;
     let decode_ms: f64 = arg(&args, "--decode-ms").map_or(Ok(0.0), |s| s.parse())?;
     let extras = !args.iter().any(|a| a == "--no-extras");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
     let peers = Peers {
         nginx: args.iter().any(|a| a == "--nginx"),
         hyper: args.iter().any(|a| a == "--hyper"),
+        pin: args.iter().any(|a| a == "--pin"),
     };
+    if peers.pin {
+        // Sim and client on CPU 0 (threads inherit this); proxies on CPU 1.
+        let mut set = nix::sched::CpuSet::new();
+        set.set(0)?;
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)?;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(if peers.pin { 1 } else { 2 })
+        .enable_all()
+        .build()?;
     rt.block_on(parent(streams, tokens, requests, decode_ms, extras, peers))
 }
 
@@ -181,9 +221,18 @@ struct ChildProxy {
 }
 
 impl ChildProxy {
-    /// `client`: `direct` (the default) or `hyper` (`--upstream-client`).
-    fn spawn(upstream: &str, client: &str) -> anyhow::Result<ChildProxy> {
-        let mut child = Command::new(std::env::current_exe()?)
+    /// `client`: `direct` (the default) or `hyper` (`--upstream-client`). `pin`: on CPU 1 with
+    /// one worker thread.
+    fn spawn(upstream: &str, client: &str, pin: bool) -> anyhow::Result<ChildProxy> {
+        let exe = std::env::current_exe()?;
+        let mut cmd = if pin {
+            let mut c = Command::new("taskset");
+            c.arg("-c").arg("1").arg(exe).env("PROXY_WORKERS", "1");
+            c
+        } else {
+            Command::new(exe)
+        };
+        let mut child = cmd
             .args(["--child", "--upstream", upstream, "--client", client])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -442,7 +491,8 @@ struct Nginx {
 }
 
 impl Nginx {
-    fn spawn(upstream: &str) -> anyhow::Result<Nginx> {
+    /// `pin`: one worker, on CPU 1.
+    fn spawn(upstream: &str, pin: bool) -> anyhow::Result<Nginx> {
         let dir = std::env::temp_dir().join(format!("tokentap-nginx-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
@@ -450,8 +500,9 @@ impl Nginx {
             .port();
         let up = upstream.trim_start_matches("http://");
         let d = dir.display();
+        let workers = if pin { "1" } else { "auto" };
         let conf = format!(
-            "daemon off;\nmaster_process on;\nworker_processes auto;\nerror_log {d}/error.log warn;\npid {d}/nginx.pid;\n\
+            "daemon off;\nmaster_process on;\nworker_processes {workers};\nerror_log {d}/error.log warn;\npid {d}/nginx.pid;\n\
              events {{ worker_connections 8192; }}\n\
              http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
              upstream sim {{ server {up}; keepalive 1024; keepalive_requests 1000000; }}\n\
@@ -460,7 +511,14 @@ impl Nginx {
         );
         let path = dir.join("nginx.conf");
         std::fs::write(&path, conf)?;
-        let child = Command::new("nginx")
+        let mut cmd = if pin {
+            let mut c = Command::new("taskset");
+            c.args(["-c", "1", "nginx"]);
+            c
+        } else {
+            Command::new("nginx")
+        };
+        let child = cmd
             .args(["-p", &dir.to_string_lossy(), "-c", &path.to_string_lossy()])
             .stdin(Stdio::null())
             .spawn()
@@ -566,10 +624,13 @@ async fn measure(
     })
 }
 
-/// The peers measured beside the proxy: nginx, and the proxy with hyper-util's upstream client.
+/// The peers measured beside the proxy: nginx, and the proxy with hyper-util's upstream client;
+/// `pin`: sim and client on CPU 0, every proxy on CPU 1 with one worker (a sidecar with a core
+/// of its own, as beside a many-core GPU server), the direct path on CPU 0 alone.
 struct Peers {
     nginx: bool,
     hyper: bool,
+    pin: bool,
 }
 
 async fn parent(
@@ -587,14 +648,14 @@ async fn parent(
     // batch of ready chunks).
     cfg.timing.flush_each_chunk = true;
     let sim = SimServer::start(cfg).await?;
-    let mut px = ChildProxy::spawn(&sim.base_url(), "direct")?;
+    let mut px = ChildProxy::spawn(&sim.base_url(), "direct", peers.pin)?;
     let mut hx = if peers.hyper {
-        Some(ChildProxy::spawn(&sim.base_url(), "hyper")?)
+        Some(ChildProxy::spawn(&sim.base_url(), "hyper", peers.pin)?)
     } else {
         None
     };
     let ng = if peers.nginx {
-        Some(Nginx::spawn(&sim.base_url())?)
+        Some(Nginx::spawn(&sim.base_url(), peers.pin)?)
     } else {
         None
     };
@@ -719,7 +780,7 @@ async fn parent(
     pcfg.output.always_max = true;
     pcfg.timing.decode_ms = 20.0;
     let paced = SimServer::start(pcfg).await?;
-    let px = ChildProxy::spawn(&paced.base_url(), "direct")?;
+    let px = ChildProxy::spawn(&paced.base_url(), "direct", peers.pin)?;
     let _ = phase(&px.url, 4, 8, 4, next_id(), false).await;
     let rss0 = px.rss_kib()?;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(held);

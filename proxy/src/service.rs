@@ -4,6 +4,7 @@
 //!  request ─► Tap::new (record start, seen += 1) ─► limits (431/413) ─► session + turn index
 //!          ─► hop-by-hop headers out ─► body: RequestTap (streamed) or rewritten (--inject-usage)
 //!          ─► replicas in ranking order: connect refused → next; timeout → 504; reset → 502
+//!             (http:// → direct::exchange, https:// and h2c:// → hyper-util's client)
 //!          ─► response head: hop-by-hop out ─► MeteredBody(upstream body, Tap) ─► client
 //! ```
 //!
@@ -12,8 +13,7 @@
 //! connection hyper reads the next head as soon as it arrives, so that is the proxy's closest
 //! observable instant to "first byte in".
 
-use crate::config::Config;
-use crate::config::UpstreamClient;
+use crate::config::{Config, UpstreamClient};
 use crate::direct;
 use crate::error::{chain, ProxyError};
 use crate::headers::{head_size, is_secret, strip_hop_by_hop};

@@ -1,16 +1,17 @@
 //! Reading the request without holding it back.
 //!
 //! [`RequestTap`] wraps the client's request body on its way upstream. Each frame is forwarded
-//! as soon as hyper's client asks for it; the tap keeps a refcounted clone of the frame (a
-//! `Bytes` clone, no copy) and, once the body has ended, parses the few fields measurement needs
-//! ([`ReqInfo`]: `model`, `stream`, `stream_options`, message count, max tokens) in one pass that
-//! builds no JSON tree. Bodies above the sniff limit are forwarded but not parsed.
+//! as soon as the upstream client (ours or hyper's) asks for it; the tap keeps a refcounted
+//! clone of the frame (a `Bytes` clone, no copy) and, once the body has ended, parses the few
+//! fields measurement needs ([`ReqInfo`]: `model`, `stream`, `stream_options`, message count,
+//! max tokens) in one pass that builds no JSON tree. Bodies above the sniff limit are forwarded
+//! but not parsed.
 //!
-//! The tap also enforces `--max-body-bytes` (the body fails, hyper's client aborts the upstream
-//! request, the service answers 413) and makes connect-time failover possible: if hyper's client
-//! drops the request without ever polling its body (the connection could not be made), the tap
-//! hands the untouched client body back through a oneshot, so the service can try the next
-//! upstream with it.
+//! The tap also enforces `--max-body-bytes` (the body fails, the upstream client aborts the
+//! upstream request, the service answers 413) and makes connect-time failover possible: if the
+//! client drops the request without ever polling its body (the connection could not be made),
+//! the tap hands the untouched client body back through a oneshot, so the service can try the
+//! next upstream with it.
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
@@ -104,7 +105,7 @@ impl<'de> Deserialize<'de> for Count {
     }
 }
 
-/// Shared between the tap (in hyper's client task) and the request's measurement state.
+/// Shared between the tap (in the upstream client's task) and the request's measurement state.
 #[derive(Debug, Default)]
 pub struct ReqCell {
     /// Set once, when the body ended (or the tap was dropped).
