@@ -310,44 +310,18 @@ impl Decoder {
         input: &'a [u8],
         mut data: impl FnMut(&'a [u8]),
     ) -> Result<usize, BodyError> {
-        let mut i = 0;
-        while i < input.len() {
-            match &mut self.state {
-                State::Done => return Ok(i),
-                State::Close => {
-                    data(&input[i..]);
-                    return Ok(input.len());
-                }
-                State::Length(left) => {
-                    let take = (*left).min((input.len() - i) as u64) as usize;
-                    data(&input[i..i + take]);
-                    *left -= take as u64;
-                    i += take;
-                    if *left == 0 {
-                        self.state = State::Done;
-                    }
-                }
-                State::Chunked(c) => {
-                    if let Chunk::Data { left } = c {
-                        let take = (*left).min((input.len() - i) as u64) as usize;
-                        data(&input[i..i + take]);
-                        *left -= take as u64;
-                        i += take;
-                        if *left == 0 {
-                            *c = Chunk::DataCr;
-                        }
-                        continue;
-                    }
-                    let b = input[i];
-                    i += 1;
-                    *c = step(*c, b)?;
-                    if *c == Chunk::End {
-                        self.state = State::Done;
-                    }
-                }
+        let mut used = 0;
+        while used < input.len() {
+            let (n, piece) = self.next_piece(&input[used..])?;
+            if let Some(r) = piece {
+                data(&input[used + r.start..used + r.end]);
             }
+            if n == 0 {
+                break; // done
+            }
+            used += n;
         }
-        Ok(i)
+        Ok(used)
     }
 }
 
