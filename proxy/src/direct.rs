@@ -136,10 +136,13 @@ pub struct Incoming {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: H1Body,
+    /// The kept-alive connection first tried was closed under the request; it was sent again.
+    pub resent: bool,
 }
 
 /// Sends `req` to `up` and waits for the response head.
 pub async fn exchange(up: &Upstream, mut req: Outgoing<'_>) -> Result<Incoming, ExchangeError> {
+    let mut resent = false;
     let (mut conn, mut reused) = match up.pool.take(req.keepalive) {
         Some(c) => (c, true),
         // Connect before the body is touched: on failure it goes back untouched to the service.
@@ -176,11 +179,13 @@ pub async fn exchange(up: &Upstream, mut req: Outgoing<'_>) -> Result<Incoming, 
                     status,
                     headers,
                     body,
+                    resent,
                 });
             }
             Err(Failure::Stale(e)) if reused => {
                 tracing::debug!(upstream = %up.name, error = %e, "kept-alive connection closed under the request; sending it again");
                 reused = false;
+                resent = true;
                 buf.clear();
                 conn = connect(up, req.connect_timeout).await.map_err(|e| {
                     ExchangeError::Upstream(format!("reconnecting after a stale connection: {e}"))

@@ -54,7 +54,8 @@ pub struct Metrics {
     pub turns_per_session: Gauge,
     /// `tokentap_upstream_requests_total{upstream}`: requests sent to each replica.
     pub upstream_requests: IntCounterVec,
-    /// `tokentap_upstream_errors_total{upstream,kind}`: refused, reset, timed out.
+    /// `tokentap_upstream_errors_total{upstream,kind}`: `connect` (refused), `reset`, `timeout`,
+    /// `stale_connection` (a kept-alive connection closed under a request, which was re-sent).
     pub upstream_errors: IntCounterVec,
     pub malformed_events: IntCounter,
     pub usage_injected: IntCounter,

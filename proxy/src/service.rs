@@ -265,6 +265,13 @@ pub async fn handle(
             };
             match tokio::time::timeout(cfg.upstream_timeout, direct::exchange(up, out)).await {
                 Ok(Ok(r)) => {
+                    if r.resent {
+                        shared
+                            .metrics
+                            .upstream_errors
+                            .with_label_values(&[&up.name, "stale_connection"])
+                            .inc();
+                    }
                     let mut resp = Response::new(UpstreamBody::Direct(r.body));
                     *resp.status_mut() = r.status;
                     *resp.headers_mut() = r.headers;

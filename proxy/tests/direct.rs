@@ -226,6 +226,14 @@ async fn a_kept_alive_connection_closed_under_a_request_is_sent_again_on_a_new_o
     assert_eq!(seen[2].body, b, "the retry carries the whole body again");
     let recs = within(p.wait_records(2)).await;
     assert!(recs.iter().all(|r| r.status == Status::Ok), "{recs:?}");
+    assert!(
+        p.metrics_text()
+            .lines()
+            .any(|l| l.starts_with("tokentap_upstream_errors_total{")
+                && l.contains("kind=\"stale_connection\"")
+                && l.ends_with(" 1")),
+        "the race is counted"
+    );
 
     // The same race through hyper-util's client: the request fails.
     let up = Scripted::start(script).await;
