@@ -23,10 +23,10 @@ use crate::metrics::Metrics;
 use crate::records::Writer;
 use crate::sessions::Sessions;
 use crate::sniff::{ReqCell, ReqInfo, RequestTap};
-use crate::upstream::{Clients, UpBody, Upstreams};
+use crate::upstream::{Clients, UpBody, Upstream, Upstreams};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
-use http::{Request, Response, Version};
+use http::{Method, Request, Response, Uri, Version};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use std::convert::Infallible;
@@ -109,8 +109,66 @@ enum Src {
 enum Sent {
     /// No connection: the next replica may take the request.
     Connect(String),
+    /// No response head within `--upstream-timeout`.
+    Timeout,
     /// Anything else: the request is answered with an error.
     Failed(String),
+}
+
+/// Sends the request to one replica and waits for the response head: plain `http://` through
+/// the direct HTTP/1.1 client (unless `--upstream-client hyper`), the rest through hyper-util's.
+async fn send(
+    shared: &Shared,
+    up: &Upstream,
+    method: &Method,
+    uri: Uri,
+    headers: &HeaderMap,
+    body: UpBody,
+) -> Result<Response<UpstreamBody>, Sent> {
+    let cfg = &shared.cfg;
+    if up.plain_h1() && cfg.upstream_client == UpstreamClient::Direct {
+        let out = direct::Outgoing {
+            method,
+            path: uri.path_and_query().map_or("/", |p| p.as_str()),
+            headers,
+            body,
+            connect_timeout: cfg.connect_timeout,
+            keepalive: cfg.upstream_keepalive,
+        };
+        let r = match tokio::time::timeout(cfg.upstream_timeout, direct::exchange(up, out)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(direct::ExchangeError::Connect(e))) => return Err(Sent::Connect(e.to_string())),
+            Ok(Err(e)) => return Err(Sent::Failed(e.to_string())),
+            Err(_elapsed) => return Err(Sent::Timeout),
+        };
+        if r.resent {
+            shared
+                .metrics
+                .upstream_errors
+                .with_label_values(&[&up.name, "stale_connection"])
+                .inc();
+        }
+        let mut resp = Response::new(UpstreamBody::Direct(r.body));
+        *resp.status_mut() = r.status;
+        *resp.headers_mut() = r.headers;
+        return Ok(resp);
+    }
+    let mut up_req = Request::new(body);
+    *up_req.method_mut() = method.clone();
+    *up_req.uri_mut() = uri;
+    *up_req.version_mut() = Version::HTTP_11;
+    *up_req.headers_mut() = headers.clone();
+    let client = if up.h2_prior {
+        &shared.clients.h2
+    } else {
+        &shared.clients.auto
+    };
+    match tokio::time::timeout(cfg.upstream_timeout, client.request(up_req)).await {
+        Ok(Ok(resp)) => Ok(resp.map(UpstreamBody::Hyper)),
+        Ok(Err(e)) if e.is_connect() => Err(Sent::Connect(chain(&e))),
+        Ok(Err(e)) => Err(Sent::Failed(chain(&e))),
+        Err(_elapsed) => Err(Sent::Timeout),
+    }
 }
 
 /// Serves one client request.
@@ -253,55 +311,10 @@ pub async fn handle(
             .inc();
         tap.set_upstream(Some(idx));
         tap.forwarded(clock::now());
-        let sent = if up.plain_h1() && cfg.upstream_client == UpstreamClient::Direct {
-            let path = uri.path_and_query().map_or("/", |p| p.as_str());
-            let out = direct::Outgoing {
-                method: &parts.method,
-                path,
-                headers: &headers,
-                body,
-                connect_timeout: cfg.connect_timeout,
-                keepalive: cfg.upstream_keepalive,
-            };
-            match tokio::time::timeout(cfg.upstream_timeout, direct::exchange(up, out)).await {
-                Ok(Ok(r)) => {
-                    if r.resent {
-                        shared
-                            .metrics
-                            .upstream_errors
-                            .with_label_values(&[&up.name, "stale_connection"])
-                            .inc();
-                    }
-                    let mut resp = Response::new(UpstreamBody::Direct(r.body));
-                    *resp.status_mut() = r.status;
-                    *resp.headers_mut() = r.headers;
-                    Ok(Ok(resp))
-                }
-                Ok(Err(direct::ExchangeError::Connect(e))) => Ok(Err(Sent::Connect(e.to_string()))),
-                Ok(Err(e)) => Ok(Err(Sent::Failed(e.to_string()))),
-                Err(elapsed) => Err(elapsed),
-            }
-        } else {
-            let mut up_req = Request::new(body);
-            *up_req.method_mut() = parts.method.clone();
-            *up_req.uri_mut() = uri;
-            *up_req.version_mut() = Version::HTTP_11;
-            *up_req.headers_mut() = headers.clone();
-            let client = if up.h2_prior {
-                &shared.clients.h2
-            } else {
-                &shared.clients.auto
-            };
-            match tokio::time::timeout(cfg.upstream_timeout, client.request(up_req)).await {
-                Ok(Ok(resp)) => Ok(Ok(resp.map(UpstreamBody::Hyper))),
-                Ok(Err(e)) if e.is_connect() => Ok(Err(Sent::Connect(chain(&e)))),
-                Ok(Err(e)) => Ok(Err(Sent::Failed(chain(&e)))),
-                Err(elapsed) => Err(elapsed),
-            }
-        };
+        let sent = send(&shared, up, &parts.method, uri, &headers, body).await;
         match sent {
-            Ok(Ok(resp)) => return Ok(respond(tap, resp, plan)),
-            Ok(Err(Sent::Connect(why))) => {
+            Ok(resp) => return Ok(respond(tap, resp, plan)),
+            Err(Sent::Connect(why)) => {
                 up.in_flight.fetch_sub(1, Ordering::AcqRel);
                 tap.set_upstream(None);
                 shared
@@ -315,7 +328,7 @@ pub async fn handle(
                 }
                 continue;
             }
-            Ok(Err(Sent::Failed(why))) => {
+            Err(Sent::Failed(why)) => {
                 let err = if cell.too_large.load(Ordering::Relaxed) {
                     ProxyError::BodyTooLarge {
                         limit: cfg.max_body_bytes,
@@ -332,7 +345,7 @@ pub async fn handle(
                 };
                 return Ok(reject(&mut tap, err));
             }
-            Err(_elapsed) => {
+            Err(Sent::Timeout) => {
                 shared
                     .metrics
                     .upstream_errors
