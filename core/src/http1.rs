@@ -20,6 +20,18 @@ pub const MAX_HEAD: usize = 64 * 1024;
 /// Most response headers accepted.
 const MAX_HEADERS: usize = 100;
 
+/// A kept-alive connection is still usable when a non-blocking peek finds nothing to read: no
+/// close, no reset, no bytes the server should not have sent. A real syscall every time, so a
+/// close that arrived while the connection sat idle is seen before a request is written into it.
+pub fn idle_connection_open(conn: impl std::os::fd::AsFd) -> bool {
+    use rustix::net::{recv, RecvFlags};
+    let mut b = [0u8; 1];
+    matches!(
+        recv(conn, &mut b[..], RecvFlags::PEEK | RecvFlags::DONTWAIT),
+        Err(rustix::io::Errno::AGAIN)
+    )
+}
+
 /// Appends the request line and headers of `req` (and the blank line) to `out`.
 pub fn write_head<B>(req: &Request<B>, out: &mut Vec<u8>) {
     out.extend_from_slice(req.method().as_str().as_bytes());

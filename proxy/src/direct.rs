@@ -36,7 +36,6 @@ use http::{HeaderMap, Method, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use std::io::{self, IoSlice};
-use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
@@ -62,7 +61,7 @@ impl Pool {
     fn take(&self, keepalive: Duration) -> Option<TcpStream> {
         loop {
             let (s, at) = self.lock().pop()?;
-            if at.elapsed() < keepalive && still_open(&s) {
+            if at.elapsed() < keepalive && http1::idle_connection_open(&s) {
                 return Some(s);
             }
         }
@@ -88,21 +87,6 @@ impl Pool {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(TcpStream, Instant)>> {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
-
-/// An idle connection is usable when a non-blocking peek finds nothing to read: no close, no
-/// reset, no bytes the server should not have sent.
-fn still_open(s: &TcpStream) -> bool {
-    use nix::sys::socket::{recv, MsgFlags};
-    let mut b = [0u8; 1];
-    matches!(
-        recv(
-            s.as_raw_fd(),
-            &mut b,
-            MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT
-        ),
-        Err(nix::errno::Errno::EAGAIN)
-    )
 }
 
 /// Why an exchange failed.
@@ -149,22 +133,21 @@ pub async fn exchange(up: &Upstream, mut req: Outgoing<'_>) -> Result<Incoming, 
         None => (connect(up, req.connect_timeout).await?, false),
     };
     let (head, chunked) = request_head(up, &req);
-    let mut sent: Vec<Bytes> = Vec::new();
-    let mut body_done = req.body.is_end_stream();
+    let mut sending = Sending {
+        head,
+        chunked,
+        sent: Vec::new(),
+        body_done: req.body.is_end_stream(),
+        body: &mut req.body,
+    };
+    let head_request = req.method == Method::HEAD;
     let mut buf = BytesMut::with_capacity(READ_BUF);
     loop {
-        match attempt(
-            &mut conn,
-            &head,
-            chunked,
-            &mut sent,
-            &mut req.body,
-            &mut body_done,
-            &mut buf,
-            req.method == Method::HEAD,
-        )
-        .await
-        {
+        let got = match sending.send(&mut conn).await {
+            Ok(()) => read_head(&mut conn, &mut buf, head_request).await,
+            Err(e) => Err(e),
+        };
+        match got {
             Ok((status, headers, decoder, keep_alive)) => {
                 let mut body = H1Body {
                     conn: Some(conn),
@@ -265,49 +248,59 @@ enum Failure {
 
 type Head = (StatusCode, HeaderMap, Decoder, bool);
 
-/// Writes the head, the body frames sent so far and the rest of the body, then reads the
-/// response head (skipping 1xx interim responses).
-#[allow(clippy::too_many_arguments)]
-async fn attempt(
-    conn: &mut TcpStream,
-    head: &Bytes,
+/// The request on its way: what has been sent of its body, kept until the response head so a
+/// stale connection can be replaced and the request sent again whole.
+struct Sending<'a> {
+    head: Bytes,
     chunked: bool,
-    sent: &mut Vec<Bytes>,
-    body: &mut UpBody,
-    body_done: &mut bool,
+    /// Body frames sent so far (refcounted, no copy).
+    sent: Vec<Bytes>,
+    body: &'a mut UpBody,
+    body_done: bool,
+}
+
+impl Sending<'_> {
+    /// Writes the head, the body frames sent so far (on a retry) and the rest of the body.
+    async fn send(&mut self, conn: &mut TcpStream) -> Result<(), Failure> {
+        let stale = |e: io::Error| Failure::Stale(format!("sending the request: {e}"));
+        // The head goes with the first body frame (or with everything sent before, on a retry).
+        let mut pending = vec![self.head.clone()];
+        for f in &self.sent {
+            encode(&mut pending, f, self.chunked);
+        }
+        while !self.body_done {
+            match self.body.frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(d) = frame.into_data() {
+                        if !d.is_empty() {
+                            encode(&mut pending, &d, self.chunked);
+                            self.sent.push(d);
+                        }
+                    }
+                    self.body_done = self.body.is_end_stream();
+                }
+                Some(Err(e)) => return Err(Failure::Body(e)),
+                None => self.body_done = true,
+            }
+            if !self.body_done {
+                write_all(conn, &pending).await.map_err(stale)?;
+                pending.clear();
+            }
+        }
+        if self.chunked {
+            pending.push(Bytes::from_static(b"0\r\n\r\n"));
+        }
+        write_all(conn, &pending).await.map_err(stale)
+    }
+}
+
+/// Reads the response head (skipping 1xx interim responses) into `buf`; what follows it stays
+/// in `buf` for the body.
+async fn read_head(
+    conn: &mut TcpStream,
     buf: &mut BytesMut,
     head_request: bool,
 ) -> Result<Head, Failure> {
-    let stale = |e: io::Error| Failure::Stale(format!("sending the request: {e}"));
-    // The head goes with the first body frame (or with everything sent before, on a retry).
-    let mut pending = vec![head.clone()];
-    for f in sent.iter() {
-        encode(&mut pending, f, chunked);
-    }
-    while !*body_done {
-        match body.frame().await {
-            Some(Ok(frame)) => {
-                if let Ok(d) = frame.into_data() {
-                    if !d.is_empty() {
-                        encode(&mut pending, &d, chunked);
-                        sent.push(d);
-                    }
-                }
-                *body_done = body.is_end_stream();
-            }
-            Some(Err(e)) => return Err(Failure::Body(e)),
-            None => *body_done = true,
-        }
-        if !*body_done {
-            write_all(conn, &pending).await.map_err(stale)?;
-            pending.clear();
-        }
-    }
-    if chunked {
-        pending.push(Bytes::from_static(b"0\r\n\r\n"));
-    }
-    write_all(conn, &pending).await.map_err(stale)?;
-
     let mut got = 0usize;
     loop {
         if !buf.is_empty() {

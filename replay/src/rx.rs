@@ -18,9 +18,7 @@
 //! tokentap interval) with both clocks read right after the read: `mono_now − (real_now −
 //! kernel_real)`. The two reads are ~30 ns apart, far below what is measured.
 
-use nix::sys::socket::{
-    recv, recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, RecvMsg,
-};
+use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, RecvMsg};
 use std::io::{self, IoSliceMut};
 use std::os::fd::AsRawFd;
 use tokentap_core::clock::{self, MonoNs};
@@ -117,19 +115,10 @@ impl RxStream {
         }
     }
 
-    /// True when a kept-alive connection is still usable: nothing to read and no EOF/error
-    /// pending. Always a real (non-blocking, peeking) syscall, so a close that arrived while the
-    /// slot was idle is seen before a request is written into it.
+    /// True when a kept-alive connection is still usable
+    /// ([`tokentap_core::http1::idle_connection_open`]).
     pub fn idle_ok(&self) -> bool {
-        let mut b = [0u8; 1];
-        matches!(
-            recv(
-                self.stream.as_raw_fd(),
-                &mut b,
-                MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT
-            ),
-            Err(nix::errno::Errno::EAGAIN)
-        )
+        tokentap_core::http1::idle_connection_open(&self.stream)
     }
 }
 
