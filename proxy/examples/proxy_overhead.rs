@@ -213,6 +213,17 @@ fn child(upstream: String, hyper: bool) -> anyhow::Result<()> {
     })
 }
 
+/// `program`, run on CPU 1 alone (through `taskset`) when `pin`.
+fn on_cpu1(program: impl AsRef<std::ffi::OsStr>, pin: bool) -> Command {
+    if pin {
+        let mut c = Command::new("taskset");
+        c.args(["-c", "1"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
 struct ChildProxy {
     child: Child,
     stdin: ChildStdin,
@@ -224,14 +235,10 @@ impl ChildProxy {
     /// `client`: `direct` (the default) or `hyper` (`--upstream-client`). `pin`: on CPU 1 with
     /// one worker thread.
     fn spawn(upstream: &str, client: &str, pin: bool) -> anyhow::Result<ChildProxy> {
-        let exe = std::env::current_exe()?;
-        let mut cmd = if pin {
-            let mut c = Command::new("taskset");
-            c.arg("-c").arg("1").arg(exe).env("PROXY_WORKERS", "1");
-            c
-        } else {
-            Command::new(exe)
-        };
+        let mut cmd = on_cpu1(std::env::current_exe()?, pin);
+        if pin {
+            cmd.env("PROXY_WORKERS", "1");
+        }
         let mut child = cmd
             .args(["--child", "--upstream", upstream, "--client", client])
             .stdin(Stdio::piped())
@@ -511,14 +518,7 @@ impl Nginx {
         );
         let path = dir.join("nginx.conf");
         std::fs::write(&path, conf)?;
-        let mut cmd = if pin {
-            let mut c = Command::new("taskset");
-            c.args(["-c", "1", "nginx"]);
-            c
-        } else {
-            Command::new("nginx")
-        };
-        let child = cmd
+        let child = on_cpu1("nginx", pin)
             .args(["-p", &dir.to_string_lossy(), "-c", &path.to_string_lossy()])
             .stdin(Stdio::null())
             .spawn()
@@ -718,19 +718,17 @@ async fn parent(
                 allocs.map_or("-".into(), |a| format!("{:.3}", a as f64 / p.events.max(1) as f64)),
             )
         };
-        let a0 = px.allocs()?;
-        let cpu0 = px.cpu_ns()?;
-        let p = measure(&sim, &px.url, conc, total, tokens, next_id(), precise).await?;
-        let cpu1 = px.cpu_ns()?;
-        let a1 = px.allocs()?;
-        row("tokentap", &p, cpu1 - cpu0, Some(a1 - a0));
+        let mut ours = vec![("tokentap", &mut px)];
         if let Some(h) = hx.as_mut() {
-            let a0 = h.allocs()?;
-            let cpu0 = h.cpu_ns()?;
-            let p = measure(&sim, &h.url, conc, total, tokens, next_id(), precise).await?;
-            let cpu1 = h.cpu_ns()?;
-            let a1 = h.allocs()?;
-            row("tokentap-hyper", &p, cpu1 - cpu0, Some(a1 - a0));
+            ours.push(("tokentap-hyper", h));
+        }
+        for (name, c) in ours {
+            let a0 = c.allocs()?;
+            let cpu0 = c.cpu_ns()?;
+            let p = measure(&sim, &c.url, conc, total, tokens, next_id(), precise).await?;
+            let cpu1 = c.cpu_ns()?;
+            let a1 = c.allocs()?;
+            row(name, &p, cpu1 - cpu0, Some(a1 - a0));
         }
         if let Some(n) = &ng {
             let cpu0 = n.cpu_ns()?;

@@ -299,29 +299,24 @@ async fn a_streamed_body_without_a_length_goes_upstream_chunked() {
 async fn idle_connections_are_reused_within_the_keepalive() {
     let up = Scripted::start(|_, _, _: &Seen| Act::Answer(json_ok("{}"))).await;
     let p = proxy(cfg(&up, UpstreamClient::Direct)).await;
-    let c = client();
-    for _ in 0..4 {
-        let got = send(
-            &c,
-            post_chat(&p.base_url(), chat(false, 1, json!({})), None),
-        )
-        .await;
-        assert_eq!(got.status, 200);
-    }
+    let one_after_another = |p: tokentap_proxy::Proxy, n: usize| async move {
+        let c = client();
+        for _ in 0..n {
+            let got = send(
+                &c,
+                post_chat(&p.base_url(), chat(false, 1, json!({})), None),
+            )
+            .await;
+            assert_eq!(got.status, 200);
+        }
+    };
+    one_after_another(p, 4).await;
     assert_eq!(up.conns(), 1);
 
     let up = Scripted::start(|_, _, _: &Seen| Act::Answer(json_ok("{}"))).await;
     let mut cf = cfg(&up, UpstreamClient::Direct);
     cf.upstream_keepalive = std::time::Duration::ZERO;
-    let p = proxy(cf).await;
-    for _ in 0..3 {
-        let got = send(
-            &c,
-            post_chat(&p.base_url(), chat(false, 1, json!({})), None),
-        )
-        .await;
-        assert_eq!(got.status, 200);
-    }
+    one_after_another(proxy(cf).await, 3).await;
     assert_eq!(up.conns(), 3);
 }
 
