@@ -1,0 +1,52 @@
+//! # tokentap-mlperf — the benchmark's own numbers
+//!
+//! A result that carries an MLPerf name must be computed the way the MLPerf Endpoints reference
+//! client computes it (SPEC §10, mlcommons/endpoints pinned at ea33275). This crate holds those
+//! definitions, separate from tokentap's own wire-exact measurements, so that every number in a
+//! summary says which definition it follows.
+//!
+//! ## Layout
+//! - [`output`]: a turn's output as the reference accumulates it (`TextModelOutput`): which
+//!   chunk text is content, reasoning or a tool-call partial, how partials merge, what "after
+//!   the first chunk" means.
+//! - [`tokenizer`]: the reference tokenizer — HF `tokenizers` plus the model's chat template —
+//!   counting OSL, the TPOT denominator and ISL as the reference does, fallbacks included.
+//! - [`template`]: Hugging Face chat templates rendered with transformers' Jinja settings.
+//! - [`pyjson`]: JSON and float text exactly as Python's `json.dumps` / `repr` and msgspec write it.
+//! - [`scorer`]: the inline accuracy scorer and `scores.json`.
+//! - [`result_summary`]: `result_summary.json` — series rollups, percentiles (`lower`),
+//!   histograms, early-stopping estimates ([`early_stopping`]), `qps`, `tps`.
+//! - [`validity`]: the official rules of a measurement point and the model presets' gates.
+//! - [`metrics`]: the rules' primary metrics (`system_tps`, `tps_per_user`, …).
+//!
+//! ## Data flow
+//!
+//! ```text
+//!  SSE data ──► output::Accumulator ──► ModelOutput ─┬─► tokenizer: OSL, TPOT tokens ─┐
+//!  request body ──► tokenizer::PromptInput ──────────┼─► tokenizer: ISL ─────────────┤
+//!                                                    └─► scorer ──► scores.json      │
+//!            per-turn stamps (replay / proxy records, or a reference events.jsonl) ──┴─►
+//!                     result_summary::Inputs ──► result_summary.json, metrics::Primary
+//!                                                           └─► validity::evaluate
+//! ```
+//!
+//! Everything here is pure computation over finished turns: nothing runs between a chunk's
+//! arrival and its timestamp.
+#![forbid(unsafe_code)]
+
+pub mod early_stopping;
+pub mod metrics;
+pub mod output;
+pub mod pyjson;
+pub mod result_summary;
+pub mod scorer;
+pub mod template;
+pub mod tokenizer;
+pub mod validity;
+
+pub use metrics::Primary;
+pub use output::{Accumulator, MessageParts, ModelOutput};
+pub use result_summary::Inputs as ResultInputs;
+pub use scorer::{Scorer, Scores};
+pub use tokenizer::{Count, PromptInput, RefTokenizer, TokenizerError};
+pub use validity::{Official, Validity, Verdict};

@@ -1,0 +1,699 @@
+//! The reference tokenizer: token counts as the MLPerf Endpoints client computes them (SPEC
+//! §10.1; mlcommons/endpoints `metrics_aggregator/token_metrics.py` `BatchTokenizer`).
+//!
+//! Loaded from a local Hugging Face tokenizer folder — `tokenizer.json` (HF's own Rust
+//! `tokenizers`, the library behind the Python fast tokenizers) and the chat template
+//! (`chat_template.jinja`, else `tokenizer_config.json`'s `chat_template`). Nothing is
+//! downloaded.
+//!
+//! - **Text** ([`RefTokenizer::count_text`]): `encode(text, add_special_tokens=False)`.
+//! - **An assistant output with reasoning or tool calls** ([`RefTokenizer::count_message`]):
+//!   render `[{"role":"user","content":""}, message]` without a generation prompt, count, and
+//!   subtract the `[user ""]` prefix and the empty assistant frame; never below 0. Tool-call
+//!   arguments that parse as a JSON object are passed as the object. If the template fails:
+//!   the non-empty parts (content, reasoning, the tool calls' msgspec JSON) joined by `\n`,
+//!   counted as text, and the count is marked [`Count::fallback`].
+//! - **A request** ([`RefTokenizer::count_prompt`], ISL): render messages (historical tool-call
+//!   arguments parsed the same way), `tools`, `chat_template_kwargs`, `tool_choice` with the
+//!   generation prompt, count; on failure, msgspec JSON of `{"messages", "tools"}` as text.
+//! - [`RefTokenizer::osl`] and [`RefTokenizer::tpot_tokens`] pick the input as the reference's
+//!   `OslTrigger` / `TpotTrigger` do.
+//!
+//! ## Cost
+//! Prompts are re-sent whole every turn, so counting every ISL from scratch would tokenize the
+//! conversation again at every turn. Tokenizers split their input at added (special) tokens
+//! first and encode each piece on its own, so a prompt's count is the sum of its pieces' counts
+//! plus one per special token; pieces are counted once and remembered by a 128-bit hash. This is
+//! exact for every tokenizer whose pieces do not depend on their position — it is switched off
+//! (whole-text counting) for added tokens with `lstrip`/`rstrip`/`single_word` and for a
+//! Metaspace pre-tokenizer that prepends only at the start of the text.
+
+use crate::output::{MessageParts, ModelOutput};
+use crate::pyjson;
+use crate::template::{ChatTemplate, RenderInput};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Why a tokenizer folder could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerError {
+    #[error("{path}: {what}")]
+    File { path: PathBuf, what: String },
+}
+
+fn file_err(path: &Path, what: impl Into<String>) -> TokenizerError {
+    TokenizerError::File {
+        path: path.to_path_buf(),
+        what: what.into(),
+    }
+}
+
+/// A token count and whether the reference's fallback path produced it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Count {
+    pub tokens: u64,
+    /// The chat template failed and the text fallback was counted (the reference logs this).
+    pub fallback: bool,
+}
+
+/// The inputs of an ISL count: the request as sent.
+#[derive(Debug, Clone, Default)]
+pub struct PromptInput {
+    pub messages: Vec<Value>,
+    pub tools: Option<Vec<Value>>,
+    pub chat_template_kwargs: Option<Map<String, Value>>,
+    pub chat_template: Option<String>,
+    pub tool_choice: Option<Value>,
+}
+
+impl PromptInput {
+    /// From a chat completions request body, as the reference's `PromptData` takes them from
+    /// the sample: `messages`, `tools` (a list), `chat_template_kwargs` (an object),
+    /// `chat_template` (a string), `tool_choice` (a string or object).
+    pub fn from_body(body: &[u8]) -> Option<PromptInput> {
+        let v: Value = serde_json::from_slice(body).ok()?;
+        let mut o = match v {
+            Value::Object(o) => o,
+            _ => return None,
+        };
+        let messages = match o.remove("messages") {
+            Some(Value::Array(m)) if !m.is_empty() => m,
+            _ => return None,
+        };
+        Some(PromptInput {
+            messages,
+            tools: match o.remove("tools") {
+                Some(Value::Array(t)) => Some(t),
+                _ => None,
+            },
+            chat_template_kwargs: match o.remove("chat_template_kwargs") {
+                Some(Value::Object(k)) => Some(k),
+                _ => None,
+            },
+            chat_template: match o.remove("chat_template") {
+                Some(Value::String(s)) => Some(s),
+                _ => None,
+            },
+            tool_choice: o
+                .remove("tool_choice")
+                .filter(|t| t.is_string() || t.is_object()),
+        })
+    }
+}
+
+/// The chat templates of a tokenizer folder: one, or several by name.
+enum Templates {
+    None(String),
+    One(ChatTemplate),
+    Named(HashMap<String, ChatTemplate>),
+}
+
+/// A loaded reference tokenizer. Shared across threads (`Arc`); counting takes `&self`.
+pub struct RefTokenizer {
+    dir: PathBuf,
+    tok: tokenizers::Tokenizer,
+    templates: Templates,
+    special_tokens: Vec<(String, String)>,
+    /// Tokens of `[user ""]` and of the empty assistant frame.
+    prefix_len: u64,
+    baseline: u64,
+    /// Set when the baseline could not be rendered (the reference logs it and uses 0).
+    baseline_error: Option<String>,
+    /// Added tokens to split prompts at for piecewise counting; `None`: count whole texts.
+    splitter: Option<Splitter>,
+    pieces: Mutex<HashMap<(u64, u64), u32>>,
+    fallbacks: AtomicU64,
+    first_fallback: Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for RefTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RefTokenizer")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Leftmost-longest matcher of the added tokens' texts.
+struct Splitter {
+    ac: aho_corasick::AhoCorasick,
+}
+
+const PIECE_CACHE_MAX: usize = 2_000_000;
+/// Texts shorter than this are encoded whole (splitting costs more than it saves).
+const PIECEWISE_MIN: usize = 2048;
+
+impl RefTokenizer {
+    /// Loads `dir/tokenizer.json` and the chat template (`dir/chat_template.jinja`, else
+    /// `chat_template` of `dir/tokenizer_config.json`).
+    pub fn load(dir: &Path) -> Result<RefTokenizer, TokenizerError> {
+        let tj = dir.join("tokenizer.json");
+        if !tj.is_file() {
+            return Err(file_err(
+                &tj,
+                "not found: --tokenizer needs a Hugging Face tokenizer folder with tokenizer.json \
+                 (a fast tokenizer; models that ship only tiktoken or sentencepiece files need it \
+                 converted first, e.g. with transformers' save_pretrained)",
+            ));
+        }
+        let mut tok = tokenizers::Tokenizer::from_file(&tj)
+            .map_err(|e| file_err(&tj, format!("not a tokenizer this version can load: {e}")))?;
+        // transformers calls the tokenizer with truncation and padding off.
+        tok.with_truncation(None)
+            .map_err(|e| file_err(&tj, format!("cannot disable truncation: {e}")))?;
+        tok.with_padding(None);
+
+        let cfg_path = dir.join("tokenizer_config.json");
+        let cfg: Map<String, Value> = if cfg_path.is_file() {
+            let text = std::fs::read_to_string(&cfg_path)
+                .map_err(|e| file_err(&cfg_path, format!("cannot read: {e}")))?;
+            match serde_json::from_str(&text) {
+                Ok(Value::Object(o)) => o,
+                Ok(_) => return Err(file_err(&cfg_path, "expected a JSON object")),
+                Err(e) => {
+                    return Err(file_err(
+                        &cfg_path,
+                        format!("line {}, column {}: {e}", e.line(), e.column()),
+                    ))
+                }
+            }
+        } else {
+            Map::new()
+        };
+        let special_tokens = special_tokens(&cfg, dir);
+        let sources = template_sources(dir, &cfg)?;
+        let templates = match sources {
+            TemplateSources::None => Templates::None(format!(
+                "no chat template in {} (no chat_template.jinja, no chat_template in tokenizer_config.json)",
+                dir.display()
+            )),
+            TemplateSources::One(path, src) => Templates::One(
+                ChatTemplate::new(&src, special_tokens.clone())
+                    .map_err(|e| file_err(&path, format!("the chat template does not compile: {e:#}")))?,
+            ),
+            TemplateSources::Named(path, list) => {
+                let mut m = HashMap::new();
+                for (name, src) in list {
+                    let t = ChatTemplate::new(&src, special_tokens.clone()).map_err(|e| {
+                        file_err(&path, format!("chat template {name:?} does not compile: {e:#}"))
+                    })?;
+                    m.insert(name, t);
+                }
+                Templates::Named(m)
+            }
+        };
+        let splitter = Splitter::for_tokenizer(&tok, &tj);
+        let mut t = RefTokenizer {
+            dir: dir.to_path_buf(),
+            tok,
+            templates,
+            special_tokens,
+            prefix_len: 0,
+            baseline: 0,
+            baseline_error: None,
+            splitter,
+            pieces: Mutex::new(HashMap::new()),
+            fallbacks: AtomicU64::new(0),
+            first_fallback: Mutex::new(None),
+        };
+        t.compute_baseline();
+        Ok(t)
+    }
+
+    /// The folder it was loaded from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `(prefix, baseline)`: tokens of `[user ""]` and of the empty assistant frame.
+    pub fn frame(&self) -> (u64, u64) {
+        (self.prefix_len, self.baseline)
+    }
+
+    /// Why the empty-frame baseline could not be rendered, if it could not (counts of tool-call
+    /// outputs then include the frame, as in the reference).
+    pub fn baseline_error(&self) -> Option<&str> {
+        self.baseline_error.as_deref()
+    }
+
+    /// Counts produced by the fallback path so far, and the first template error.
+    pub fn fallbacks(&self) -> (u64, Option<String>) {
+        let first = self
+            .first_fallback
+            .lock()
+            .map(|g| g.clone())
+            .unwrap_or_default();
+        (self.fallbacks.load(Relaxed), first)
+    }
+
+    fn compute_baseline(&mut self) {
+        let user = json!({"role": "user", "content": ""});
+        let r = (|| -> Result<(u64, u64), String> {
+            let t = self.template_for(None, false)?;
+            let prefix = self.render_count(t, &[user.clone()], None, false, None, None)?;
+            let with = self.render_count(
+                t,
+                &[user.clone(), json!({"role": "assistant", "content": ""})],
+                None,
+                false,
+                None,
+                None,
+            )?;
+            Ok((prefix, with.saturating_sub(prefix)))
+        })();
+        match r {
+            Ok((p, b)) => {
+                self.prefix_len = p;
+                self.baseline = b;
+            }
+            Err(e) => self.baseline_error = Some(e),
+        }
+    }
+
+    /// `get_chat_template(chat_template, tools)`.
+    fn template_for(
+        &self,
+        requested: Option<&str>,
+        with_tools: bool,
+    ) -> Result<&ChatTemplate, String> {
+        match &self.templates {
+            Templates::None(why) => Err(why.clone()),
+            Templates::One(t) => match requested {
+                None => Ok(t),
+                Some(_) => Err("a request-level chat_template is not supported".into()),
+            },
+            Templates::Named(m) => {
+                let name = match requested {
+                    Some(n) if m.contains_key(n) => n,
+                    Some(_) => return Err("a request-level chat_template is not supported".into()),
+                    None if with_tools && m.contains_key("tool_use") => "tool_use",
+                    None if m.contains_key("default") => "default",
+                    None => {
+                        let mut names: Vec<&String> = m.keys().collect();
+                        names.sort();
+                        return Err(format!(
+                            "several chat templates and no default: {names:?}"
+                        ));
+                    }
+                };
+                Ok(&m[name])
+            }
+        }
+    }
+
+    fn render_count(
+        &self,
+        t: &ChatTemplate,
+        messages: &[Value],
+        tools: Option<&[Value]>,
+        add_generation_prompt: bool,
+        kwargs: Option<&Map<String, Value>>,
+        tool_choice: Option<&Value>,
+    ) -> Result<u64, String> {
+        let text = t
+            .render(&RenderInput {
+                messages,
+                tools,
+                add_generation_prompt,
+                kwargs,
+                tool_choice,
+            })
+            .map_err(|e| format!("{e:#}"))?;
+        Ok(self.count_long(&text))
+    }
+
+    fn note_fallback(&self, why: String) {
+        self.fallbacks.fetch_add(1, Relaxed);
+        if let Ok(mut g) = self.first_fallback.lock() {
+            if g.is_none() {
+                *g = Some(why);
+            }
+        }
+    }
+
+    /// `encode(text, add_special_tokens=False)` length.
+    pub fn count_text(&self, text: &str) -> u64 {
+        match self.tok.encode_fast(text, false) {
+            Ok(e) => e.len() as u64,
+            // Encoding cannot fail for a loaded BPE/WordPiece/Unigram model on valid UTF-8;
+            // should a custom component fail, the text counts as nothing rather than a guess.
+            Err(_) => 0,
+        }
+    }
+
+    /// Counts a long text piece by piece (see the module docs), exactly as a whole.
+    fn count_long(&self, text: &str) -> u64 {
+        let Some(sp) = self.splitter.as_ref().filter(|_| text.len() >= PIECEWISE_MIN) else {
+            return self.count_text(text);
+        };
+        let mut total = 0u64;
+        let mut at = 0;
+        for m in sp.ac.find_iter(text) {
+            total += self.count_piece(&text[at..m.start()]);
+            total += 1;
+            at = m.end();
+        }
+        total + self.count_piece(&text[at..])
+    }
+
+    fn count_piece(&self, piece: &str) -> u64 {
+        if piece.is_empty() {
+            return 0;
+        }
+        if piece.len() < 64 {
+            return self.count_text(piece);
+        }
+        let key = hash128(piece);
+        if let Some(n) = self.pieces.lock().ok().and_then(|m| m.get(&key).copied()) {
+            return u64::from(n);
+        }
+        let n = self.count_text(piece);
+        if let Ok(mut m) = self.pieces.lock() {
+            if m.len() >= PIECE_CACHE_MAX {
+                m.clear();
+            }
+            m.insert(key, n.min(u64::from(u32::MAX)) as u32);
+        }
+        n
+    }
+
+    /// `_token_count_message`: one assistant output without the chat frame.
+    pub fn count_message(&self, parts: &MessageParts) -> Count {
+        let mut msg = Map::new();
+        msg.insert("role".into(), Value::String("assistant".into()));
+        msg.insert("content".into(), Value::String(parts.content.clone()));
+        if let Some(r) = parts.reasoning.as_ref().filter(|r| !r.is_empty()) {
+            msg.insert("reasoning_content".into(), Value::String(r.clone()));
+        }
+        if let Some(calls) = parts.tool_calls.as_ref().filter(|c| !c.is_empty()) {
+            msg.insert(
+                "tool_calls".into(),
+                Value::Array(normalize_tool_calls(calls)),
+            );
+        }
+        let messages = [json!({"role": "user", "content": ""}), Value::Object(msg)];
+        let rendered = self
+            .template_for(None, false)
+            .and_then(|t| self.render_count(t, &messages, None, false, None, None));
+        match rendered {
+            Ok(n) => Count {
+                tokens: n.saturating_sub(self.prefix_len + self.baseline),
+                fallback: false,
+            },
+            Err(why) => {
+                self.note_fallback(format!("assistant output: {why}"));
+                let calls_json = parts
+                    .tool_calls
+                    .as_ref()
+                    .filter(|c| !c.is_empty())
+                    .map(|c| pyjson::msgspec_encode(&Value::Array(c.clone())));
+                let text: Vec<&str> = [
+                    Some(parts.content.as_str()),
+                    parts.reasoning.as_deref(),
+                    calls_json.as_deref(),
+                ]
+                .into_iter()
+                .flatten()
+                .filter(|p| !p.is_empty())
+                .collect();
+                Count {
+                    tokens: self.count_text(&text.join("\n")),
+                    fallback: true,
+                }
+            }
+        }
+    }
+
+    /// `_token_count_prompt`: the ISL of one request.
+    pub fn count_prompt(&self, p: &PromptInput) -> Count {
+        let messages = normalize_prompt_messages(&p.messages);
+        let rendered = self
+            .template_for(p.chat_template.as_deref(), p.tools.is_some())
+            .and_then(|t| {
+                self.render_count(
+                    t,
+                    &messages,
+                    p.tools.as_deref(),
+                    true,
+                    p.chat_template_kwargs.as_ref(),
+                    p.tool_choice.as_ref(),
+                )
+            });
+        match rendered {
+            Ok(n) => Count {
+                tokens: n,
+                fallback: false,
+            },
+            Err(why) => {
+                self.note_fallback(format!("prompt: {why}"));
+                let mut o = Map::new();
+                o.insert("messages".into(), Value::Array(messages));
+                if let Some(t) = &p.tools {
+                    o.insert("tools".into(), Value::Array(t.clone()));
+                }
+                Count {
+                    tokens: self.count_long(&pyjson::msgspec_encode(&Value::Object(o))),
+                    fallback: true,
+                }
+            }
+        }
+    }
+
+    /// OSL of a completed output (`OslTrigger`): through the template when it has reasoning or
+    /// tool calls, else its text; `None` for an empty text output (the reference records no
+    /// sample for it).
+    pub fn osl(&self, out: &ModelOutput) -> Option<Count> {
+        if out.is_structured() {
+            return Some(self.count_message(&out.message_parts()));
+        }
+        let text = out.text();
+        (!text.is_empty()).then(|| Count {
+            tokens: self.count_text(&text),
+            fallback: false,
+        })
+    }
+
+    /// The TPOT denominator (`TpotTrigger`): what arrived after the first chunk.
+    pub fn tpot_tokens(&self, out: &ModelOutput) -> Option<Count> {
+        if out.is_structured() {
+            return Some(self.count_message(&out.message_parts_after_first_chunk()));
+        }
+        let text = out.text_after_first_chunk();
+        (!text.is_empty()).then(|| Count {
+            tokens: self.count_text(&text),
+            fallback: false,
+        })
+    }
+
+    /// The named special tokens passed to every template rendering.
+    pub fn special_tokens(&self) -> &[(String, String)] {
+        &self.special_tokens
+    }
+}
+
+fn hash128(s: &str) -> (u64, u64) {
+    let mut a = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut a);
+    let mut b = std::collections::hash_map::DefaultHasher::new();
+    0x9E37_79B9_7F4A_7C15u64.hash(&mut b);
+    s.hash(&mut b);
+    (a.finish(), b.finish())
+}
+
+impl Splitter {
+    /// `None` when piecewise counting would not be exact for this tokenizer.
+    fn for_tokenizer(tok: &tokenizers::Tokenizer, path: &Path) -> Option<Splitter> {
+        let decoder = tok.get_added_tokens_decoder();
+        let mut texts = Vec::new();
+        for t in decoder.values() {
+            if t.lstrip || t.rstrip || t.single_word {
+                return None;
+            }
+            if !t.normalized && !t.content.is_empty() {
+                texts.push(t.content.clone());
+            }
+        }
+        // A Metaspace pre-tokenizer with `prepend_scheme: first` treats the start of the text
+        // specially; such tokenizers are counted whole.
+        let raw = std::fs::read_to_string(path).ok()?;
+        if raw.contains("\"Metaspace\"") && raw.contains("\"first\"") {
+            return None;
+        }
+        if texts.is_empty() {
+            return None;
+        }
+        let ac = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .build(&texts)
+            .ok()?;
+        Some(Splitter { ac })
+    }
+}
+
+/// `_normalize_tool_calls_for_template`: `function.arguments` that parse as a JSON object are
+/// replaced by the object.
+pub fn normalize_tool_calls(calls: &[Value]) -> Vec<Value> {
+    calls
+        .iter()
+        .map(|tc| {
+            let Some(f) = tc.get("function").and_then(Value::as_object) else {
+                return tc.clone();
+            };
+            let Some(Value::String(args)) = f.get("arguments") else {
+                return tc.clone();
+            };
+            match serde_json::from_str::<Value>(args) {
+                Ok(parsed @ Value::Object(_)) => {
+                    let mut tc2 = tc.as_object().cloned().unwrap_or_default();
+                    let mut f2 = f.clone();
+                    f2.insert("arguments".into(), parsed);
+                    tc2.insert("function".into(), Value::Object(f2));
+                    Value::Object(tc2)
+                }
+                _ => tc.clone(),
+            }
+        })
+        .collect()
+}
+
+/// `_normalize_prompt_messages_for_template`.
+pub fn normalize_prompt_messages(messages: &[Value]) -> Vec<Value> {
+    messages
+        .iter()
+        .map(|m| match m.get("tool_calls") {
+            Some(Value::Array(calls)) if !calls.is_empty() => {
+                let mut m2 = m.as_object().cloned().unwrap_or_default();
+                m2.insert(
+                    "tool_calls".into(),
+                    Value::Array(normalize_tool_calls(calls)),
+                );
+                Value::Object(m2)
+            }
+            _ => m.clone(),
+        })
+        .collect()
+}
+
+/// transformers' `special_tokens_map`: the named special tokens (and model-specific `*_token`
+/// keys) of `tokenizer_config.json`, else of `special_tokens_map.json`, as text.
+fn special_tokens(cfg: &Map<String, Value>, dir: &Path) -> Vec<(String, String)> {
+    const NAMED: [&str; 7] = [
+        "bos_token",
+        "eos_token",
+        "unk_token",
+        "sep_token",
+        "pad_token",
+        "cls_token",
+        "mask_token",
+    ];
+    let text_of = |v: &Value| -> Option<String> {
+        match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Object(o) => o.get("content").and_then(Value::as_str).map(str::to_string),
+            _ => None,
+        }
+    };
+    let mut from_map = Map::new();
+    if let Ok(text) = std::fs::read_to_string(dir.join("special_tokens_map.json")) {
+        if let Ok(Value::Object(o)) = serde_json::from_str(&text) {
+            from_map = o;
+        }
+    }
+    let mut out: Vec<(String, String)> = Vec::new();
+    for name in NAMED {
+        let v = cfg
+            .get(name)
+            .filter(|v| !v.is_null())
+            .or_else(|| from_map.get(name).filter(|v| !v.is_null()));
+        if let Some(t) = v.and_then(text_of) {
+            out.push((name.to_string(), t));
+        }
+    }
+    for (k, v) in cfg {
+        if k.ends_with("_token") && !NAMED.contains(&k.as_str()) {
+            if let Some(t) = text_of(v) {
+                out.push((k.clone(), t));
+            }
+        }
+    }
+    if let Some(Value::Object(extra)) = cfg.get("extra_special_tokens") {
+        for (k, v) in extra {
+            if let Some(t) = text_of(v) {
+                out.retain(|(n, _)| n != k);
+                out.push((k.clone(), t));
+            }
+        }
+    }
+    out
+}
+
+enum TemplateSources {
+    None,
+    One(PathBuf, String),
+    Named(PathBuf, Vec<(String, String)>),
+}
+
+/// transformers 5: `chat_template.jinja` (and `additional_chat_templates/*.jinja`) take
+/// priority over the entries of `tokenizer_config.json`.
+fn template_sources(dir: &Path, cfg: &Map<String, Value>) -> Result<TemplateSources, TokenizerError> {
+    let read = |p: &Path| -> Result<String, TokenizerError> {
+        std::fs::read_to_string(p).map_err(|e| file_err(p, format!("cannot read: {e}")))
+    };
+    let jinja = dir.join("chat_template.jinja");
+    let extra_dir = dir.join("additional_chat_templates");
+    let mut named: Vec<(String, String)> = Vec::new();
+    if jinja.is_file() {
+        named.push(("default".into(), read(&jinja)?));
+    }
+    if let Ok(rd) = std::fs::read_dir(&extra_dir) {
+        let mut files: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "jinja"))
+            .collect();
+        files.sort();
+        for f in files {
+            let name = f
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            named.push((name, read(&f)?));
+        }
+    }
+    if named.len() == 1 && named[0].0 == "default" {
+        let (_, src) = named.remove(0);
+        return Ok(TemplateSources::One(jinja, src));
+    }
+    if !named.is_empty() {
+        return Ok(TemplateSources::Named(dir.to_path_buf(), named));
+    }
+    let cfg_path = dir.join("tokenizer_config.json");
+    match cfg.get("chat_template") {
+        Some(Value::String(s)) => Ok(TemplateSources::One(cfg_path, s.clone())),
+        Some(Value::Array(list)) => {
+            let mut out = Vec::new();
+            for (i, item) in list.iter().enumerate() {
+                let name = item.get("name").and_then(Value::as_str);
+                let tmpl = item.get("template").and_then(Value::as_str);
+                match (name, tmpl) {
+                    (Some(n), Some(t)) => out.push((n.to_string(), t.to_string())),
+                    _ => {
+                        return Err(file_err(
+                            &cfg_path,
+                            format!("field chat_template[{i}]: expected an object with string \"name\" and \"template\""),
+                        ))
+                    }
+                }
+            }
+            Ok(TemplateSources::Named(cfg_path, out))
+        }
+        Some(Value::Null) | None => Ok(TemplateSources::None),
+        Some(_) => Err(file_err(
+            &cfg_path,
+            "field chat_template: expected a string or a list of {name, template}",
+        )),
+    }
+}
