@@ -20,7 +20,7 @@
 //! golden tokenizer's own.
 
 use crate::pyjson::{self, Dumps};
-use minijinja::value::{Kwargs, Value};
+use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, UndefinedBehavior};
 use serde_json::Value as Json;
 
@@ -65,6 +65,9 @@ impl ChatTemplate {
         env.add_filter("tojson", tojson);
         env.add_filter("string", py_string);
         env.add_filter("trim", py_trim);
+        env.add_test("iterable", py_iterable);
+        env.add_test("sequence", py_sequence);
+        env.add_test("number", py_number);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
         env.add_template_owned(NAME.to_string(), without_generation_tags(source))?;
@@ -188,6 +191,29 @@ fn py_trim(v: Value, chars: Option<String>) -> Result<Value, Error> {
         None => s.trim_matches(py_space).to_string(),
     };
     Ok(Value::from(out))
+}
+
+/// Jinja2's `iterable` test: `iter(value)` works — not for `None`, numbers or booleans; for
+/// undefined, yes (it iterates as empty).
+fn py_iterable(v: Value) -> bool {
+    match v.kind() {
+        ValueKind::Undefined => true,
+        ValueKind::None | ValueKind::Bool | ValueKind::Number => false,
+        _ => v.try_iter().is_ok(),
+    }
+}
+
+/// Jinja2's `sequence` test: has a length and items — strings, lists and dicts.
+fn py_sequence(v: Value) -> bool {
+    matches!(
+        v.kind(),
+        ValueKind::String | ValueKind::Seq | ValueKind::Map | ValueKind::Undefined
+    )
+}
+
+/// Jinja2's `number` test: `isinstance(value, numbers.Number)`, booleans included.
+fn py_number(v: Value) -> bool {
+    matches!(v.kind(), ValueKind::Number | ValueKind::Bool)
 }
 
 fn raise_exception(msg: String) -> Result<Value, Error> {
