@@ -108,7 +108,7 @@ async fn replay_writes_a_report_that_loads_in_chromium_with_every_plot() {
         "the page's script did not run to its end (a JS error?)"
     );
     assert!(
-        dom.contains("<title>tokentap report: no_gates</title>"),
+        dom.contains("<title>tokentap report: invalid</title>"),
         "title not set by the script"
     );
     assert!(
@@ -130,7 +130,7 @@ async fn replay_writes_a_report_that_loads_in_chromium_with_every_plot() {
         assert!(n > 0, "plot {p} drew no points");
     }
     assert!(dom.contains("id=\"verdict\""), "verdict not shown");
-    assert!(dom.contains(">no_gates</div>"));
+    assert!(dom.contains(">invalid</div>"));
 
     // A screenshot for a human to look at (kept when TOKENTAP_REPORT_SHOT is set).
     if let Ok(shot) = std::env::var("TOKENTAP_REPORT_SHOT") {
@@ -149,7 +149,7 @@ async fn replay_writes_a_report_that_loads_in_chromium_with_every_plot() {
     assert!(md.status.success());
     let md = String::from_utf8_lossy(&md.stdout);
     assert!(
-        md.contains("**Verdict: no_gates**") && md.contains("| ttft |"),
+        md.contains("**Verdict: invalid**") && md.contains("| ttft |"),
         "{md}"
     );
     let js = Command::new(BIN)

@@ -19,11 +19,24 @@ pub enum FinishReason {
     Length,
     ToolCalls,
     ContentFilter,
-    /// Anything else a server sends (`abort`, `function_call`, ...).
+    /// The legacy `function_call` (the reference counts it separately).
+    FunctionCall,
+    /// Anything else a server sends (`abort`, ...).
     Other,
 }
 
 impl FinishReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::FunctionCall => "function_call",
+            FinishReason::Other => "other",
+        }
+    }
+
     fn from_raw(raw: &[u8]) -> Option<Self> {
         Some(match raw {
             b"null" => return None,
@@ -31,6 +44,7 @@ impl FinishReason {
             b"\"length\"" => FinishReason::Length,
             b"\"tool_calls\"" => FinishReason::ToolCalls,
             b"\"content_filter\"" => FinishReason::ContentFilter,
+            b"\"function_call\"" => FinishReason::FunctionCall,
             _ => FinishReason::Other,
         })
     }

@@ -101,6 +101,44 @@ impl RxClock {
     }
 }
 
+/// Where a reference token count (OSL, TPOT denominator, ISL) came from (SPEC §10.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CountSource {
+    /// The model's tokenizer through its chat template, as the reference counts: the
+    /// benchmark's own number.
+    Tokenizer,
+    /// The chat template failed; the reference's text fallback was counted (as it would be).
+    TokenizerFallback,
+    /// The server's usage (`completion_tokens`, `prompt_tokens`): not the reference's count.
+    Usage,
+    /// One token per text chunk: nothing better was available.
+    Chunks,
+}
+
+impl CountSource {
+    pub const ALL: [CountSource; 4] = [
+        CountSource::Tokenizer,
+        CountSource::TokenizerFallback,
+        CountSource::Usage,
+        CountSource::Chunks,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CountSource::Tokenizer => "tokenizer",
+            CountSource::TokenizerFallback => "tokenizer_fallback",
+            CountSource::Usage => "usage",
+            CountSource::Chunks => "chunks",
+        }
+    }
+
+    /// The reference tokenizer produced it (directly or through its fallback).
+    pub fn is_reference(self) -> bool {
+        matches!(self, CountSource::Tokenizer | CountSource::TokenizerFallback)
+    }
+}
+
 /// One turn: one request and its response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnRecord {
@@ -179,6 +217,26 @@ pub struct TurnRecord {
     /// before any response byte (absent = 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retries: Option<u32>,
+    /// When the turn ended for its client, ns after start: the last response byte, the error,
+    /// the timeout or the cancel (0 for a turn never sent). The reference's "complete".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_ns: Option<u64>,
+    /// Output tokens counted the reference's way (SPEC §10.1: through the chat template when
+    /// the output has reasoning or tool calls, else its text); absent for an empty output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub osl: Option<u64>,
+    /// The TPOT denominator: tokens that arrived after the first chunk, counted like `osl`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_tokens: Option<u64>,
+    /// Source of `osl` and `tpot_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub osl_source: Option<CountSource>,
+    /// Input tokens of the request, the reference's way (the whole prompt through the chat
+    /// template with the generation prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isl: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isl_source: Option<CountSource>,
     /// Request headers the operator chose to record (never `Authorization` or cookies).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
@@ -221,6 +279,12 @@ impl TurnRecord {
             rx_lag_ttft_ns: None,
             rx_lag_max_ns: None,
             retries: None,
+            end_ns: None,
+            osl: None,
+            tpot_tokens: None,
+            osl_source: None,
+            isl: None,
+            isl_source: None,
             headers: BTreeMap::new(),
             measured: Measured::default(),
             content: None,

@@ -47,6 +47,6 @@ pub mod validity;
 pub use metrics::Primary;
 pub use output::{Accumulator, MessageParts, ModelOutput};
 pub use result_summary::Inputs as ResultInputs;
-pub use scorer::{Scorer, Scores};
+pub use scorer::{ScoreSet, Scorer, Scores};
 pub use tokenizer::{Count, PromptInput, RefTokenizer, TokenizerError};
 pub use validity::{Official, Validity, Verdict};

@@ -269,25 +269,58 @@ impl Scorer {
     /// Builds `scores.json` from the issued turns (every pass, `__repeat_N` stripped) and the
     /// outputs that completed. Duplicate issued keys count once, as in the reference's set.
     pub fn scores(&self, issued: &[(TurnKey, Option<ModelMessage>)]) -> Scores {
-        let mut issued_keys: BTreeMap<TurnKey, Option<&ModelMessage>> = BTreeMap::new();
+        let mut set = ScoreSet::default();
         for (k, m) in issued {
-            if !self.is_expected(&k.0, k.2) {
-                continue;
-            }
-            let slot = issued_keys.entry(k.clone()).or_insert(None);
-            if m.is_some() {
-                *slot = m.as_ref();
+            set.add(self, k.clone(), self.score(k, m.as_ref()));
+        }
+        set.finish(self)
+    }
+}
+
+/// The issued turns of a run and their scores, accumulated as turns finish (the scoring itself,
+/// [`Scorer::score`], can run elsewhere); [`ScoreSet::finish`] gives `scores.json`.
+#[derive(Debug, Clone, Default)]
+pub struct ScoreSet {
+    /// Issued turns that have a following assistant row (`turns.issued`).
+    issued: BTreeSet<TurnKey>,
+    scored: BTreeMap<TurnKey, TurnScore>,
+}
+
+impl ScoreSet {
+    /// One issued turn and its score (`None`: not scorable). A turn seen twice keeps the score
+    /// that had an output, as the reference keeps a completed output over a missing one.
+    pub fn add(&mut self, scorer: &Scorer, key: TurnKey, score: Option<TurnScore>) {
+        if !scorer.is_expected(&key.0, key.2) {
+            return;
+        }
+        self.issued.insert(key.clone());
+        if let Some(ts) = score {
+            match self.scored.get(&key) {
+                Some(old) if old.observed && !ts.observed => {}
+                _ => {
+                    self.scored.insert(key, ts);
+                }
             }
         }
-        let mut per_turn = Vec::new();
+    }
+
+    /// Turns scored so far.
+    pub fn len(&self) -> usize {
+        self.scored.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.scored.is_empty()
+    }
+
+    /// The result, summed in the reference's (sorted key) order.
+    pub fn finish(&self, scorer: &Scorer) -> Scores {
+        let mut per_turn = Vec::with_capacity(self.scored.len());
         let mut total = 0.0;
         let mut n = 0u64;
         let mut by_domain: BTreeMap<Domain, (f64, u64)> = BTreeMap::new();
         let mut observed = 0u64;
-        for (k, m) in &issued_keys {
-            let Some(ts) = self.score(k, *m) else {
-                continue;
-            };
+        for ts in self.scored.values() {
             total += ts.score;
             n += 1;
             let d = by_domain.entry(ts.domain).or_insert((0.0, 0));
@@ -296,9 +329,9 @@ impl Scorer {
             if ts.observed {
                 observed += 1;
             }
-            per_turn.push(ts);
+            per_turn.push(ts.clone());
         }
-        let excluded = self
+        let excluded = scorer
             .expected
             .iter()
             .filter(|(_, e)| e.truth.is_none())
@@ -310,7 +343,7 @@ impl Scorer {
             .collect();
         Scores {
             score: (n > 0).then(|| py_round(total / n as f64, 4)),
-            issued: issued_keys.len() as u64,
+            issued: self.issued.len() as u64,
             expected: n,
             observed,
             missing: n - observed,

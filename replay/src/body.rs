@@ -95,6 +95,16 @@ impl<'a> BodyBuilder<'a> {
         settings: &'a RequestSettings,
         pass: u32,
     ) -> Result<BodyBuilder<'a>, BuildError> {
+        Self::with_pass_tag(conv, settings, Tag::of_pass(pass))
+    }
+
+    /// Like [`BodyBuilder::new`] with the salt's pass tag given (the warmup salts with a tag of
+    /// its own).
+    pub fn with_pass_tag(
+        conv: &'a Conversation,
+        settings: &'a RequestSettings,
+        pass_tag: Tag,
+    ) -> Result<BodyBuilder<'a>, BuildError> {
         let mut b = BodyBuilder {
             conv,
             settings,
@@ -112,7 +122,7 @@ impl<'a> BodyBuilder<'a> {
         match (system, settings.salt) {
             (Some(s), true) => {
                 let salted = Salted {
-                    pass: Tag::of_pass(pass),
+                    pass: pass_tag,
                     conversation: Tag::of(&conv.id),
                     system: s,
                 };
@@ -352,8 +362,8 @@ impl Serialize for Text<'_> {
     }
 }
 
-/// A request body made of shared segments, with an exact length.
-#[derive(Debug)]
+/// A request body made of shared segments, with an exact length. Cloning shares the segments.
+#[derive(Debug, Clone)]
 pub struct RequestBody {
     frames: Vec<Bytes>,
     len: u64,

@@ -13,7 +13,8 @@
 //! kernel's receive timestamp. Stamping: the send instant is read right before the request's
 //! first `writev`; the response head and every body byte are stamped with the arrival instant
 //! of the read that brought them. Then the bytes go through the SSE framer into the
-//! [`Timeline`]; generated text for accuracy is read last. Per chunk nothing is allocated (the
+//! [`Timeline`]; the generated text (for the reference's token counts and its scorer) is read
+//! last. Per chunk nothing is allocated (the
 //! read buffer, the framer and the text buffers are reused; the timeline's chunk vector grows
 //! amortized).
 //!
@@ -25,7 +26,6 @@
 //!
 //! https: [`Conn::connect`] is the seam — a TLS stream would wrap the `TcpStream` there.
 
-use crate::accuracy::{Capture, Generated};
 use crate::body::RequestBody;
 use crate::config::Endpoint;
 use crate::rx::{Read, RxStream};
@@ -40,6 +40,7 @@ use tokentap_core::http1::{self, Decoder};
 use tokentap_core::record::{ErrorSource, RxClock, TurnError};
 use tokentap_core::sse::{Event, Framer};
 use tokentap_core::timeline::Timeline;
+use tokentap_mlperf::Accumulator;
 use tokio::io::AsyncWriteExt;
 
 /// Headers that are the same for every request of a run.
@@ -223,7 +224,8 @@ impl RxReport {
 /// Per-slot scratch reused across turns.
 #[derive(Default)]
 pub struct Scratch {
-    pub generated: Generated,
+    /// The turn's output as the reference accumulates it (read only when captured).
+    pub output: Accumulator,
     /// The last exchange's receive stamps.
     pub rx: RxReport,
     /// Times the last exchange's request was sent again on a fresh connection.
@@ -256,7 +258,7 @@ pub async fn exchange(
     tl: &mut Option<Timeline>,
     expected_chunks: usize,
     scratch: &mut Scratch,
-    capture_text: Capture,
+    capture: bool,
 ) -> Exchange {
     scratch.rx = RxReport::default();
     scratch.retries = 0;
@@ -282,7 +284,7 @@ pub async fn exchange(
             tl,
             expected_chunks,
             scratch,
-            capture_text,
+            capture,
         )
         .await
         {
@@ -313,7 +315,7 @@ async fn attempt(
     tl_slot: &mut Option<Timeline>,
     expected_chunks: usize,
     scratch: &mut Scratch,
-    capture: Capture,
+    capture: bool,
 ) -> Result<Exchange, Stale> {
     let Some(io) = conn.io.as_mut() else {
         return Err(Stale(internal("connect", "no connection".into())));
@@ -383,7 +385,7 @@ async fn attempt(
     };
     let mut ctx = Ctx {
         tl,
-        generated: &mut scratch.generated,
+        output: &mut scratch.output,
         rx: &mut scratch.rx,
         capture,
     };
@@ -453,8 +455,8 @@ async fn attempt(
         },
         Sink::Json(whole) => {
             ctx.tl.on_json_body(&whole);
-            if capture != Capture::default() {
-                ctx.generated.feed(&whole);
+            if capture {
+                ctx.output.feed(&whole);
             }
             Exchange::Ok {
                 http_status: status,
@@ -509,9 +511,9 @@ async fn write_request(
 /// What a turn's response body is fed to.
 struct Ctx<'a> {
     tl: &'a mut Timeline,
-    generated: &'a mut Generated,
+    output: &'a mut Accumulator,
     rx: &'a mut RxReport,
-    capture: Capture,
+    capture: bool,
 }
 
 enum Sink {
@@ -543,8 +545,8 @@ impl Sink {
             }
             Sink::Sse(framer) => {
                 let had_ttft = ctx.tl.ttft_ns().is_some();
-                let (tl, generated, capture) = (&mut *ctx.tl, &mut *ctx.generated, ctx.capture);
-                framer.feed(d, |ev| on_event(tl, generated, capture, r.at, ev));
+                let (tl, output, capture) = (&mut *ctx.tl, &mut *ctx.output, ctx.capture);
+                framer.feed(d, |ev| on_event(tl, output, capture, r.at, ev));
                 if !had_ttft && ctx.tl.ttft_ns().is_some() {
                     ctx.rx.ttft_lag_ns = Some(r.lag());
                 }
@@ -565,8 +567,8 @@ impl Sink {
     /// The body ended (or broke) at `end`: a last event without its blank line still counts.
     fn finish(&mut self, ctx: &mut Ctx<'_>, end: MonoNs) {
         if let Sink::Sse(framer) = self {
-            let (tl, generated, capture) = (&mut *ctx.tl, &mut *ctx.generated, ctx.capture);
-            framer.finish(|ev| on_event(tl, generated, capture, end, ev));
+            let (tl, output, capture) = (&mut *ctx.tl, &mut *ctx.output, ctx.capture);
+            framer.finish(|ev| on_event(tl, output, capture, end, ev));
         }
     }
 }
@@ -574,17 +576,17 @@ impl Sink {
 #[inline]
 fn on_event(
     tl: &mut Timeline,
-    generated: &mut Generated,
-    capture: Capture,
+    output: &mut Accumulator,
+    capture: bool,
     t: MonoNs,
     ev: Event<'_>,
 ) {
     if ev.is_done() {
         tl.on_done();
     } else if let Some(info) = tl.on_data(t, ev.data) {
-        // After the stamp and the timeline: scoring never delays a timestamp.
-        if capture.wants(info.content, info.tool_call) {
-            generated.feed(ev.data);
+        // After the stamp and the timeline: reading the text never delays a timestamp.
+        if capture && (info.carries_text() || info.finish_reason.is_some()) {
+            output.feed(ev.data);
         }
     }
 }

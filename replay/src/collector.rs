@@ -9,6 +9,10 @@
 
 use crate::progress::Counters;
 use serde::Serialize;
+use std::collections::BTreeMap;
+use tokentap_core::record::CountSource;
+use tokentap_mlperf::scorer::{ScoreSet, Scorer, TurnKey, TurnScore};
+use tokentap_mlperf::{metrics, result_summary};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -24,9 +28,36 @@ use tokio::sync::mpsc::UnboundedReceiver;
 pub struct ReplayRecord {
     #[serde(flatten)]
     pub record: TurnRecord,
-    /// Inline accuracy of this turn (SPEC §6), 0..1; absent when the turn was not scored.
+    /// The reference scorer's score of this turn (SPEC §10.3), 0..1, unrounded; present for
+    /// every issued scorable turn — failed, timed-out and aborted ones score 0.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub accuracy: Option<f64>,
+    /// The turn as the reference sees it (not written: it feeds scores.json and
+    /// result_summary.json).
+    #[serde(skip)]
+    pub reference: Option<RefTurn>,
+}
+
+/// A turn's identity and score in the reference's terms.
+#[derive(Debug, Clone)]
+pub struct RefTurn {
+    pub key: TurnKey,
+    /// Issued in the reference's sense (sent, or aborted after a failure).
+    pub issued: bool,
+    pub score: Option<TurnScore>,
+}
+
+/// The reference's view of the performance window, folded turn by turn.
+#[derive(Debug, Default)]
+pub(crate) struct Reference {
+    pub inputs: result_summary::Inputs,
+    pub interactivity: metrics::Interactivity,
+    /// Last completion of a tracked turn, absolute monotonic ns.
+    pub last_complete: Option<MonoNs>,
+    pub scores: ScoreSet,
+    /// Tracked ok turns by the source of their OSL.
+    pub osl_sources: BTreeMap<CountSource, u64>,
+    pub isl_sources: BTreeMap<CountSource, u64>,
 }
 
 pub(crate) enum Msg {
@@ -94,13 +125,11 @@ pub(crate) struct Aggregate {
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
     pub cache_turns: u64,
-    pub accuracy: Mean,
-    pub accuracy_workflow: Mean,
-    pub accuracy_coding: Mean,
     pub first_start: Option<MonoNs>,
     pub last_end: Option<MonoNs>,
     pub request_bytes: Mean,
     pub write_error: Option<String>,
+    pub reference: Reference,
 }
 
 pub(crate) fn source_index(s: TokenSource) -> usize {
@@ -122,10 +151,20 @@ pub(crate) const SOURCES: [&str; 5] = [
 ];
 
 impl Aggregate {
-    fn fold(&mut self, rr: &ReplayRecord, counters: &Counters) {
+    fn fold(&mut self, rr: &ReplayRecord, counters: &Counters, scorer: Option<&Scorer>) {
         let r = &rr.record;
         let m = &r.measured;
         self.records += 1;
+        if let (Some(rt), Some(scorer)) = (&rr.reference, scorer) {
+            if rt.issued {
+                self.reference
+                    .scores
+                    .add(scorer, rt.key.clone(), rt.score.clone());
+                if r.in_window == Some(true) {
+                    self.reference.fold(r);
+                }
+            }
+        }
         self.retries += u64::from(r.retries.unwrap_or(0));
         let si = status_index(r.status);
         self.by_status[si] += 1;
@@ -157,18 +196,6 @@ impl Aggregate {
             self.prompt_tokens += p;
             self.cached_tokens += c;
             self.cache_turns += 1;
-        }
-        if let Some(a) = rr.accuracy {
-            self.accuracy.push(a);
-            let workflow = r
-                .source_conversation_id
-                .as_deref()
-                .is_some_and(|id| id.starts_with("sim_"));
-            if workflow {
-                self.accuracy_workflow.push(a);
-            } else {
-                self.accuracy_coding.push(a);
-            }
         }
         if r.in_window != Some(true) {
             return;
@@ -207,11 +234,55 @@ impl Aggregate {
     }
 }
 
+impl Reference {
+    /// One tracked turn the reference would have issued (SPEC §10.2).
+    fn fold(&mut self, r: &TurnRecord) {
+        let inp = &mut self.inputs;
+        inp.issued += 1;
+        let m = &r.measured;
+        if let Some(t) = m.ttft_ns {
+            inp.ttft_ns.push(t as i64);
+        }
+        if let (Some(isl), Some(src)) = (r.isl, r.isl_source) {
+            inp.isl.push(isl as i64);
+            *self.isl_sources.entry(src).or_default() += 1;
+        }
+        if r.status == Status::Cancelled {
+            // In flight when the run stopped: issued, never completed.
+            return;
+        }
+        inp.completed += 1;
+        let end = r.end_ns.unwrap_or(0);
+        inp.latency_ns.push(end as i64);
+        let complete = r.start_mono_ns + end;
+        self.last_complete = Some(self.last_complete.map_or(complete, |c| c.max(complete)));
+        if r.status != Status::Ok {
+            inp.failed += 1;
+            return;
+        }
+        if let Some(f) = m.finish_reason {
+            inp.finish_reasons[result_summary::finish_reason_index(f.as_str())] += 1;
+        }
+        if let (Some(osl), Some(src)) = (r.osl, r.osl_source) {
+            inp.osl.push(osl as i64);
+            self.interactivity.add(osl, end);
+            *self.osl_sources.entry(src).or_default() += 1;
+        }
+        if let (Some(first), Some(tokens)) = (m.ttft_ns, r.tpot_tokens) {
+            if let Some(v) = result_summary::tpot_ns(end as i64 - first as i64, tokens) {
+                inp.tpot_ns.push(v);
+            }
+        }
+    }
+}
+
 /// Runs the collector until every sender is dropped. Blocking: call from `spawn_blocking`.
+/// `scorer`: the measured run's scorer (`None` for the warmup, which is not scored).
 pub(crate) fn collect(
     mut rx: UnboundedReceiver<Msg>,
     records_path: Option<&Path>,
     counters: Arc<Counters>,
+    scorer: Option<Arc<Scorer>>,
 ) -> Aggregate {
     let mut agg = Aggregate::default();
     let mut out = match records_path.map(File::create) {
@@ -234,7 +305,7 @@ pub(crate) fn collect(
                 out = None;
             }
         }
-        agg.fold(&rr, &counters);
+        agg.fold(&rr, &counters, scorer.as_deref());
     }
     if let Some(mut w) = out {
         if let Err(e) = w.flush() {

@@ -32,23 +32,13 @@ use tokentap_dataset::Dataset;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Preset {
-    /// Kimi K2.6 / K3: temperature 1.0, top_p 1.0, 8192 tokens; timeout 86,400 s.
+    /// Kimi K3 (it replaced K2.6 in the reference): temperature 1.0, top_p 1.0, 8192 tokens;
+    /// timeout 86,400 s; gates: inline accuracy ≥ 58.32 %, OSL mean 390–475.
     Kimi,
     /// Qwen3.6-35B-A3B: temperature 1.0, top_k 20, top_p 0.95, repetition_penalty 1.0,
     /// presence_penalty 1.5, 8192 tokens, `chat_template_kwargs: {"preserve_thinking": true}`;
-    /// timeout 14,400 s.
+    /// timeout 14,400 s; gates: inline accuracy ≥ 55.86 %, OSL mean 355–434.
     Qwen,
-}
-
-/// Official validity gates of one model (SPEC §6).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct Gates {
-    pub model: &'static str,
-    /// Minimum inline accuracy, as a fraction (0.5832 = 58.32 %).
-    pub min_accuracy: f64,
-    /// Inclusive range of the mean output tokens per turn.
-    pub output_tokens_min: f64,
-    pub output_tokens_max: f64,
 }
 
 impl Preset {
@@ -82,20 +72,11 @@ impl Preset {
         }
     }
 
-    pub fn gates(self) -> Gates {
+    /// The official settings and gates (the reference README at ea33275).
+    pub fn official(self) -> tokentap_mlperf::Official {
         match self {
-            Preset::Kimi => Gates {
-                model: "Kimi K2.6/K3",
-                min_accuracy: 0.5832,
-                output_tokens_min: 390.0,
-                output_tokens_max: 475.0,
-            },
-            Preset::Qwen => Gates {
-                model: "Qwen3.6-35B-A3B",
-                min_accuracy: 0.5586,
-                output_tokens_min: 355.0,
-                output_tokens_max: 434.0,
-            },
+            Preset::Kimi => tokentap_mlperf::validity::kimi_k3(),
+            Preset::Qwen => tokentap_mlperf::validity::qwen36(),
         }
     }
 }
@@ -324,6 +305,32 @@ pub struct Opts {
     /// scheduling; the difference is recorded per turn as `rx_lag_*`).
     #[arg(long)]
     pub user_rx_timestamps: bool,
+    /// The model's Hugging Face tokenizer folder (tokenizer.json, and the chat template in
+    /// chat_template.jinja or tokenizer_config.json): count OSL, the TPOT denominator and ISL
+    /// exactly as the MLPerf reference does. Read locally; nothing is downloaded. Without it,
+    /// output tokens come from server usage or chunk counts and the OSL gate is not evaluated.
+    #[arg(long, value_name = "DIR")]
+    pub tokenizer: Option<PathBuf>,
+    /// The submission's C_min (SPEC §10.5): a point at concurrency ≤ C_min is in the ultra-low
+    /// region (600 s minimum steady state), others need 1200 s. Without it, concurrency 1 is
+    /// ultra-low and anything higher is assumed to be above C_min.
+    #[arg(long, value_name = "N")]
+    pub c_min: Option<u64>,
+    /// Warmup: issue this many trajectories before performance tracking starts (excluded from
+    /// every result, recorded in warmup.jsonl and declared in the summary).
+    #[arg(long, value_name = "N")]
+    pub warmup_trajectories: Option<u64>,
+    /// Warmup: issue for this long (e.g. 5m), then let the started turns finish.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(serialize_with = "opt_secs")]
+    pub warmup_duration: Option<Duration>,
+    /// Dataset for the warmup (default: the performance dataset). Warmup requests are always
+    /// salted with a tag of their own, so no KV-cache entry carries over into the measurement.
+    #[arg(long, value_name = "FILE")]
+    pub warmup_dataset: Option<PathBuf>,
+    /// Concurrency of the warmup (default: --concurrency).
+    #[arg(long, value_name = "N")]
+    pub warmup_concurrency: Option<usize>,
     /// Serve the client's live metrics (Prometheus text, `source="client"`) at
     /// `http://ADDR/metrics` during the run. `PORT` alone means 127.0.0.1:PORT.
     #[arg(long, value_name = "ADDR", value_parser = crate::metrics::parse_addr)]
@@ -421,6 +428,18 @@ pub struct DatasetInfo {
     pub client_turns: usize,
 }
 
+/// The warmup phase (SPEC §10.4: declared, excluded from the metrics).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WarmupConfig {
+    /// Trajectories to issue (`None`: as many as `duration` allows).
+    pub trajectories: Option<u64>,
+    #[serde(serialize_with = "opt_secs", rename = "duration_s")]
+    pub duration: Option<Duration>,
+    /// `None`: the performance dataset.
+    pub dataset: Option<PathBuf>,
+    pub concurrency: usize,
+}
+
 /// The fully resolved run configuration.
 #[derive(Clone, Debug, Serialize)]
 pub struct ReplayConfig {
@@ -458,6 +477,11 @@ pub struct ReplayConfig {
     pub dataset: Option<DatasetInfo>,
     /// The body is what the MLPerf client would send (no usage request, no cache clearing).
     pub byte_compatible: bool,
+    /// `--tokenizer`: the reference tokenizer folder.
+    pub tokenizer: Option<PathBuf>,
+    /// `--c-min`: the submission's C_min, for the point's region.
+    pub c_min: Option<u64>,
+    pub warmup: Option<WarmupConfig>,
 }
 
 impl ReplayConfig {
@@ -487,6 +511,9 @@ impl ReplayConfig {
             kernel_rx_timestamps: true,
             dataset: None,
             byte_compatible: true,
+            tokenizer: None,
+            c_min: None,
+            warmup: None,
         })
     }
 
@@ -538,6 +565,20 @@ impl ReplayConfig {
         c.metrics = opts.metrics;
         c.shard = opts.shard.unwrap_or_default();
         c.kernel_rx_timestamps = !opts.user_rx_timestamps;
+        c.tokenizer = opts.tokenizer.clone();
+        c.c_min = opts.c_min;
+        if opts.warmup_trajectories.is_some() || opts.warmup_duration.is_some() {
+            c.warmup = Some(WarmupConfig {
+                trajectories: opts.warmup_trajectories,
+                duration: opts.warmup_duration,
+                dataset: opts.warmup_dataset.clone(),
+                concurrency: opts.warmup_concurrency.unwrap_or(opts.concurrency),
+            });
+        } else if opts.warmup_dataset.is_some() || opts.warmup_concurrency.is_some() {
+            return Err(ReplayError::Config(
+                "--warmup-dataset and --warmup-concurrency need --warmup-trajectories N or --warmup-duration D".into(),
+            ));
+        }
         c.check()?;
         Ok(c)
     }
@@ -587,6 +628,28 @@ impl ReplayConfig {
         }
         if self.trajectories == Some(0) {
             return bad("--trajectories must be at least 1".into());
+        }
+        if self.c_min == Some(0) {
+            return bad("--c-min must be at least 1".into());
+        }
+        if let Some(w) = &self.warmup {
+            if w.trajectories == Some(0) {
+                return bad("--warmup-trajectories must be at least 1".into());
+            }
+            if w.duration.is_some_and(|d| d.is_zero()) {
+                return bad("--warmup-duration must be more than 0".into());
+            }
+            if w.concurrency == 0 {
+                return bad("--warmup-concurrency must be at least 1".into());
+            }
+        }
+        if let Some(dir) = &self.tokenizer {
+            if !dir.is_dir() {
+                return bad(format!(
+                    "--tokenizer {}: not a directory (expected a Hugging Face tokenizer folder with tokenizer.json)",
+                    dir.display()
+                ));
+            }
         }
         self.api_key_set = self.api_key.is_some();
         self.byte_compatible = !self.include_usage && !self.clear_generated;
@@ -639,6 +702,16 @@ impl ReplayConfig {
     /// Trajectories the whole run issues (all shards): `--trajectories`, else one pass.
     pub fn budget(&self, ds: &Dataset) -> u64 {
         self.trajectories.unwrap_or(ds.conversations.len() as u64)
+    }
+
+    /// Whether the point is in the ultra-low region: known with `--c-min`, and for
+    /// concurrency 1 (C_min ≥ 1); `None` otherwise.
+    pub fn ultra_low(&self) -> Option<bool> {
+        match self.c_min {
+            Some(c) => Some(self.concurrency as u64 <= c),
+            None if self.concurrency == 1 => Some(true),
+            None => None,
+        }
     }
 
     /// Rows with a role that become requests; used for sizing.

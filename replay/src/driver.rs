@@ -25,11 +25,11 @@
 //! `aborted` record; "cancel" (shutdown only) also drops the in-flight request, whose record is
 //! `cancelled` with whatever had arrived.
 
-use crate::accuracy;
 use crate::body::{BodyBuilder, RequestSettings};
 use crate::client::{self, Conn, Exchange, Scratch, Target};
-use crate::collector::{Msg, ReplayRecord};
 use crate::config::ReplayConfig;
+use crate::post::Job;
+use crate::salt::Tag;
 use crate::progress::Counters;
 use http::HeaderValue;
 use serde::Serialize;
@@ -39,7 +39,7 @@ use std::time::Duration;
 use tokentap_core::clock::{self, Anchor, MonoNs};
 use tokentap_core::record::{ErrorSource, Origin, Status, TurnError, TurnRecord};
 use tokentap_dataset::{Conversation, Dataset};
-use tokio::sync::mpsc::UnboundedSender;
+use tokentap_mlperf::Scorer;
 use tokio_util::sync::CancellationToken;
 
 /// Why issuing stopped before the budget ran out.
@@ -69,8 +69,16 @@ pub(crate) struct Run {
     pub stop_issuing: CancellationToken,
     pub cancel: CancellationToken,
     pub stop_reason: OnceLock<StopReason>,
-    pub tx: UnboundedSender<Msg>,
+    /// Finished turns go to the post-processing pool (counts, score), then to the collector.
+    pub post: std::sync::mpsc::Sender<Job>,
     pub counters: Arc<Counters>,
+    /// Capture every turn's output (a tokenizer counts it); else only scorable turns'.
+    pub capture_all: bool,
+    /// Keep each request body for its ISL count.
+    pub keep_bodies: bool,
+    pub scorer: Option<Arc<Scorer>>,
+    /// The warmup salts every request with this pass tag instead of the pass number's.
+    pub pass_tag: Option<Tag>,
     /// `--metrics`: the live client-side registry (observed after each turn's stamps).
     pub metrics: Option<Arc<crate::metrics::ClientMetrics>>,
     expected_chunks: usize,
@@ -81,7 +89,7 @@ impl Run {
         cfg: ReplayConfig,
         dataset: Arc<Dataset>,
         target: Target,
-        tx: UnboundedSender<Msg>,
+        post: std::sync::mpsc::Sender<Job>,
         counters: Arc<Counters>,
     ) -> Run {
         let budget = cfg.budget(&dataset);
@@ -104,9 +112,13 @@ impl Run {
             stop_issuing: CancellationToken::new(),
             cancel: CancellationToken::new(),
             stop_reason: OnceLock::new(),
-            tx,
+            post,
             counters,
             metrics: None,
+            capture_all: false,
+            keep_bodies: false,
+            scorer: None,
+            pass_tag: None,
         }
     }
 
@@ -178,6 +190,11 @@ struct Traj<'a> {
 }
 
 impl Traj<'_> {
+    /// The turn's key in the reference's scores: source id, repeat (pass), client row's turn.
+    fn key(&self, row: usize) -> tokentap_mlperf::scorer::TurnKey {
+        (self.conv.id.clone(), self.pass, self.conv.rows[row].turn)
+    }
+
     fn record(&self, ti: usize, row: usize, anchor: Anchor) -> TurnRecord {
         let mut r = TurnRecord::new(Origin::Replay, anchor);
         r.conversation_id = Some(self.logical.clone());
@@ -211,11 +228,25 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
     let turns: Vec<usize> = conv.client_turns().collect();
     run.counters.trajectory_started();
     let aborted_from = |from: usize, error: TurnError| {
+        // Turns aborted after a failure are issued in the reference's sense (it issues them and
+        // completes them at once with an error); turns never sent because issuing stopped are not.
+        let issued = error.kind == "previous_turn_failed";
         for (ti, &row) in turns.iter().enumerate().skip(from) {
             let mut r = t.record(ti, row, Anchor::now());
             r.status = Status::Aborted;
             r.error = Some(error.clone());
-            send(run, r, None);
+            r.in_window = Some(run.window_open.load(Relaxed));
+            r.end_ns = Some(0);
+            send(
+                run,
+                Job {
+                    record: r,
+                    output: None,
+                    body: None,
+                    key: t.key(row),
+                    issued,
+                },
+            );
         }
     };
     // Conversation ids are printable ASCII (checked when the dataset loads), so this cannot fail
@@ -228,7 +259,11 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
             return;
         }
     };
-    let mut builder = match BodyBuilder::new(conv, &run.settings, pass) {
+    let built = match run.pass_tag {
+        Some(tag) => BodyBuilder::with_pass_tag(conv, &run.settings, tag),
+        None => BodyBuilder::new(conv, &run.settings, pass),
+    };
+    let mut builder = match built {
         Ok(b) => b,
         Err(e) => {
             aborted_from(0, client::internal("build", e.to_string()));
@@ -272,8 +307,14 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
             .and_then(|m| m.as_str())
             .map(str::to_string)
             .or_else(|| run.settings.model.clone());
+        let isl_body = run.keep_bodies.then(|| body.clone());
         let req = run.target.request(&session, body);
-        scratch.generated.clear();
+        let capture = run.capture_all
+            || run
+                .scorer
+                .as_ref()
+                .is_some_and(|s| s.is_scorable(&conv.id, r.turn));
+        scratch.output.clear();
         let in_window = run.window_open.load(Relaxed);
         if let Some(m) = &run.metrics {
             m.issued();
@@ -288,7 +329,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
                 &mut tl,
                 run.expected_chunks,
                 scratch,
-                accuracy::Capture::for_turn(conv, row),
+                capture,
             );
             tokio::select! {
                 biased;
@@ -299,6 +340,9 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
                 },
             }
         };
+        // The turn ended for the client here (error, timeout, cancel); a complete response
+        // ended at its last byte, set below.
+        let ended_at = clock::now();
         let start = tl.as_ref().map(|t| t.start());
         let measured = tl.map(|t| t.finish(None)).unwrap_or_default();
         let now = Anchor::now();
@@ -317,6 +361,8 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
         rec.request_bytes = Some(request_bytes);
         rec.in_window = Some(in_window);
         rec.measured = measured;
+        // A turn that never reached the wire (connect failed) ended where it started.
+        rec.end_ns = Some(start.map_or(0, |s| ended_at.saturating_sub(s)));
         if start.is_some() {
             rec.rx_clock = scratch.rx.clock;
             rec.rx_lag_ttft_ns = scratch.rx.ttft_lag_ns;
@@ -365,11 +411,20 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
             }
         }
         let ok = rec.status == Status::Ok;
-        let score = ok
-            .then(|| accuracy::score(conv, row, &scratch.generated))
-            .flatten();
+        if ok {
+            rec.end_ns = rec.measured.e2e_ns.or(rec.end_ns);
+        }
         let status = rec.status;
-        send(run, rec, score);
+        send(
+            run,
+            Job {
+                output: (ok && capture).then(|| scratch.output.output()),
+                body: isl_body,
+                key: t.key(row),
+                issued: true,
+                record: rec,
+            },
+        );
         if !ok {
             aborted_from(
                 ti + 1,
@@ -407,14 +462,12 @@ fn stopped(run: &Run) -> TurnError {
     }
 }
 
-fn send(run: &Run, record: TurnRecord, accuracy: Option<f64>) {
-    run.counters.turn_recorded(record.status);
+fn send(run: &Run, job: Job) {
+    run.counters.turn_recorded(job.record.status);
     if let Some(m) = &run.metrics {
-        m.turn_recorded(&record);
+        m.turn_recorded(&job.record);
     }
-    // The collector outlives every slot (the run waits for the slots before closing it), so a
-    // send can only fail after a collector crash, which the run reports on its own.
-    let _ = run
-        .tx
-        .send(Msg::Record(Box::new(ReplayRecord { record, accuracy })));
+    // The pool outlives every slot (the run waits for the slots before closing it), so a send
+    // can only fail after every worker died, which the run reports on its own.
+    let _ = run.post.send(job);
 }

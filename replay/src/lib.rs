@@ -13,8 +13,11 @@
 //! - [`salt`]: BLAKE2b-2 salt tags (SPEC §4).
 //! - [`client`]: one HTTP/1.1 keep-alive connection per slot; one measured exchange per turn.
 //! - [`driver`]: slots, the trajectory FIFO, delays, timeouts, performance window, stopping.
-//! - [`accuracy`]: generated-text capture and inline accuracy (SPEC §6).
-//! - [`collector`]: the single consumer of records (records.jsonl + aggregates).
+//! - `post`: after each turn, off the slots' path — the reference tokenizer's OSL, TPOT and
+//!   ISL counts and the reference inline scorer (`tokentap-mlperf`).
+//! - [`collector`]: the single consumer of records (records.jsonl + aggregates, including the
+//!   reference's view: result_summary.json, scores.json).
+//! - `phase`: one phase of a run (the declared warmup, then the measured run).
 //! - [`summary`]: `summary.json` and the terminal summary, with the validity verdict.
 //! - [`progress`]: live counters and the status line.
 //!
@@ -22,10 +25,12 @@
 //!
 //! ```text
 //!  Dataset ──► driver: C slots ──(claim k)──► BodyBuilder ──► client::exchange ──► Timeline
-//!                 │                                              (stamp, frame, parse)
-//!                 └──────── ReplayRecord (one per client turn) ──► collector ──► records.jsonl
-//!                                                                     │
-//!                                                     Aggregate ──► Summary ──► summary.json
+//!                 │                                         (stamp, frame, parse, accumulate)
+//!                 └── post::Job (one per client turn) ──► post pool: tokenizer counts, score
+//!                                                               │
+//!                                          ReplayRecord ──► collector ──► records.jsonl
+//!                                                               │
+//!         Aggregate ──► Summary ──► summary.json, result_summary.json, scores.json
 //! ```
 //!
 //! ## Clocks
@@ -39,7 +44,6 @@
 //! there and in the crate's report.
 #![forbid(unsafe_code)]
 
-pub mod accuracy;
 pub mod body;
 pub mod client;
 pub mod collector;
@@ -47,6 +51,8 @@ pub mod config;
 pub mod driver;
 pub mod error;
 pub mod metrics;
+mod phase;
+mod post;
 pub mod progress;
 pub mod rx;
 pub mod salt;
@@ -57,14 +63,15 @@ pub use config::{Opts, Preset, ReplayConfig};
 pub use driver::StopReason;
 pub use error::ReplayError;
 pub use progress::ProgressMode;
-pub use summary::{Summary, Verdict};
+pub use summary::Summary;
+pub use tokentap_mlperf::Verdict;
 
 use anyhow::Context as _;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tokentap_core::clock::Anchor;
 use tokentap_dataset::Dataset;
+use tokentap_mlperf::{RefTokenizer, Scorer};
 use tokio_util::sync::CancellationToken;
 
 /// What a run produced.
@@ -127,8 +134,9 @@ fn file_hash(bytes: &[u8]) -> String {
 }
 
 /// Runs a replay of an already-loaded dataset. Checks the config against the dataset first
-/// (nothing is sent if that fails), writes `config.json` before the first request and
-/// `records.jsonl` / `summary.json` at the end (also after `shutdown`).
+/// (nothing is sent if that fails), loads the reference tokenizer if one is given, runs the
+/// declared warmup if any, writes `config.json` before the first request and `records.jsonl`,
+/// `summary.json`, `result_summary.json` and `scores.json` at the end (also after `shutdown`).
 pub async fn run_with(
     mut config: ReplayConfig,
     dataset: Arc<Dataset>,
@@ -137,6 +145,25 @@ pub async fn run_with(
 ) -> anyhow::Result<RunOutcome> {
     let hash = config.dataset.as_ref().and_then(|d| d.hash.clone());
     config.bind_dataset(&dataset, hash)?;
+    let warmup_setup = match &config.warmup {
+        Some(w) => Some(warmup_config(&config, w, &dataset).await?),
+        None => None,
+    };
+    let tokenizer = match &config.tokenizer {
+        Some(dir) => {
+            let dir = dir.clone();
+            let tok = tokio::task::spawn_blocking(move || RefTokenizer::load(&dir))
+                .await
+                .context("loading the tokenizer")?
+                .map_err(|e| ReplayError::Config(format!("--tokenizer: {e}")))?;
+            if let Some(e) = tok.baseline_error() {
+                tracing::warn!("the chat template cannot render the empty assistant frame ({e}); tool-call outputs are counted with the frame, as the reference does");
+            }
+            Some(Arc::new(tok))
+        }
+        None => None,
+    };
+    let scorer = Arc::new(Scorer::new(&dataset));
     let target = client::Target::resolve(
         &config.endpoint,
         &config.routing_headers,
@@ -153,17 +180,49 @@ pub async fn run_with(
     } else {
         None
     };
-    let counters = Arc::new(progress::Counters::default());
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let records_path = out_dir.as_ref().map(|d| d.join("records.jsonl"));
-    let collector = {
-        let counters = counters.clone();
-        tokio::task::spawn_blocking(move || {
-            collector::collect(rx, records_path.as_deref(), counters)
-        })
+    tokio::pin!(shutdown);
+    let mut shutdown = phase::Shutdown {
+        future: shutdown,
+        fired: false,
     };
-    // `--metrics`: bound before the first turn so a scraper sees the whole run; stopped after
-    // the summary is written.
+
+    let warmup = match warmup_setup {
+        Some((wcfg, wds, source)) => {
+            if progress == ProgressMode::Line {
+                eprintln!("warmup: {source}, concurrency {} (excluded from every result)", wcfg.concurrency);
+            }
+            let max_pass = config.budget(&dataset).div_ceil(dataset.conversations.len().max(1) as u64);
+            let concurrency = wcfg.concurrency;
+            let ran = phase::Phase {
+                config: wcfg,
+                dataset: wds,
+                records: out_dir.as_ref().map(|d| d.join("warmup.jsonl")),
+                tokenizer: None,
+                scorer: None,
+                pass_tag: Some(phase::warmup_tag(max_pass.min(u64::from(u32::MAX)) as u32)),
+                progress,
+            }
+            .run(&target, &mut shutdown, None, &CancellationToken::new())
+            .await?;
+            let a = &ran.agg;
+            let aborted = a.by_status[collector::status_index(tokentap_core::record::Status::Aborted)];
+            Some(summary::WarmupDeclaration {
+                duration_s: ran.end.mono_ns.saturating_sub(ran.start.mono_ns) as f64 / 1e9,
+                requests_issued: a.records - aborted,
+                requests_completed: a.by_status[0],
+                trajectories: ran.trajectories_started,
+                source,
+                concurrency,
+                records: out_dir
+                    .as_ref()
+                    .map(|d| d.join("warmup.jsonl").display().to_string()),
+            })
+        }
+        None => None,
+    };
+
+    // `--metrics`: bound before the first measured turn so a scraper sees the whole run;
+    // stopped after the summary is written.
     let metrics_stop = CancellationToken::new();
     // Stops the server on every way out of this function, errors included.
     let _metrics_guard = metrics_stop.clone().drop_guard();
@@ -172,117 +231,132 @@ pub async fn run_with(
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("--metrics: cannot listen on {addr}"))?;
-            let m = Arc::new(metrics::ClientMetrics::new());
             tracing::info!(
                 "client metrics on http://{}/metrics",
                 listener.local_addr().map_or(addr, |a| a)
             );
-            tokio::spawn(metrics::serve(
-                listener,
-                m.clone(),
-                counters.clone(),
-                metrics_stop.clone(),
-            ));
-            Some(m)
+            Some((listener, Arc::new(metrics::ClientMetrics::new())))
         }
         None => None,
     };
-    let start = Anchor::now();
-    let mut driver_run = driver::Run::new(config.clone(), dataset, target, tx, counters.clone());
-    driver_run.metrics = client_metrics;
-    let run = Arc::new(driver_run);
-    let printer_done = CancellationToken::new();
-    let printer = (progress == ProgressMode::Line).then(|| {
-        tokio::spawn(progress::print(
-            counters.clone(),
-            run.budget_local,
-            start.mono_ns,
-            printer_done.clone(),
-        ))
-    });
-
-    let mut slots = tokio::task::JoinSet::new();
-    for i in 0..config.concurrency {
-        slots.spawn(driver::slot(run.clone(), i as u32));
+    let ran = phase::Phase {
+        config: config.clone(),
+        dataset: dataset.clone(),
+        records: out_dir.as_ref().map(|d| d.join("records.jsonl")),
+        tokenizer: tokenizer.clone(),
+        scorer: Some(scorer.clone()),
+        pass_tag: None,
+        progress,
     }
-    let mut interrupted = false;
-    let mut panicked = None;
-    let max_duration = config.max_duration;
-    let max_sleep = async move {
-        match max_duration {
-            Some(d) => tokio::time::sleep(d).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::pin!(max_sleep, shutdown);
-    let mut max_fired = false;
-    loop {
-        tokio::select! {
-            joined = slots.join_next() => match joined {
-                None => break,
-                Some(Ok(())) => {}
-                Some(Err(e)) => {
-                    panicked.get_or_insert(e.to_string());
-                    run.stop(StopReason::Shutdown);
-                }
-            },
-            _ = &mut shutdown, if !interrupted => {
-                interrupted = true;
-                run.stop(StopReason::Shutdown);
-                run.cancel.cancel();
-            }
-            _ = &mut max_sleep, if !max_fired => {
-                max_fired = true;
-                run.stop(StopReason::MaxDuration);
-            }
-        }
-    }
-    let facts_closed = run.window_closed_at();
-    let stopped_by = run.stop_reason.get().copied();
-    let budget_local = run.budget_local;
-    // Dropping the last `Run` drops the sender: the collector drains and flushes.
-    drop(run);
-    let agg = collector
-        .await
-        .map_err(|e| ReplayError::Internal(format!("collector: {e}")))?;
-    printer_done.cancel();
-    if let Some(p) = printer {
-        let _ = p.await;
-    }
-    let end = Anchor::now();
-    let summary = summary::Summary::build(
-        agg,
+    .run(&target, &mut shutdown, client_metrics, &metrics_stop)
+    .await?;
+    let built = summary::Summary::build(
+        ran.agg,
         config,
         summary::RunFacts {
-            start,
-            end,
-            interrupted,
-            stopped_by,
-            window_closed: facts_closed,
-            budget_local,
-            trajectories_started: counters
-                .trajectories_started
-                .load(std::sync::atomic::Ordering::Relaxed),
-            trajectories_finished: counters
-                .trajectories_done
-                .load(std::sync::atomic::Ordering::Relaxed),
+            start: ran.start,
+            end: ran.end,
+            interrupted: ran.interrupted,
+            stopped_by: ran.stopped_by,
+            window_closed: ran.window_closed,
+            budget_local: ran.budget_local,
+            trajectories_started: ran.trajectories_started,
+            trajectories_finished: ran.trajectories_finished,
+            scores: ran.scores.finish(&scorer),
+            tokenizer: tokenizer.as_ref().map(|t| {
+                let (n, first) = t.fallbacks();
+                (t.dir().display().to_string(), n, first)
+            }),
+            warmup,
+            dataset_size: dataset.conversations.len() as u64,
+            row_overrides: row_overrides(&dataset),
         },
     );
+    let summary = built.summary;
     if let Some(dir) = &out_dir {
         write_json(dir, "summary.json", &summary)?;
+        write_text(dir, "result_summary.json", &built.result_summary.to_file_text())?;
+        write_text(dir, "scores.json", &built.scores.to_file_text())?;
         // The report is a view of the files just written; a failure to draw it must not fail
         // a run whose records are safe on disk, so it is logged, not returned.
         if let Err(e) = tokentap_report::write_html(dir) {
             tracing::warn!("report.html not written: {e}");
         }
     }
-    if let Some(p) = panicked {
+    if let Some(p) = ran.panicked {
         return Err(ReplayError::Internal(format!("a replay slot panicked: {p}")).into());
     }
     Ok(RunOutcome {
         summary,
         out_dir,
-        interrupted,
+        interrupted: ran.interrupted,
+    })
+}
+
+/// The warmup phase's config and dataset, and where its requests come from. Warmup requests
+/// are always salted, with a tag of their own (checked against the dataset's system prompts
+/// here, before anything is sent).
+async fn warmup_config(
+    config: &ReplayConfig,
+    w: &config::WarmupConfig,
+    perf: &Arc<Dataset>,
+) -> anyhow::Result<(ReplayConfig, Arc<Dataset>, String)> {
+    let (ds, source) = match &w.dataset {
+        Some(path) => {
+            let p = path.clone();
+            let ds = tokio::task::spawn_blocking(move || -> anyhow::Result<Dataset> {
+                let text = std::fs::read_to_string(&p).map_err(|source| ReplayError::Io {
+                    what: "cannot read the warmup dataset",
+                    path: p.clone(),
+                    source,
+                })?;
+                Ok(Dataset::parse(&p, &text).map_err(ReplayError::Dataset)?)
+            })
+            .await
+            .context("loading the warmup dataset")??;
+            (Arc::new(ds), format!("{} (salted with its own tag)", path.display()))
+        }
+        None => (
+            perf.clone(),
+            "the performance dataset (salted with its own tag)".to_string(),
+        ),
+    };
+    let mut c = config.clone();
+    c.concurrency = w.concurrency;
+    // A duration alone: as many trajectories as fit.
+    c.trajectories = Some(w.trajectories.unwrap_or(u64::MAX / 4));
+    c.max_duration = w.duration;
+    c.salt = true;
+    c.stop_issuing_on_first_user_complete = false;
+    c.shard = config::Shard::default();
+    c.metrics = None;
+    c.out = None;
+    c.warmup = None;
+    c.dataset = None;
+    c.bind_dataset(&ds, None)
+        .map_err(|e| anyhow::anyhow!("warmup: {e}"))?;
+    Ok((c, ds, source))
+}
+
+/// Sampling fields that dataset client rows override (other than `model`).
+fn row_overrides(ds: &Dataset) -> Vec<String> {
+    let mut keys = std::collections::BTreeSet::new();
+    for c in &ds.conversations {
+        for r in c.rows.iter().filter(|r| r.role.is_client()) {
+            for k in r.overrides.keys().filter(|k| k.as_str() != "model") {
+                keys.insert(k.clone());
+            }
+        }
+    }
+    keys.into_iter().collect()
+}
+
+fn write_text(dir: &Path, name: &str, text: &str) -> Result<(), ReplayError> {
+    let path = dir.join(name);
+    std::fs::write(&path, text).map_err(|source| ReplayError::Io {
+        what: "cannot write",
+        path,
+        source,
     })
 }
 

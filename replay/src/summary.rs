@@ -1,25 +1,37 @@
 //! The run summary: exactly what goes to `summary.json`, and its terminal rendering.
 //!
-//! Latency percentiles come from every raw sample of the in-window `ok` turns (SPEC §7), in
-//! milliseconds. Throughput is over the performance window (start of the run → last completion
-//! of an in-window turn). Accuracy and the mean output tokens used for the validity gates are
-//! over all `ok` turns of the run (official runs finish every started trajectory for accuracy);
-//! the in-window mean is reported next to it. Every field is described in `docs/records.md`.
+//! Two kinds of numbers, labelled as such:
+//! - **The benchmark's own** (`mlperf`, `accuracy`, `validity`): computed as the MLPerf
+//!   Endpoints reference computes them (SPEC §10) — primary metrics over the performance
+//!   window's issued turns, the reference's TPOT, tokens counted with the model's tokenizer
+//!   (`--tokenizer`; otherwise `mlperf.osl_source` says what was counted instead), the
+//!   reference inline scorer over every issued scorable turn, the official validity rules. The
+//!   same numbers are in `result_summary.json` and `scores.json`, in the reference's schema.
+//! - **tokentap's own** (`latency_ms`, `throughput`, `tokens`, `client`): wire-exact per-token
+//!   ITL (k samples of gap/k for a k-token chunk), inter-chunk latency, TTFT/E2E percentiles of
+//!   the in-window `ok` turns (numpy `linear`), throughput over the window — the measurement's
+//!   view, not the benchmark's definitions.
+//!
+//! Every field is described in `docs/records.md`.
 
 use crate::collector::{Aggregate, SOURCES};
-use crate::config::{Gates, ReplayConfig};
+use crate::config::ReplayConfig;
 use crate::driver::StopReason;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use tokentap_core::clock::Anchor;
-use tokentap_core::record::Status;
+use tokentap_core::record::{CountSource, Status};
 use tokentap_core::stats::{Percentiles, Samples};
+use tokentap_mlperf::validity::{self, Rule};
+use tokentap_mlperf::{result_summary, Official, Primary, Scores, Verdict};
 
 /// `summary.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     pub tokentap_version: &'static str,
+    /// The benchmark's own numbers (MLPerf Endpoints reference definitions).
+    pub mlperf: Mlperf,
     pub validity: Validity,
     pub run: RunInfo,
     pub window: Window,
@@ -29,34 +41,70 @@ pub struct Summary {
     pub tokens: Tokens,
     pub client: ClientHealth,
     pub accuracy: Accuracy,
+    /// The declared warmup, when there was one (excluded from every number above).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<WarmupDeclaration>,
     /// The full resolved configuration (the API key is never included).
     pub config: ReplayConfig,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Every official gate and rule passed.
-    Valid,
-    /// At least one reason in `reasons`.
-    Invalid,
-    /// No preset, so no official gates; no other rule failed. The measured values are listed.
-    NoGates,
+/// The benchmark's primary metrics of this point and how their tokens were counted.
+#[derive(Debug, Clone, Serialize)]
+pub struct Mlperf {
+    /// Whose definitions: the reference client pinned at ea33275 (SPEC §10.2).
+    pub definitions: &'static str,
+    #[serde(flatten)]
+    pub primary: Primary,
+    /// Tracked (performance-window) samples in the reference's sense: issued (sent or aborted
+    /// after a failure), completed (any outcome), failed.
+    pub samples_issued: u64,
+    pub samples_completed: u64,
+    pub samples_failed: u64,
+    /// Tracked ok turns by the source of their OSL: `tokenizer` (and `tokenizer_fallback`)
+    /// is the reference's count; `usage`/`chunks` are not.
+    pub osl_source: BTreeMap<&'static str, u64>,
+    /// ISL samples by source.
+    pub isl_source: BTreeMap<&'static str, u64>,
+    /// OSL is the reference's count (every OSL from the tokenizer).
+    pub reference_tokens: bool,
+    /// The tokenizer folder used, if any.
+    pub tokenizer: Option<String>,
+    /// Counts that used the reference's fallback (the chat template failed), and the first
+    /// template error.
+    pub template_fallbacks: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template_error: Option<String>,
+    /// The same numbers in the reference's schema.
+    pub result_summary: &'static str,
+}
+
+/// The declared warmup (SPEC §10.4).
+#[derive(Debug, Clone, Serialize)]
+pub struct WarmupDeclaration {
+    pub duration_s: f64,
+    pub requests_issued: u64,
+    pub requests_completed: u64,
+    pub trajectories: u64,
+    /// `performance dataset (salted with its own tag)` or the warmup file.
+    pub source: String,
+    pub concurrency: usize,
+    /// The records of the warmup (never part of a result).
+    pub records: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Validity {
+    /// `valid`, `invalid`, `incomplete` (a deciding gate not evaluated: OSL without
+    /// `--tokenizer`), `no_gates` (no `--preset`).
     pub verdict: Verdict,
-    /// Why the run is not valid (empty when valid).
+    /// The failed rules, each naming the rule and the measured value.
     pub reasons: Vec<String>,
     /// Observations that do not change the verdict.
     pub notes: Vec<String>,
-    /// The gates applied (from `--preset`), if any.
-    pub gates: Option<Gates>,
-    /// Measured inline accuracy (0..1) over all scored ok turns.
-    pub inline_accuracy: Option<f64>,
-    /// Measured mean output tokens per ok turn (whole run).
-    pub mean_output_tokens_per_turn: Option<f64>,
+    /// Every rule: `pass`, `fail` or `not_evaluated`, with its message.
+    pub rules: Vec<Rule>,
+    /// The official settings and gates applied (from `--preset`), if any.
+    pub gates: Option<Official>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -162,15 +210,23 @@ pub struct Tokens {
     pub turns_with_cache_info: u64,
 }
 
+/// The reference inline scorer's result (also in `scores.json`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Accuracy {
-    /// Mean score over scored ok turns, 0..1.
+    /// Mean score over every issued scorable turn (failed and aborted ones score 0), rounded to
+    /// 4 decimals as the reference rounds it.
     pub inline_accuracy: Option<f64>,
+    pub issued: u64,
+    pub expected: u64,
+    pub observed: u64,
+    pub missing: u64,
     pub scored_turns: u64,
     pub workflow: Option<f64>,
     pub workflow_turns: u64,
     pub coding: Option<f64>,
     pub coding_turns: u64,
+    /// Turns with no ground truth (listed in scores.json).
+    pub excluded_turns: u64,
 }
 
 /// Inputs besides the aggregate.
@@ -183,6 +239,13 @@ pub(crate) struct RunFacts {
     pub budget_local: u64,
     pub trajectories_started: u64,
     pub trajectories_finished: u64,
+    pub scores: Scores,
+    /// The reference tokenizer's folder and its fallback count / first template error.
+    pub tokenizer: Option<(String, u64, Option<String>)>,
+    pub warmup: Option<WarmupDeclaration>,
+    pub dataset_size: u64,
+    /// Per-row sampling overrides (other than `model`) in the dataset's client rows.
+    pub row_overrides: Vec<String>,
 }
 
 fn ms(s: &mut Samples) -> Option<Percentiles> {
@@ -207,8 +270,19 @@ fn by_status(a: &[u64; 5]) -> BTreeMap<&'static str, u64> {
         .collect()
 }
 
+/// What a finished run produced: the summary and the reference's two files.
+pub(crate) struct Built {
+    pub summary: Summary,
+    pub result_summary: result_summary::Inputs,
+    pub scores: Scores,
+}
+
+fn source_counts(m: &BTreeMap<CountSource, u64>) -> BTreeMap<&'static str, u64> {
+    m.iter().map(|(k, v)| (k.as_str(), *v)).collect()
+}
+
 impl Summary {
-    pub(crate) fn build(mut agg: Aggregate, cfg: ReplayConfig, f: RunFacts) -> Summary {
+    pub(crate) fn build(mut agg: Aggregate, cfg: ReplayConfig, f: RunFacts) -> Built {
         let window_end = agg.window_last_end;
         let duration = window_end.map(|e| e.saturating_sub(f.start.mono_ns) as f64 / 1e9);
         let rate = |x: f64| duration.filter(|d| *d > 0.0).map(|d| x / d);
@@ -238,13 +312,24 @@ impl Summary {
             cached_tokens: agg.cached_tokens,
             turns_with_cache_info: agg.cache_turns,
         };
+        let scores = f.scores.clone();
+        let dom = |d| scores.domain(d);
+        let (wf, cd) = (
+            dom(tokentap_mlperf::scorer::Domain::Workflow),
+            dom(tokentap_mlperf::scorer::Domain::Coding),
+        );
         let accuracy = Accuracy {
-            inline_accuracy: agg.accuracy.value(),
-            scored_turns: agg.accuracy.n,
-            workflow: agg.accuracy_workflow.value(),
-            workflow_turns: agg.accuracy_workflow.n,
-            coding: agg.accuracy_coding.value(),
-            coding_turns: agg.accuracy_coding.n,
+            inline_accuracy: scores.score,
+            issued: scores.issued,
+            expected: scores.expected,
+            observed: scores.observed,
+            missing: scores.missing,
+            scored_turns: scores.scored,
+            workflow: wf.map(|w| w.0),
+            workflow_turns: wf.map_or(0, |w| w.1),
+            coding: cd.map(|c| c.0),
+            coding_turns: cd.map_or(0, |c| c.1),
+            excluded_turns: scores.excluded.len() as u64,
         };
         let client = ClientHealth {
             rx_kernel_turns: agg.rx_kernel_turns,
@@ -253,9 +338,46 @@ impl Summary {
             read_lag_max_ms: ms(&mut agg.rx_lag_max),
             retries: agg.retries,
         };
-        let validity = validity(&cfg, &agg, &f, &accuracy, &tokens);
-        Summary {
+
+        // The reference's view of the window.
+        let reference = std::mem::take(&mut agg.reference);
+        let mut inputs = reference.inputs;
+        inputs.version = env!("CARGO_PKG_VERSION").into();
+        inputs.duration_ns = reference
+            .last_complete
+            .map(|c| c.saturating_sub(f.start.mono_ns));
+        inputs.interrupted = f.interrupted;
+        inputs.complete = !f.interrupted && agg.write_error.is_none();
+        inputs.run_config = result_summary::run_config(
+            cfg.concurrency,
+            f.warmup.as_ref().map(|w| (w.requests_issued, true)),
+        );
+        let primary = Primary::compute(&inputs, reference.interactivity);
+        let osl_source = source_counts(&reference.osl_sources);
+        let reference_tokens = !reference.osl_sources.is_empty()
+            && reference.osl_sources.keys().all(|s| s.is_reference());
+        let (tok_dir, fallbacks, template_error) = match &f.tokenizer {
+            Some((d, n, e)) => (Some(d.clone()), *n, e.clone()),
+            None => (None, 0, None),
+        };
+        let mlperf = Mlperf {
+            definitions: "MLPerf Endpoints reference client (mlcommons/endpoints ea33275), SPEC §10",
+            primary,
+            samples_issued: inputs.issued,
+            samples_completed: inputs.completed,
+            samples_failed: inputs.failed,
+            osl_source,
+            isl_source: source_counts(&reference.isl_sources),
+            reference_tokens,
+            tokenizer: tok_dir,
+            template_fallbacks: fallbacks,
+            template_error,
+            result_summary: "result_summary.json",
+        };
+        let validity = validity(&cfg, &agg, &f, &accuracy, &mlperf);
+        let summary = Summary {
             tokentap_version: env!("CARGO_PKG_VERSION"),
+            mlperf,
             validity,
             run: RunInfo {
                 start: f.start,
@@ -294,7 +416,13 @@ impl Summary {
             tokens,
             client,
             accuracy,
+            warmup: f.warmup.clone(),
             config: cfg,
+        };
+        Built {
+            summary,
+            result_summary: inputs,
+            scores: f.scores,
         }
     }
 
@@ -304,19 +432,63 @@ impl Summary {
         let f2 = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
         let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.2} %", v * 100.0));
         let _ = writeln!(s, "tokentap replay — {}", self.config.endpoint.url);
+        let m = &self.mlperf;
+        let p = &m.primary;
+        let f1 = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+        let f3 = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
+        let _ = writeln!(
+            s,
+            "MLPerf primary metrics (the reference's definitions; result_summary.json):"
+        );
+        let _ = writeln!(
+            s,
+            "  system_tps {}  tps_per_user {}  e2e_interactivity {}  ttft_p90_ms {}  qps {}",
+            f1(p.system_tps),
+            f1(p.tps_per_user),
+            f1(p.e2e_interactivity),
+            f3(p.ttft_p90_ms),
+            f3(p.qps)
+        );
+        let sources: Vec<String> = m.osl_source.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(
+            s,
+            "  tracked {} s, {} samples issued / {} completed / {} failed; OSL mean {} ({}){}",
+            f2(p.tracked_duration_s),
+            m.samples_issued,
+            m.samples_completed,
+            m.samples_failed,
+            f1(p.osl_mean),
+            if m.reference_tokens {
+                "reference tokenizer".to_string()
+            } else if sources.is_empty() {
+                "no output counted".to_string()
+            } else {
+                format!("NOT the reference's count: {} — pass --tokenizer DIR", sources.join(", "))
+            },
+            if m.template_fallbacks > 0 {
+                format!("; {} count(s) used the template fallback", m.template_fallbacks)
+            } else {
+                String::new()
+            }
+        );
         let v = &self.validity;
         let verdict = match v.verdict {
-            Verdict::Valid => "VALID".to_string(),
+            Verdict::Valid => "VALID (SWE-bench accuracy is a separate phase, not evaluated here)".to_string(),
             Verdict::Invalid => "INVALID".to_string(),
-            Verdict::NoGates => "no official gates for this model".to_string(),
+            Verdict::Incomplete => "INCOMPLETE: a deciding gate was not evaluated".to_string(),
+            Verdict::NoGates => "no official gates (no --preset)".to_string(),
         };
         let _ = writeln!(s, "verdict: {verdict}");
         for r in &v.reasons {
             let _ = writeln!(s, "  - {r}");
         }
+        for r in v.rules.iter().filter(|r| r.status == validity::Status::NotEvaluated) {
+            let _ = writeln!(s, "  ? {}: {}", r.rule, r.message);
+        }
         for n in &v.notes {
             let _ = writeln!(s, "  note: {n}");
         }
+        let _ = writeln!(s, "tokentap's own measurements (wire-exact):");
         let c = &self.counts.turns;
         let _ = writeln!(
             s,
@@ -411,14 +583,22 @@ impl Summary {
         let a = &self.accuracy;
         let _ = writeln!(
             s,
-            "accuracy: inline {} over {} turns (workflow {} / {}, coding {} / {})",
+            "accuracy (reference scorer): inline {} over {} issued scorable turns, {} missing output (workflow {} / {}, coding {} / {})",
             pct(a.inline_accuracy),
             a.scored_turns,
+            a.missing,
             pct(a.workflow),
             a.workflow_turns,
             pct(a.coding),
             a.coding_turns
         );
+        if let Some(w) = &self.warmup {
+            let _ = writeln!(
+                s,
+                "warmup (excluded): {:.2} s, {} requests issued, {} completed, {} trajectories at concurrency {}, from {}",
+                w.duration_s, w.requests_issued, w.requests_completed, w.trajectories, w.concurrency, w.source
+            );
+        }
         s
     }
 }
@@ -428,31 +608,59 @@ fn validity(
     agg: &Aggregate,
     f: &RunFacts,
     acc: &Accuracy,
-    tok: &Tokens,
+    m: &Mlperf,
 ) -> Validity {
-    let mut reasons = Vec::new();
-    let mut notes = Vec::new();
+    let official = cfg.preset.map(|p| p.official());
     let n = |s: Status| agg.by_status[crate::collector::status_index(s)];
-    if f.interrupted {
-        reasons.push("the run was interrupted".to_string());
-    }
-    if let Some(r) = f.stopped_by {
-        if r != StopReason::Shutdown {
-            reasons.push(format!(
-                "issuing stopped early ({}): not every started trajectory finished",
-                match r {
-                    StopReason::FirstUserComplete =>
-                        "--stop-issuing-on-first-user-complete, a tuning mode",
-                    StopReason::MaxDuration => "--max-duration",
-                    StopReason::Shutdown => "shutdown",
-                }
-            ));
-        }
-    }
+    let stopped_early = match (f.interrupted, f.stopped_by) {
+        (true, _) => Some("interrupted".to_string()),
+        (false, Some(StopReason::MaxDuration)) => Some("--max-duration".to_string()),
+        (false, Some(StopReason::Shutdown)) => Some("shutdown".to_string()),
+        _ => None,
+    };
+    let osl_without_tokenizer = (!m.reference_tokens && !m.osl_source.is_empty()).then(|| {
+        format!(
+            "OSL was counted from {} instead",
+            m.osl_source
+                .keys()
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" and ")
+        )
+    });
+    let facts = validity::Facts {
+        salt: cfg.salt,
+        delays: cfg.delays,
+        delay_scale: cfg.delay_scale,
+        dataset_size: f.dataset_size,
+        budget: cfg.trajectories.unwrap_or(f.dataset_size),
+        trajectories_started: f.trajectories_started,
+        trajectories_finished: f.trajectories_finished,
+        shards: cfg.shard.count,
+        stop_issuing_on_first_user_complete: cfg.stop_issuing_on_first_user_complete,
+        stopped_early,
+        sampling: serde_json::to_value(&cfg.sampling).unwrap_or_default(),
+        row_overrides: f.row_overrides.clone(),
+        body_changes: [
+            cfg.include_usage.then_some("--include-usage".to_string()),
+            cfg.clear_generated.then_some("--clear-generated".to_string()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        inline_accuracy: acc.inline_accuracy,
+        osl_mean: m.reference_tokens.then_some(m.primary.osl_mean).flatten(),
+        osl_without_tokenizer,
+        tracked_duration_s: m.primary.tracked_duration_s,
+        ultra_low: cfg.ultra_low(),
+        min_duration_scale: 1.0,
+    };
+    let v = validity::evaluate(official.as_ref(), &facts);
+    let mut notes = Vec::new();
     let failed = n(Status::Failed) + n(Status::TimedOut);
     if failed > 0 {
-        reasons.push(format!(
-            "{failed} turn(s) failed or timed out ({} failed, {} timed out)",
+        notes.push(format!(
+            "{failed} turn(s) failed or timed out ({} failed, {} timed out) and score 0; a failed turn does not invalidate a run",
             n(Status::Failed),
             n(Status::TimedOut)
         ));
@@ -465,73 +673,35 @@ fn validity(
         ));
     }
     if agg.by_status[0] == 0 {
-        reasons.push("no turn completed".to_string());
-    }
-    if !cfg.byte_compatible {
-        notes.push(format!(
-            "request bodies differ from the MLPerf client ({})",
-            [
-                cfg.include_usage.then_some("--include-usage"),
-                cfg.clear_generated.then_some("--clear-generated"),
-            ]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(", ")
-        ));
-    }
-    if tok.output_tokens_source.keys().any(|s| *s == "chunks") {
-        notes.push("some output token counts are chunk counts (no usage from the server): they undercount when a chunk carries several tokens; --include-usage gives exact counts".into());
+        notes.push("no turn completed".to_string());
     }
     if cfg.shard.count > 1 {
         notes.push(format!(
-            "shard {}/{}: gates apply to the union of all shards' records",
+            "shard {}/{}: the trajectory rule and the gates apply to the union of all shards",
             cfg.shard.index, cfg.shard.count
         ));
     }
-    let gates = cfg.preset.map(|p| p.gates());
-    if let Some(g) = gates {
-        if !cfg.salt {
-            reasons.push("salting is off (official runs salt: --salt)".into());
-        }
-        match acc.inline_accuracy {
-            Some(a) if a >= g.min_accuracy => {}
-            Some(a) => reasons.push(format!(
-                "inline accuracy {:.2} % is below the {} gate of {:.2} %",
-                a * 100.0,
-                g.model,
-                g.min_accuracy * 100.0
-            )),
-            None => reasons.push("no turn could be scored for accuracy".into()),
-        }
-        match tok.mean_output_tokens_per_turn {
-            Some(m) if m >= g.output_tokens_min && m <= g.output_tokens_max => {}
-            Some(m) => reasons.push(format!(
-                "mean output tokens per turn {m:.1} is outside the {} range {}–{}",
-                g.model, g.output_tokens_min, g.output_tokens_max
-            )),
-            None => reasons.push("no output token counts".into()),
-        }
-    } else {
+    if m.template_fallbacks > 0 {
         notes.push(format!(
-            "no official gates for this model (no --preset); measured: inline accuracy {}, mean output tokens per turn {}",
-            acc.inline_accuracy.map_or("-".into(), |a| format!("{:.2} %", a * 100.0)),
-            tok.mean_output_tokens_per_turn.map_or("-".into(), |m| format!("{m:.1}"))
+            "{} token count(s) used the reference's text fallback because the chat template failed ({}): the reference does the same",
+            m.template_fallbacks,
+            m.template_error.as_deref().unwrap_or("?")
         ));
     }
-    let verdict = if !reasons.is_empty() {
-        Verdict::Invalid
-    } else if gates.is_none() {
-        Verdict::NoGates
-    } else {
-        Verdict::Valid
-    };
+    if cfg.ultra_low().is_none() {
+        notes.push(format!(
+            "concurrency {} assumed above C_min for the minimum duration (pass --c-min)",
+            cfg.concurrency
+        ));
+    }
+    if f.warmup.is_some() {
+        notes.push("a warmup was run before tracking and is declared (excluded from every result)".into());
+    }
     Validity {
-        verdict,
-        reasons,
+        verdict: v.verdict,
+        reasons: v.reasons(),
         notes,
-        gates,
-        inline_accuracy: acc.inline_accuracy,
-        mean_output_tokens_per_turn: tok.mean_output_tokens_per_turn,
+        rules: v.rules,
+        gates: official,
     }
 }

@@ -1,0 +1,179 @@
+//! After a turn: its reference token counts and its inline score, off the slots' path.
+//!
+//! A slot hands every finished turn to this stage and goes on with its trajectory at once: the
+//! next turn of a closed loop must not wait for a tokenizer. A small pool of threads counts
+//! OSL, the TPOT denominator and ISL with the reference tokenizer (`--tokenizer`; each count
+//! renders the chat template and encodes, 10 µs to several ms) and scores the turn with the
+//! reference's inline scorer, then passes the record on to the collector. Without a tokenizer
+//! the counts come from what the server said (usage) or from chunk counts, labelled so.
+//!
+//! ```text
+//!  slot ──Job──► post pool (N threads) ──Msg::Record──► collector ──► records.jsonl, aggregates
+//! ```
+//!
+//! The pool drains completely before the run's files are written: a run stopped with Ctrl-C
+//! still has every count and score of the turns it recorded.
+
+use crate::body::RequestBody;
+use crate::collector::{Msg, RefTurn, ReplayRecord};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use tokentap_core::record::{CountSource, Status, TurnRecord};
+use tokentap_core::timeline::TokenSource;
+use tokentap_mlperf::scorer::{ModelMessage, TurnKey};
+use tokentap_mlperf::{ModelOutput, PromptInput, RefTokenizer, Scorer};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// One finished turn.
+pub(crate) struct Job {
+    pub record: TurnRecord,
+    /// The output as the reference accumulated it; `None` when not captured or the turn did not
+    /// complete.
+    pub output: Option<ModelOutput>,
+    /// The request as sent, for the ISL count (only with a tokenizer).
+    pub body: Option<RequestBody>,
+    pub key: TurnKey,
+    /// The reference would have issued this turn (sent, or aborted after a failure); a turn
+    /// never sent because issuing stopped is not.
+    pub issued: bool,
+}
+
+/// What the pool counts and scores with.
+pub(crate) struct Ctx {
+    pub tokenizer: Option<Arc<RefTokenizer>>,
+    /// `None` for the warmup, which is not scored.
+    pub scorer: Option<Arc<Scorer>>,
+}
+
+/// Starts `threads` workers; returns the job sender. The workers stop when every sender is
+/// dropped and the queue is empty, dropping their collector senders.
+pub(crate) fn start(
+    ctx: Arc<Ctx>,
+    collector: UnboundedSender<Msg>,
+    threads: usize,
+) -> mpsc::Sender<Job> {
+    let (tx, rx) = mpsc::channel::<Job>();
+    let rx = Arc::new(Mutex::new(rx));
+    for i in 0..threads.max(1) {
+        let (rx, ctx, out) = (rx.clone(), ctx.clone(), collector.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("tokentap-post-{i}"))
+            .spawn(move || loop {
+                // Invariant: a worker never panics while holding the lock (recv only), so the
+                // mutex is never poisoned; should it be, the worker stops like a closed queue.
+                let job = match rx.lock() {
+                    Ok(g) => g.recv(),
+                    Err(_) => return,
+                };
+                let Ok(job) = job else { return };
+                // The collector outlives the pool; a failed send means it crashed, which the run
+                // reports on its own.
+                let _ = out.send(Msg::Record(Box::new(process(&ctx, job))));
+            });
+        if let Err(e) = spawned {
+            tracing::error!("cannot start a post-processing thread: {e}");
+        }
+    }
+    tx
+}
+
+/// Threads for the pool: with a tokenizer, up to half the cores (the slots need the rest), at
+/// least 1.
+pub(crate) fn threads(tokenizer: bool) -> usize {
+    if !tokenizer {
+        return 1;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / 2).clamp(1, 8)
+}
+
+fn usage_source(s: TokenSource) -> CountSource {
+    match s {
+        TokenSource::Chunks => CountSource::Chunks,
+        _ => CountSource::Usage,
+    }
+}
+
+/// Counts and scores one turn.
+pub(crate) fn process(ctx: &Ctx, job: Job) -> ReplayRecord {
+    let Job {
+        mut record,
+        output,
+        body,
+        key,
+        issued,
+    } = job;
+    let ok = record.status == Status::Ok;
+    if ok {
+        match (&ctx.tokenizer, &output) {
+            (Some(tok), Some(out)) => {
+                let osl = tok.osl(out);
+                let tpot = tok.tpot_tokens(out);
+                record.osl = osl.map(|c| c.tokens);
+                record.tpot_tokens = tpot.map(|c| c.tokens);
+                let fallback = osl.is_some_and(|c| c.fallback) || tpot.is_some_and(|c| c.fallback);
+                record.osl_source = Some(if fallback {
+                    CountSource::TokenizerFallback
+                } else {
+                    CountSource::Tokenizer
+                });
+            }
+            _ => {
+                // Not the reference's count: the server's usage, else chunks. An output the
+                // reference would find empty has no OSL sample, as there.
+                let empty = output.as_ref().is_some_and(|o| o.text().is_empty());
+                let m = &record.measured;
+                if let (Some(n), false) = (m.output_tokens, empty) {
+                    let first = m.chunks.iter().find(|c| c.text).map_or(0, |c| u64::from(c.tokens));
+                    record.osl = Some(n);
+                    record.tpot_tokens = Some(n.saturating_sub(first));
+                    record.osl_source = Some(usage_source(m.output_tokens_source));
+                }
+            }
+        }
+    }
+    if record.status != Status::Aborted {
+        match (&ctx.tokenizer, &body) {
+            (Some(tok), Some(b)) => {
+                if let Some(p) = PromptInput::from_body(&b.to_vec()) {
+                    let c = tok.count_prompt(&p);
+                    record.isl = Some(c.tokens);
+                    record.isl_source = Some(if c.fallback {
+                        CountSource::TokenizerFallback
+                    } else {
+                        CountSource::Tokenizer
+                    });
+                }
+            }
+            _ => {
+                if let Some(p) = record.measured.prompt_tokens {
+                    record.isl = Some(p);
+                    record.isl_source = Some(CountSource::Usage);
+                }
+            }
+        }
+    }
+    let score = match &ctx.scorer {
+        Some(scorer) if issued => {
+            let model = if ok {
+                output.as_ref().map(|o| {
+                    let p = o.message_parts();
+                    ModelMessage {
+                        content: Some(p.content),
+                        reasoning_content: p.reasoning,
+                        tool_calls: p.tool_calls,
+                    }
+                })
+            } else {
+                None
+            };
+            scorer.score(&key, model.as_ref())
+        }
+        _ => None,
+    };
+    ReplayRecord {
+        accuracy: score.as_ref().map(|s| s.score),
+        record,
+        reference: Some(RefTurn { key, issued, score }),
+    }
+}
