@@ -333,6 +333,32 @@ impl Timeline {
     }
 }
 
+impl Measured {
+    /// Replaces the output token count with `total` from `source` (a tokenizer's count arriving
+    /// after the stream, for a server that sent no usage): spread evenly over the text chunks,
+    /// and TPOT recomputed. Counts that came from the server's usage are never replaced.
+    pub fn set_output_tokens(&mut self, total: u64, source: TokenSource) {
+        if matches!(
+            self.output_tokens_source,
+            TokenSource::ContinuousUsage | TokenSource::Usage
+        ) && self.output_tokens.is_some()
+        {
+            return;
+        }
+        let text_chunks = self.chunks.iter().filter(|c| c.text).count() as u64;
+        if text_chunks > 0 {
+            spread(&mut self.chunks, total, text_chunks);
+            self.chunk_tokens_source = source;
+        }
+        self.output_tokens = Some(total);
+        self.output_tokens_source = source;
+        self.tpot_ns = match (self.e2e_ns, self.ttft_ns) {
+            (Some(e2e), Some(ttft)) if total > 1 => Some(e2e.saturating_sub(ttft) / (total - 1)),
+            _ => None,
+        };
+    }
+}
+
 /// Spreads `total` tokens over the text chunks: floor(total / n) each, the remainder one by one
 /// to the earliest chunks.
 fn spread(chunks: &mut [ChunkStamp], total: u64, n: u64) {

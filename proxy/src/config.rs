@@ -52,6 +52,12 @@ pub struct Opts {
         default_value = "X-Session-ID"
     )]
     pub session_headers: Vec<String>,
+    /// The model's Hugging Face tokenizer folder (tokenizer.json + chat template): every LLM
+    /// record gets the MLPerf reference's token counts (osl, tpot_tokens, isl), and when the
+    /// server sends no usage its output_tokens come from it. Counted after the response, off
+    /// the data path. Read locally; nothing is downloaded.
+    #[arg(long, env = "TOKENTAP_PROXY_TOKENIZER", value_name = "DIR")]
+    pub tokenizer: Option<PathBuf>,
     /// Serve TLS with this certificate chain (PEM); needs --tls-key. ALPN offers h2 and http/1.1.
     #[arg(long, env = "TOKENTAP_PROXY_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -141,6 +147,8 @@ pub struct Config {
     /// Also keep records in memory for [`crate::Proxy::records`] (tests, demo).
     pub keep_records: bool,
     pub record_content: bool,
+    /// `--tokenizer`: the reference tokenizer folder.
+    pub tokenizer: Option<PathBuf>,
     pub record_headers: Vec<HeaderName>,
     pub session_headers: Vec<HeaderName>,
     pub tls: Option<(PathBuf, PathBuf)>,
@@ -184,6 +192,7 @@ impl Config {
             records_max_bytes: 256 << 20,
             keep_records: false,
             record_content: false,
+            tokenizer: None,
             record_headers: Vec::new(),
             session_headers: vec![HeaderName::from_static("x-session-id")],
             tls: None,
@@ -229,6 +238,7 @@ impl Config {
         c.records_dir = o.records.clone();
         c.records_max_bytes = o.records_max_bytes;
         c.record_content = o.record_content;
+        c.tokenizer = o.tokenizer.clone();
         c.record_headers = names(&o.record_headers)?;
         c.session_headers = names(&o.session_headers)?;
         c.tls = o.tls_cert.clone().zip(o.tls_key.clone());

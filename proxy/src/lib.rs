@@ -52,6 +52,7 @@
 pub mod admin;
 pub mod config;
 pub mod content;
+pub mod tokens;
 pub mod direct;
 pub mod error;
 pub mod headers;
@@ -94,6 +95,8 @@ pub enum StartError {
     Tls { what: String, why: String },
     #[error("records directory: {0}")]
     Records(std::io::Error),
+    #[error("--tokenizer: {0}")]
+    Tokenizer(String),
 }
 
 /// How a shutdown went.
@@ -254,6 +257,13 @@ impl Proxy {
             }
         };
         let _ = tokio::time::timeout(Duration::from_secs(10), wait_idle).await;
+        if let Some(t) = &self.shared.tokens {
+            t.drain().await;
+            let skipped = t.skipped.load(Ordering::Relaxed);
+            if skipped > 0 {
+                tracing::warn!(skipped, "records written without token counts: the tokenizer queue was full");
+            }
+        }
         self.shared.writer.flush().await;
         self.admin_stop.cancel();
         let _ = (&mut self.admin).await;
@@ -286,6 +296,18 @@ pub fn shared(cfg: Config) -> Result<Arc<Shared>, StartError> {
         keep: cfg.keep_records,
     })
     .map_err(StartError::Records)?;
+    let tokens = match &cfg.tokenizer {
+        Some(dir) => {
+            let tok = tokentap_mlperf::RefTokenizer::load(dir)
+                .map_err(|e| StartError::Tokenizer(e.to_string()))?;
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            Some(
+                tokens::Stage::start(Arc::new(tok), writer.clone(), (cores / 2).clamp(1, 4))
+                    .map_err(StartError::Records)?,
+            )
+        }
+        None => None,
+    };
     let sessions = sessions::Sessions::new(
         cfg.session_ttl.as_nanos().min(u64::MAX as u128) as u64,
         cfg.max_sessions,
@@ -301,6 +323,7 @@ pub fn shared(cfg: Config) -> Result<Arc<Shared>, StartError> {
         live: AtomicUsize::new(0),
         idle: Notify::new(),
         cutting: AtomicBool::new(false),
+        tokens,
     }))
 }
 

@@ -64,6 +64,9 @@ pub struct Tap {
     cell: Option<Arc<ReqCell>>,
     timeline: Option<Timeline>,
     reader: Reader,
+    /// The response was an event stream.
+    sse: bool,
+    /// Refcounted clones of the response frames (`--record-content`, `--tokenizer`).
     content: Option<Vec<Bytes>>,
     done: bool,
     /// Frames seen; every [`CHUNK_SAMPLE_EVERY`]-th one is timed for
@@ -86,6 +89,7 @@ impl Tap {
             cell: None,
             timeline: None,
             reader: Reader::Plain,
+            sse: false,
             content: None,
             done: false,
             frames: 0,
@@ -146,12 +150,13 @@ impl Tap {
         tl.on_headers(t);
         self.timeline = Some(tl);
         self.rec.http_status = Some(status);
+        self.sse = sse;
         self.reader = match (measure, sse, json) {
             (true, true, _) => Reader::Sse(Framer::new()),
             (true, false, true) => Reader::Json(Vec::new()),
             _ => Reader::Plain,
         };
-        if self.shared.cfg.record_content && measure {
+        if self.shared.keep_bodies() && measure {
             self.content = Some(Vec::new());
         }
     }
@@ -267,10 +272,12 @@ impl Tap {
                 rec.request_bytes = Some(info.bytes);
             }
         }
-        if let Some(frames) = self.content.take() {
+        let sse = self.sse;
+        let frames = self.content.take();
+        if let Some(frames) = frames.as_ref().filter(|_| shared.cfg.record_content) {
             rec.content = Some(crate::content::build(
                 self.cell.as_ref().and_then(|c| c.content.get()),
-                &frames,
+                frames,
             ));
         }
         if let Some(i) = self.upstream {
@@ -292,7 +299,17 @@ impl Tap {
             &mut self.rec,
             Box::new(TurnRecord::new(Origin::Proxy, anchor)),
         );
-        shared.writer.send(rec);
+        match (&shared.tokens, self.route.is_llm()) {
+            (Some(stage), true) => stage.submit(crate::tokens::Job {
+                rec,
+                request: self.cell.as_ref().and_then(|c| c.content.get().cloned()),
+                response: frames.unwrap_or_default(),
+                sse,
+            }),
+            _ => {
+                shared.writer.send(rec);
+            }
+        }
         if shared.live.fetch_sub(1, Ordering::AcqRel) == 1 {
             shared.idle.notify_waiters();
         }

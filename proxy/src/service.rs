@@ -51,6 +51,16 @@ pub struct Shared {
     pub idle: Notify,
     /// The shutdown deadline passed: taps dropped now were cut by us, not by the client.
     pub cutting: AtomicBool,
+    /// `--tokenizer`: counts the reference's tokens before records reach the writer.
+    pub tokens: Option<crate::tokens::Stage>,
+}
+
+impl Shared {
+    /// Request bodies and response frames are kept for the end of the request (content
+    /// recording, or the tokenizer's counts).
+    pub fn keep_bodies(&self) -> bool {
+        self.cfg.record_content || self.tokens.is_some()
+    }
 }
 
 /// The routes the proxy measures; everything else is forwarded and recorded with status and
@@ -256,7 +266,7 @@ pub async fn handle(
                 let mut info = ReqInfo::parse(&b).unwrap_or_default();
                 info.bytes = b.len() as u64;
                 let _ = cell.info.set(info);
-                if cfg.record_content {
+                if shared.keep_bodies() {
                     let _ = cell.content.set(b.clone());
                 }
                 match inject::rewrite_request(&b, cfg.inject_continuous_usage) {
@@ -295,7 +305,7 @@ pub async fn handle(
                 cell.clone(),
                 cfg.sniff_limit,
                 cfg.max_body_bytes,
-                cfg.record_content,
+                shared.keep_bodies(),
             )),
             Src::Buffered(b) => {
                 src = Src::Buffered(b.clone());

@@ -114,7 +114,7 @@ pub struct ReqCell {
     pub too_large: AtomicBool,
     /// The client's body failed while being read.
     pub client_error: AtomicBool,
-    /// The body content, kept for `--record-content` only.
+    /// The body content, kept for `--record-content` and `--tokenizer` only.
     pub content: OnceLock<Bytes>,
 }
 

@@ -1,0 +1,167 @@
+//! `--tokenizer`: the reference tokenizer's counts in the proxy's records, off the data path.
+//!
+//! With a tokenizer folder, the proxy keeps refcounted clones of each LLM request's body and
+//! response frames (as `--record-content` does: no copy on the data path) and, when the response
+//! has ended, hands the record to this stage instead of straight to the writer. A small thread
+//! pool accumulates the output exactly as the MLPerf reference does (`tokentap_mlperf::output`),
+//! counts OSL, the TPOT denominator and ISL with the reference tokenizer, and — when the server
+//! sent no usage — makes the tokenizer's OSL the record's `output_tokens` (source `tokenizer`,
+//! spread over the text chunks), then passes the record on to the writer.
+//!
+//! The stage never loses a record: when its queue is full the record goes to the writer without
+//! counts (`tokentap_tokenizer_skipped_total`), and at shutdown the stage drains before the
+//! writer flushes.
+
+use crate::records::Writer;
+use bytes::Bytes;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use tokentap_core::record::{CountSource, Status, TurnRecord};
+use tokentap_core::sse::Framer;
+use tokentap_core::timeline::TokenSource;
+use tokentap_mlperf::{Accumulator, PromptInput, RefTokenizer};
+use tokio::sync::Notify;
+
+/// Records waiting for their counts, at most.
+pub const QUEUE: usize = 4096;
+
+/// One finished request.
+pub struct Job {
+    pub rec: Box<TurnRecord>,
+    /// The request body, when it was kept.
+    pub request: Option<Bytes>,
+    /// The response body's frames.
+    pub response: Vec<Bytes>,
+    /// The response was an event stream (else one JSON body).
+    pub sse: bool,
+}
+
+struct Pending {
+    n: AtomicU64,
+    idle: Notify,
+}
+
+/// The counting stage.
+pub struct Stage {
+    tx: SyncSender<Job>,
+    pending: Arc<Pending>,
+    writer: Writer,
+    /// Records passed on without counts because the queue was full.
+    pub skipped: Arc<AtomicU64>,
+}
+
+impl Stage {
+    pub fn start(tokenizer: Arc<RefTokenizer>, writer: Writer, threads: usize) -> std::io::Result<Stage> {
+        let (tx, rx) = mpsc::sync_channel::<Job>(QUEUE);
+        let rx = Arc::new(Mutex::new(rx));
+        let pending = Arc::new(Pending {
+            n: AtomicU64::new(0),
+            idle: Notify::new(),
+        });
+        for i in 0..threads.max(1) {
+            let (rx, tok, w, p) = (rx.clone(), tokenizer.clone(), writer.clone(), pending.clone());
+            std::thread::Builder::new()
+                .name(format!("tokentap-tokens-{i}"))
+                .spawn(move || loop {
+                    let job = match rx.lock() {
+                        Ok(g) => g.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok(job) = job else { return };
+                    w.send(count(&tok, job));
+                    if p.n.fetch_sub(1, Ordering::AcqRel) == 1 {
+                        p.idle.notify_waiters();
+                    }
+                })?;
+        }
+        Ok(Stage {
+            tx,
+            pending,
+            writer,
+            skipped: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// Hands a finished request over without waiting.
+    pub fn submit(&self, job: Job) {
+        self.pending.n.fetch_add(1, Ordering::AcqRel);
+        match self.tx.try_send(job) {
+            Ok(()) => {}
+            Err(TrySendError::Full(job)) | Err(TrySendError::Disconnected(job)) => {
+                self.pending.n.fetch_sub(1, Ordering::AcqRel);
+                self.skipped.fetch_add(1, Ordering::Relaxed);
+                self.writer.send(job.rec);
+            }
+        }
+    }
+
+    /// Waits until every submitted record has been passed to the writer.
+    pub async fn drain(&self) {
+        loop {
+            let n = self.pending.idle.notified();
+            tokio::pin!(n);
+            n.as_mut().enable();
+            if self.pending.n.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            n.await;
+        }
+    }
+}
+
+/// Counts one record's tokens.
+pub fn count(tok: &RefTokenizer, job: Job) -> Box<TurnRecord> {
+    let Job {
+        mut rec,
+        request,
+        response,
+        sse,
+    } = job;
+    if let Some(p) = request.as_deref().and_then(PromptInput::from_body) {
+        let c = tok.count_prompt(&p);
+        rec.isl = Some(c.tokens);
+        rec.isl_source = Some(source(c.fallback));
+    }
+    if rec.status != Status::Ok || response.is_empty() {
+        return rec;
+    }
+    let mut acc = Accumulator::default();
+    let body = crate::meter::concat_frames(&response);
+    if sse {
+        let mut framer = Framer::new();
+        let mut feed = |data: &[u8]| acc.feed(data);
+        framer.feed(&body, |ev| {
+            if !ev.is_done() {
+                feed(ev.data)
+            }
+        });
+        framer.finish(|ev| {
+            if !ev.is_done() {
+                feed(ev.data)
+            }
+        });
+    } else {
+        acc.feed(&body);
+    }
+    let out = acc.output();
+    let osl = tok.osl(&out);
+    let tpot = tok.tpot_tokens(&out);
+    rec.osl = osl.map(|c| c.tokens);
+    rec.tpot_tokens = tpot.map(|c| c.tokens);
+    rec.osl_source = Some(source(
+        osl.is_some_and(|c| c.fallback) || tpot.is_some_and(|c| c.fallback),
+    ));
+    if let Some(n) = rec.osl {
+        rec.measured.set_output_tokens(n, TokenSource::Tokenizer);
+    }
+    rec
+}
+
+fn source(fallback: bool) -> CountSource {
+    if fallback {
+        CountSource::TokenizerFallback
+    } else {
+        CountSource::Tokenizer
+    }
+}
