@@ -20,12 +20,26 @@ pub enum Metric {
     Itl,
     /// End to end, ms: from the turn's start to the last byte of the response.
     E2e,
-    /// Output tokens of the turn (the client's count vs the server's usage seen on the wire).
+    /// Output tokens of the turn: the client's count vs the wire's — the reference tokenizer's
+    /// OSL when the proxy ran with `--tokenizer`, else the server's usage.
     OutputTokens,
+    /// The MLPerf reference's TPOT, ms: (last chunk − first chunk) / the tokens after the first
+    /// chunk (counted with the reference tokenizer).
+    Tpot,
+    /// Mean gap between received chunks after the first, ms (the MLPerf client's
+    /// `sample.recv_non_first` events; the wire's inter-chunk latency).
+    ChunkGap,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 4] = [Metric::Ttft, Metric::Itl, Metric::E2e, Metric::OutputTokens];
+    pub const ALL: [Metric; 6] = [
+        Metric::Ttft,
+        Metric::Itl,
+        Metric::E2e,
+        Metric::OutputTokens,
+        Metric::Tpot,
+        Metric::ChunkGap,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -33,6 +47,8 @@ impl Metric {
             Metric::Itl => "itl",
             Metric::E2e => "e2e",
             Metric::OutputTokens => "output_tokens",
+            Metric::Tpot => "tpot",
+            Metric::ChunkGap => "chunk_gap",
         }
     }
 
@@ -43,6 +59,8 @@ impl Metric {
             Metric::Itl => "ITL",
             Metric::E2e => "E2E",
             Metric::OutputTokens => "output tokens",
+            Metric::Tpot => "TPOT (MLPerf)",
+            Metric::ChunkGap => "chunk gap",
         }
     }
 
@@ -67,7 +85,7 @@ impl fmt::Display for Metric {
 
 /// One value per [`Metric`], each optional (`None`: not measured / not claimed).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Values(pub [Option<f64>; 4]);
+pub struct Values(pub [Option<f64>; 6]);
 
 impl Values {
     pub fn get(&self, m: Metric) -> Option<f64> {
@@ -106,6 +124,8 @@ pub struct ClientTurn {
     pub start_ns: Option<u64>,
     /// The client counted the request as successful.
     pub ok: bool,
+    /// Inside the client's performance window (formats without one: always).
+    pub tracked: bool,
     /// What the client measured for this turn.
     pub values: Values,
 }
@@ -119,6 +139,7 @@ impl ClientTurn {
             turn: None,
             start_ns: None,
             ok: true,
+            tracked: true,
             values: Values::default(),
         }
     }
@@ -130,13 +151,27 @@ pub struct Published {
     /// Where they were read from.
     pub source: String,
     /// `[p50, p90, p99]` per metric, in the metric's unit.
-    pub stats: [Option<[Option<f64>; 3]>; 4],
+    pub stats: [Option<[Option<f64>; 3]>; 6],
+    /// The client's percentile method is numpy `lower` (the MLPerf reference), not `linear`:
+    /// the wire's side of a published claim is then computed the same way.
+    pub lower: bool,
+    /// Only the client's performance-window turns are in the published numbers.
+    pub tracked_only: bool,
 }
 
 impl Published {
     pub fn get(&self, m: Metric) -> Option<[Option<f64>; 3]> {
         self.stats[m.idx()]
     }
+}
+
+/// A check of what the client published that needs no wire: its summary against its own
+/// events, impossible values, token counts and scores recomputed the reference's way.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    pub name: String,
+    pub verdict: crate::report::Verdict,
+    pub detail: String,
 }
 
 /// Everything read from one client output file.
@@ -147,4 +182,5 @@ pub struct ClientRun {
     pub published: Option<Published>,
     /// Facts worth telling the reader (skipped lines, unsupported fields...).
     pub notes: Vec<String>,
+    pub checks: Vec<Check>,
 }

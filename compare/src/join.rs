@@ -311,6 +311,7 @@ mod tests {
             turns,
             published: None,
             notes: vec![],
+            checks: vec![],
         }
     }
 

@@ -101,6 +101,14 @@ pub struct Opts {
     /// Fail when any turn is only on one side.
     #[arg(long)]
     pub require_all_joined: bool,
+    /// The model's Hugging Face tokenizer folder: count the MLPerf client's outputs the
+    /// reference's way (OSL, the TPOT denominator), to judge its published OSL and TPOT.
+    #[arg(long, value_name = "DIR")]
+    pub tokenizer: Option<PathBuf>,
+    /// The dataset the MLPerf client ran: score its outputs again with the reference scorer and
+    /// check the published scores.json.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
     /// Print nothing but the verdict line.
     #[arg(long, short)]
     pub quiet: bool,
@@ -135,7 +143,34 @@ pub fn compare(opts: &Opts) -> Result<Report, CompareError> {
         (Some(p), false) => PublishedSource::File(p.clone()),
         (None, false) => PublishedSource::Beside,
     };
-    let client = formats::load(opts.format, &opts.client, opts.clock, &published)?;
+    let tokenizer = match &opts.tokenizer {
+        Some(d) => Some(tokentap_mlperf::RefTokenizer::load(d).map_err(|e| CompareError::File {
+            path: d.clone(),
+            msg: format!("--tokenizer: {e}"),
+        })?),
+        None => None,
+    };
+    let dataset = match &opts.dataset {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|source| CompareError::Io {
+                what: "cannot read the dataset",
+                path: p.clone(),
+                source,
+            })?;
+            Some(
+                tokentap_dataset::Dataset::parse(p, &text).map_err(|e| CompareError::File {
+                    path: p.clone(),
+                    msg: e.to_string(),
+                })?,
+            )
+        }
+        None => None,
+    };
+    let reference = formats::Reference {
+        tokenizer: tokenizer.as_ref(),
+        dataset: dataset.as_ref(),
+    };
+    let client = formats::load(opts.format, &opts.client, opts.clock, &published, &reference)?;
     let (wire, ignored) = wire::load(&opts.wire)?;
     let joined = join::join(&client, &wire, &join_cfg);
     Ok(report::build(

@@ -221,6 +221,9 @@ pub struct Report {
     pub pairs: Vec<PairOut>,
     pub client_only: Vec<ClientOnly>,
     pub wire_only: Vec<WireOnly>,
+    /// Checks of what the client published (its summary against its own events, impossible
+    /// values, reference counts and scores); a failed check fails the verdict.
+    pub checks: Vec<crate::client::Check>,
     pub notes: Vec<String>,
 }
 
@@ -254,7 +257,7 @@ pub fn build(
     };
     let mut pairs = Vec::with_capacity(joined.pairs.len());
     // Per metric: (client, wire) values of compared pairs.
-    let mut values: [Vec<(f64, f64)>; 4] = Default::default();
+    let mut values: [Vec<(f64, f64, bool)>; 6] = Default::default();
     for p in &joined.pairs {
         match p.how {
             JoinMethod::RequestId => counts.by_request_id += 1,
@@ -270,7 +273,7 @@ pub fn build(
             counts.compared += 1;
             for m in Metric::ALL {
                 if let (Some(a), Some(b)) = (c.values.get(m), wv.get(m)) {
-                    values[m.idx()].push((a, b));
+                    values[m.idx()].push((a, b, c.tracked));
                 }
             }
         }
@@ -294,7 +297,7 @@ pub fn build(
     let mut judged = 0;
     for m in Metric::ALL {
         let vals = &values[m.idx()];
-        let mut diffs: Samples = vals.iter().map(|(a, b)| a - b).collect();
+        let mut diffs: Samples = vals.iter().map(|(a, b, _)| a - b).collect();
         let diff = diffs.percentiles().map(|p| Dist {
             min: p.min,
             p50: p.p50,
@@ -305,11 +308,17 @@ pub fn build(
         });
         let beyond = vals
             .iter()
-            .filter(|(a, b)| (a - b).abs() > s.tolerance.allowed(m, *b))
+            .filter(|(a, b, _)| (a - b).abs() > s.tolerance.allowed(m, *b))
             .count();
-        let mut wire_s: Samples = vals.iter().map(|(_, b)| *b).collect();
-        let mut client_s: Samples = vals.iter().map(|(a, _)| *a).collect();
-        let published = client.published.as_ref().and_then(|p| p.get(m));
+        let pubd = client.published.as_ref();
+        let published = pubd.and_then(|p| p.get(m));
+        // A published claim is judged against the wire over the population the client
+        // published (its performance window), with its percentile method.
+        let tracked_only = published.is_some() && pubd.is_some_and(|p| p.tracked_only);
+        let lower = published.is_some() && pubd.is_some_and(|p| p.lower);
+        let in_pop = |t: &bool| !tracked_only || *t;
+        let mut wire_s: Samples = vals.iter().filter(|v| in_pop(&v.2)).map(|v| v.1).collect();
+        let mut client_s: Samples = vals.iter().map(|v| v.0).collect();
         let claims_source = if published.is_some() {
             "published"
         } else {
@@ -321,7 +330,12 @@ pub fn build(
                 Some(row) => row[i],
                 None => client_s.quantile(*q),
             };
-            let (Some(cv), Some(wv)) = (claimed, wire_s.quantile(*q)) else {
+            let wire_q = if lower {
+                wire_s.quantile_lower(*q)
+            } else {
+                wire_s.quantile(*q)
+            };
+            let (Some(cv), Some(wv)) = (claimed, wire_q) else {
                 continue;
             };
             let tol = s.tolerance.allowed(m, wv);
@@ -361,6 +375,40 @@ pub fn build(
             claims_source,
             claims,
         });
+    }
+    // Checks without the wire, then the impossible values only the wire can show: a client
+    // that saw its first token before the proxy forwarded it started its clock late.
+    let mut checks = client.checks.clone();
+    let below: Vec<f64> = values[Metric::Ttft.idx()]
+        .iter()
+        .map(|(a, b, _)| a - b)
+        .filter(|d| *d < 0.0)
+        .collect();
+    if !values[Metric::Ttft.idx()].is_empty() {
+        checks.push(crate::client::Check {
+            name: "ttft never shorter than the wire's".into(),
+            verdict: if below.is_empty() {
+                Verdict::Pass
+            } else {
+                Verdict::Fail
+            },
+            detail: if below.is_empty() {
+                format!(
+                    "every one of {} joined turns saw its first token after the proxy forwarded it",
+                    values[Metric::Ttft.idx()].len()
+                )
+            } else {
+                format!(
+                    "impossible: {} of {} joined turns claim a TTFT shorter than the wire's (worst {:.3} ms): the client's clock started after its request left, or it stamped before the bytes arrived",
+                    below.len(),
+                    values[Metric::Ttft.idx()].len(),
+                    below.iter().cloned().fold(0.0, f64::min)
+                )
+            },
+        });
+    }
+    for c in checks.iter().filter(|c| c.verdict == Verdict::Fail) {
+        reasons.push(format!("{}: {}", c.name, c.detail));
     }
     if s.require_all_joined && (counts.client_only > 0 || counts.wire_only > 0) {
         reasons.push(format!(
@@ -434,6 +482,7 @@ pub fn build(
         pairs,
         client_only,
         wire_only,
+        checks,
         notes,
     }
 }
@@ -543,6 +592,12 @@ impl Report {
                     .count()
             })
             .sum();
+        if !self.checks.is_empty() {
+            o += "\nchecks of what the client published\n";
+            for c in &self.checks {
+                o += &format!("  {:<5} {:<42} {}\n", c.verdict.as_str(), c.name, c.detail);
+            }
+        }
         o += &format!(
             "\nverdict: {} ({} of {} claims within tolerance)\n",
             self.verdict.as_str(),
@@ -612,6 +667,7 @@ mod tests {
             turns,
             published: None,
             notes: vec![],
+            checks: vec![],
         };
         let joined = Joined {
             pairs: (0..100)
@@ -667,9 +723,11 @@ mod tests {
             turns: vec![client_turn(1, 10.2), failed],
             published: Some(Published {
                 source: "s.json".into(),
-                stats: [Some([Some(10.3), Some(10.4), None]), None, None, None],
+                stats: [Some([Some(10.3), Some(10.4), None]), None, None, None, None, None],
+                ..Published::default()
             }),
             notes: vec![],
+            checks: vec![],
         };
         let joined = Joined {
             pairs: vec![

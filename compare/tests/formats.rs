@@ -35,6 +35,8 @@ fn opts(format: Format, client: &str, wire: &str) -> Opts {
         no_published: false,
         require_all_joined: false,
         quiet: false,
+        tokenizer: None,
+        dataset: None,
     }
 }
 
@@ -45,6 +47,7 @@ fn mlperf_events_parse_into_turns() {
         &fixture("mlperf-events.jsonl"),
         None,
         &PublishedSource::Beside,
+        &Default::default(),
     )
     .unwrap();
     assert_eq!(run.clock, Clock::Mono);
@@ -94,9 +97,11 @@ fn mlperf_against_the_wire_joins_by_session_and_order_and_passes() {
     let ttft = &r.metrics[Metric::Ttft.idx()];
     let d = ttft.diff.unwrap();
     assert!(d.min > 0.29 && d.max < 0.41, "client − wire TTFT {d:?}");
-    for m in &r.metrics {
+    for m in &r.metrics[..4] {
         assert_eq!(m.claims.len(), 3, "{:?} claims", m.metric);
     }
+    // No tokenizer, no reference TPOT; the fixture has no recv_non_first events.
+    assert!(r.metrics[Metric::Tpot.idx()].claims.is_empty());
     assert_eq!(r.verdict, Verdict::Pass, "{}", r.render_text());
     assert!(r.pairs.iter().all(|p| p.join == JoinMethod::SessionOrder));
 }
@@ -117,6 +122,7 @@ fn inference_perf_lifecycle_parses_raw_times() {
         &fixture("inference-perf-lifecycle.json"),
         None,
         &PublishedSource::Beside,
+        &Default::default(),
     )
     .unwrap();
     assert_eq!(run.clock, Clock::Mono);
@@ -163,7 +169,7 @@ fn computed_metrics_variant_and_bad_shapes() {
             "computed_metrics": {"time_to_first_token": 0.05, "inter_token_latencies": [0.01, 0.03], "request_latency": 0.2}}]"#,
     )
     .unwrap();
-    let run = formats::load(Format::InferencePerf, &p, None, &PublishedSource::Off).unwrap();
+    let run = formats::load(Format::InferencePerf, &p, None, &PublishedSource::Off, &Default::default()).unwrap();
     let t = &run.turns[0];
     assert_eq!(t.session.as_deref(), Some("s1"));
     assert_eq!(t.values.get(Metric::Ttft), Some(50.0));
@@ -171,7 +177,7 @@ fn computed_metrics_variant_and_bad_shapes() {
     assert_eq!(t.values.get(Metric::E2e), Some(200.0));
 
     std::fs::write(&p, r#"[{"end_time": 2.0}]"#).unwrap();
-    let e = formats::load(Format::InferencePerf, &p, None, &PublishedSource::Off)
+    let e = formats::load(Format::InferencePerf, &p, None, &PublishedSource::Off, &Default::default())
         .unwrap_err()
         .to_string();
     assert!(
@@ -185,7 +191,7 @@ fn computed_metrics_variant_and_bad_shapes() {
         "{\"event_type\":\"sample.issued\",\"sample_uuid\":\"u\"}\n",
     )
     .unwrap();
-    let e = formats::load(Format::Mlperf, &q, None, &PublishedSource::Off)
+    let e = formats::load(Format::Mlperf, &q, None, &PublishedSource::Off, &Default::default())
         .unwrap_err()
         .to_string();
     assert!(

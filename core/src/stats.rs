@@ -61,6 +61,17 @@ impl Samples {
         Some(quantile_sorted(&self.v, q))
     }
 
+    /// The q-quantile with numpy's `lower` method (the MLPerf reference's): the sample at
+    /// floor((n − 1)·q).
+    pub fn quantile_lower(&mut self, q: f64) -> Option<f64> {
+        if self.v.is_empty() {
+            return None;
+        }
+        self.sort();
+        let i = ((self.v.len() - 1) as f64 * q).floor() as usize;
+        Some(self.v[i.min(self.v.len() - 1)])
+    }
+
     /// All published statistics, or `None` with no samples.
     pub fn percentiles(&mut self) -> Option<Percentiles> {
         if self.v.is_empty() {

@@ -62,6 +62,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
         turns,
         published: None,
         notes: Vec::new(),
+        checks: Vec::new(),
     })
 }
 

@@ -97,5 +97,6 @@ pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
         turns,
         published: None,
         notes,
+        checks: Vec::new(),
     })
 }

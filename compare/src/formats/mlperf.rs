@@ -1,40 +1,87 @@
-//! MLPerf Endpoints `events.jsonl` (SPEC §9): one event per line with `event_type`,
-//! `timestamp_ns` (raw monotonic ns of the client's main process), `sample_uuid`,
-//! `conversation_id` (the logical id, also sent as `X-Session-ID`), `turn` and `data`.
+//! MLPerf Endpoints `events.jsonl` (SPEC §9) and, beside it, what the client published:
+//! `performance/result_summary.json` and `scores.json`.
 //!
-//! Per sample: TTFT = `sample.recv_first` − `sample.issued`; E2E = `sample.complete` −
-//! `sample.issued` (MLPerf's own definitions); an `error.*` event with the sample's uuid marks it
-//! failed. When `sample.complete`'s `data` is an object with a numeric `output_tokens` (or
-//! `n_tokens`), output tokens are claimed and ITL = (E2E − TTFT) / (tokens − 1), MLPerf's TPOT;
-//! otherwise neither is claimed (the event carries the text, and counting it needs the model's
-//! tokenizer). Samples issued outside the performance window were still sent, so they are
-//! compared too; a note says how many.
+//! Per sample, from the events: TTFT = `sample.recv_first` − `sample.issued`; E2E =
+//! `sample.complete` − `sample.issued`; the chunk gap = the mean gap between the sample's
+//! receive events (`recv_first`, then one `recv_non_first` per later content or reasoning chunk
+//! with `stream_all_chunks`); with `--tokenizer`, the output as the reference accumulated it
+//! (`sample.complete` data) is counted the reference's way: OSL (output tokens) and the TPOT
+//! denominator, so TPOT = (complete − recv_first) / that count, the reference's own TPOT. An
+//! `error.*` event marks a sample failed; a sample issued while performance tracking was on is
+//! *tracked* (the population of the published summary).
+//!
+//! Published claims: `result_summary.json`'s TTFT, TPOT, latency (E2E) and OSL percentiles
+//! (numpy `lower`, ns → ms) are the claims, judged against the wire over the tracked turns with
+//! the same percentile method. Checks of the published files themselves:
+//! - the summary agrees with its own events: every series recomputed from `events.jsonl` with
+//!   the reference's arithmetic (count, total, p50/p90/p99) — TPOT and OSL need `--tokenizer`;
+//! - no impossible value: a negative TPOT (a completion stamped before its first chunk);
+//! - OSL is the reference tokenizer's count of the published outputs;
+//! - `scores.json` is the reference scorer's result for these outputs (needs `--dataset`).
 
-use super::{num, string, uint};
-use crate::client::{ClientRun, ClientTurn, Clock, Metric};
+use super::{string, uint};
+use crate::client::{Check, ClientRun, ClientTurn, Clock, Metric, Published};
 use crate::error::CompareError;
+use crate::report::Verdict;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use tokentap_dataset::Dataset;
+use tokentap_mlperf::result_summary::{self, Series};
+use tokentap_mlperf::scorer::{ModelMessage, Scorer, TurnKey};
+use tokentap_mlperf::{ModelOutput, RefTokenizer};
 
+/// What the parser can use besides the events.
 #[derive(Default)]
+pub struct Extras<'a> {
+    /// `performance/result_summary.json` (published claims), if found.
+    pub result_summary: Option<PathBuf>,
+    /// `scores.json`, if found.
+    pub scores: Option<PathBuf>,
+    pub tokenizer: Option<&'a RefTokenizer>,
+    pub dataset: Option<&'a Dataset>,
+}
+
+impl Extras<'_> {
+    /// The reference's files beside `events.jsonl`.
+    pub fn beside(events: &Path) -> (Option<PathBuf>, Option<PathBuf>) {
+        let dir = events.parent().unwrap_or(Path::new("."));
+        let rs = [
+            dir.join("performance/result_summary.json"),
+            dir.join("result_summary.json"),
+        ]
+        .into_iter()
+        .find(|p| p.is_file());
+        let sc = Some(dir.join("scores.json")).filter(|p| p.is_file());
+        (rs, sc)
+    }
+}
+
+#[derive(Default, Clone)]
 struct Sample {
     at: usize,
     conversation: Option<String>,
     turn: Option<u32>,
     issued: Option<u64>,
     first: Option<u64>,
+    last_recv: Option<u64>,
+    recvs: u32,
     complete: Option<u64>,
     tokens: Option<f64>,
+    data: Option<Value>,
+    finish_reason: Option<String>,
     error: bool,
     tracked: bool,
 }
 
-pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
+pub fn parse(path: &Path, text: &str, x: &Extras<'_>) -> Result<ClientRun, CompareError> {
     let mut samples: Vec<Sample> = Vec::new();
     let mut by_uuid: HashMap<String, usize> = HashMap::new();
+    // Completion order: the order the reference records its series in.
+    let mut completions: Vec<usize> = Vec::new();
     let mut tracking = false;
     let mut saw_tracking = false;
+    let mut tracking_start: Option<u64> = None;
     for item in super::jsonl(path, text) {
         let (line, v) = item?;
         let kind = v.get("event_type").and_then(Value::as_str).ok_or_else(|| {
@@ -44,10 +91,12 @@ pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
                 "no `event_type` string: not an MLPerf events.jsonl line",
             )
         })?;
+        let ts = uint(&v, "timestamp_ns");
         match kind {
             "session.start_performance_tracking" => {
                 tracking = true;
                 saw_tracking = true;
+                tracking_start.get_or_insert(ts.unwrap_or(0));
                 continue;
             }
             "session.stop_performance_tracking" => {
@@ -56,7 +105,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
             }
             _ => {}
         }
-        let Some(uuid) = string(&v, "sample_uuid") else {
+        let Some(uuid) = string(&v, "sample_uuid").filter(|u| !u.is_empty()) else {
             continue;
         };
         let is_sample = kind.starts_with("sample.");
@@ -64,7 +113,6 @@ pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
         if !is_sample && !is_error {
             continue;
         }
-        let ts = uint(&v, "timestamp_ns");
         let idx = *by_uuid.entry(uuid).or_insert_with(|| {
             samples.push(Sample {
                 at: line,
@@ -94,21 +142,56 @@ pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
                 s.at = line;
                 s.tracked = tracking;
             }
-            "sample.recv_first" if s.first.is_none() => s.first = Some(need_ts(ts)?),
+            "sample.recv_first" if s.first.is_none() => {
+                let t = need_ts(ts)?;
+                s.first = Some(t);
+                s.last_recv = Some(t);
+                s.recvs = 1;
+            }
+            "sample.recv_non_first" => {
+                s.last_recv = Some(need_ts(ts)?);
+                s.recvs += 1;
+            }
             "sample.complete" => {
                 s.complete = Some(need_ts(ts)?);
-                if let Some(d) = v.get("data").filter(|d| d.is_object()) {
-                    s.tokens = num(d, "output_tokens").or_else(|| num(d, "n_tokens"));
+                s.finish_reason = string(&v, "finish_reason");
+                match v.get("data") {
+                    Some(d) if d.is_object() => {
+                        s.tokens = super::num(d, "output_tokens").or_else(|| super::num(d, "n_tokens"));
+                    }
+                    Some(d) if d.is_array() => s.data = Some(d.clone()),
+                    _ => {}
                 }
+                completions.push(idx);
             }
             _ if is_error => s.error = true,
             _ => {}
         }
     }
+
+    // Per-sample reference counts (OSL, TPOT denominator), with the tokenizer.
+    let outputs: Vec<Option<ModelOutput>> = samples
+        .iter()
+        .map(|s| s.data.as_ref().and_then(ModelOutput::from_event_data))
+        .collect();
+    let counts: Vec<(Option<u64>, Option<u64>)> = match x.tokenizer {
+        Some(tok) => outputs
+            .iter()
+            .map(|o| match o {
+                Some(o) => (
+                    tok.osl(o).map(|c| c.tokens),
+                    tok.tpot_tokens(o).map(|c| c.tokens),
+                ),
+                None => (None, None),
+            })
+            .collect(),
+        None => vec![(None, None); samples.len()],
+    };
+
     let mut turns = Vec::with_capacity(samples.len());
     let mut untracked = 0;
     let mut never_issued = 0;
-    for s in &samples {
+    for (i, s) in samples.iter().enumerate() {
         let Some(issued) = s.issued else {
             never_issued += 1;
             continue;
@@ -121,12 +204,27 @@ pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
         t.turn = s.turn;
         t.start_ns = Some(issued);
         t.ok = !s.error && s.complete.is_some();
+        t.tracked = !saw_tracking || s.tracked;
         let ms = |end: Option<u64>| end.map(|e| (e as f64 - issued as f64) / 1e6);
         let ttft = ms(s.first);
         let e2e = ms(s.complete);
         t.values.set(Metric::Ttft, ttft);
         t.values.set(Metric::E2e, e2e);
-        t.values.set(Metric::OutputTokens, s.tokens);
+        if let (Some(f), Some(l)) = (s.first, s.last_recv) {
+            if s.recvs > 1 {
+                t.values
+                    .set(Metric::ChunkGap, Some((l as f64 - f as f64) / f64::from(s.recvs - 1) / 1e6));
+            }
+        }
+        let (osl, tpot_tokens) = counts[i];
+        t.values
+            .set(Metric::OutputTokens, osl.map(|n| n as f64).or(s.tokens));
+        if let (Some(f), Some(c), Some(n)) = (s.first, s.complete, tpot_tokens) {
+            if n > 0 {
+                t.values
+                    .set(Metric::Tpot, Some((c as f64 - f as f64) / n as f64 / 1e6));
+            }
+        }
         if let (Some(a), Some(b), Some(n)) = (ttft, e2e, s.tokens) {
             if n > 1.0 {
                 t.values.set(Metric::Itl, Some((b - a) / (n - 1.0)));
@@ -134,10 +232,11 @@ pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
         }
         turns.push(t);
     }
+
     let mut notes = Vec::new();
     if untracked > 0 {
         notes.push(format!(
-            "{untracked} samples were issued outside the performance window; they were sent, so they are compared too"
+            "{untracked} samples were issued outside the performance window; they were sent, so they are compared too (published claims are judged over the window only)"
         ));
     }
     if never_issued > 0 {
@@ -145,20 +244,306 @@ pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
             "{never_issued} sample uuids have events but no sample.issued: ignored"
         ));
     }
-    if turns
-        .iter()
-        .all(|t| t.values.get(Metric::OutputTokens).is_none())
-        && !turns.is_empty()
-    {
+    if x.tokenizer.is_none() {
         notes.push(
-            "events carry no output token counts (sample.complete data.output_tokens): ITL and output tokens are not claimed"
+            "no --tokenizer: output tokens and the reference's TPOT cannot be counted from the events' outputs"
                 .into(),
         );
+    }
+
+    // The published files.
+    let mut checks = Vec::new();
+    let mut published = None;
+    if let Some(p) = &x.result_summary {
+        let rs = read_json(p)?;
+        published = Some(published_claims(p, &rs));
+        let recomputed = recompute(&samples, &completions, &counts, tracking_start);
+        checks.extend(summary_checks(&rs, &recomputed, x.tokenizer.is_some()));
+    } else {
+        notes.push(
+            "no performance/result_summary.json beside events.jsonl: claims are recomputed from the events"
+                .into(),
+        );
+    }
+    if let Some(p) = &x.scores {
+        let sc = read_json(p)?;
+        checks.push(scores_check(&sc, &samples, &outputs, x.dataset));
     }
     Ok(ClientRun {
         clock: Clock::Mono,
         turns,
-        published: None,
+        published,
         notes,
+        checks,
     })
+}
+
+fn read_json(p: &Path) -> Result<Value, CompareError> {
+    let text = std::fs::read_to_string(p).map_err(|source| CompareError::Io {
+        what: "cannot read",
+        path: p.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|e| CompareError::File {
+        path: p.to_path_buf(),
+        msg: format!("line {}, column {}: not JSON: {e}", e.line(), e.column()),
+    })
+}
+
+/// The series a `result_summary.json` publishes, as [`Metric`]s (ns → ms for times).
+const PUBLISHED: [(&str, Metric, f64); 4] = [
+    ("ttft", Metric::Ttft, 1e-6),
+    ("tpot", Metric::Tpot, 1e-6),
+    ("latency", Metric::E2e, 1e-6),
+    ("output_sequence_lengths", Metric::OutputTokens, 1.0),
+];
+
+fn published_claims(path: &Path, rs: &Value) -> Published {
+    let mut p = Published {
+        source: path.display().to_string(),
+        lower: true,
+        tracked_only: true,
+        ..Published::default()
+    };
+    for (field, metric, scale) in PUBLISHED {
+        let pct = &rs[field]["percentiles"];
+        if !pct.is_object() {
+            continue;
+        }
+        let get = |k: &str| pct.get(k).and_then(Value::as_f64).map(|v| v * scale);
+        p.stats[metric.idx()] = Some([get("50.0"), get("90.0"), get("99.0")]);
+    }
+    p
+}
+
+/// The tracked series recomputed from the events, in the reference's recording order.
+struct Recomputed {
+    ttft: Vec<i64>,
+    latency: Vec<i64>,
+    tpot: Vec<f64>,
+    osl: Vec<i64>,
+    negative_tpot: usize,
+}
+
+fn recompute(
+    samples: &[Sample],
+    completions: &[usize],
+    counts: &[(Option<u64>, Option<u64>)],
+    _start: Option<u64>,
+) -> Recomputed {
+    let mut r = Recomputed {
+        ttft: Vec::new(),
+        latency: Vec::new(),
+        tpot: Vec::new(),
+        osl: Vec::new(),
+        negative_tpot: 0,
+    };
+    // TTFT is recorded at the first chunk, in event order; approximated by issue order, which
+    // does not change a percentile or a total.
+    for s in samples.iter().filter(|s| s.tracked) {
+        if let (Some(i), Some(f)) = (s.issued, s.first) {
+            r.ttft.push(f as i64 - i as i64);
+        }
+    }
+    for &i in completions {
+        let s = &samples[i];
+        if !s.tracked {
+            continue;
+        }
+        let (Some(iss), Some(c)) = (s.issued, s.complete) else {
+            continue;
+        };
+        r.latency.push(c as i64 - iss as i64);
+        let (osl, tpot) = counts[i];
+        if let Some(n) = osl {
+            r.osl.push(n as i64);
+        }
+        if let (Some(f), Some(n)) = (s.first, tpot) {
+            if let Some(v) = result_summary::tpot_ns(c as i64 - f as i64, n) {
+                if v < 0.0 {
+                    r.negative_tpot += 1;
+                }
+                r.tpot.push(v);
+            }
+        }
+    }
+    r
+}
+
+fn check(name: &str, verdict: Verdict, detail: String) -> Check {
+    Check {
+        name: name.into(),
+        verdict,
+        detail,
+    }
+}
+
+fn summary_checks(rs: &Value, r: &Recomputed, tokenizer: bool) -> Vec<Check> {
+    let mut out = Vec::new();
+    let series: [(&str, Option<Series>); 4] = [
+        ("ttft", Some(Series::Int(r.ttft.clone()))),
+        ("latency", Some(Series::Int(r.latency.clone()))),
+        ("tpot", tokenizer.then(|| Series::Float(r.tpot.clone()))),
+        (
+            "output_sequence_lengths",
+            tokenizer.then(|| Series::Int(r.osl.clone())),
+        ),
+    ];
+    for (field, s) in series {
+        let name = format!("{field} matches events");
+        let Some(s) = s else {
+            out.push(check(
+                &name,
+                Verdict::NoData,
+                "needs --tokenizer (the reference counts these tokens itself)".into(),
+            ));
+            continue;
+        };
+        let p = &rs[field];
+        let Some(roll) = s.rollup() else {
+            out.push(check(&name, Verdict::NoData, "no sample in the events".into()));
+            continue;
+        };
+        let mut diffs = Vec::new();
+        let count = p["percentiles"].is_object();
+        if !count {
+            diffs.push("the summary has no percentiles".to_string());
+        }
+        let cmp = |what: &str, published: Option<f64>, ours: f64, diffs: &mut Vec<String>| {
+            match published {
+                Some(v) if v == ours => {}
+                Some(v) => diffs.push(format!("{what}: published {v}, events {ours}")),
+                None => diffs.push(format!("{what}: not published")),
+            }
+        };
+        cmp("total", p["total"].as_f64(), roll.total, &mut diffs);
+        cmp("min", p["min"].as_f64(), roll.min, &mut diffs);
+        cmp("max", p["max"].as_f64(), roll.max, &mut diffs);
+        for (q, k) in [(50.0, "50.0"), (90.0, "90.0"), (99.0, "99.0")] {
+            cmp(
+                &format!("p{}", k.trim_end_matches(".0")),
+                p["percentiles"][k].as_f64(),
+                roll.percentile(q).unwrap_or(f64::NAN),
+                &mut diffs,
+            );
+        }
+        out.push(if diffs.is_empty() {
+            check(
+                &name,
+                Verdict::Pass,
+                format!("{} samples: count, total, min, max, p50/p90/p99 equal", roll.count),
+            )
+        } else {
+            check(&name, Verdict::Fail, diffs.join("; "))
+        });
+    }
+    // Impossible values.
+    let min_tpot = rs["tpot"]["min"].as_f64();
+    let negative = min_tpot.is_some_and(|m| m < 0.0) || r.negative_tpot > 0;
+    out.push(check(
+        "tpot is never negative",
+        if negative { Verdict::Fail } else { Verdict::Pass },
+        if negative {
+            format!(
+                "impossible: published TPOT min {} ns{}: a completion stamped before its first chunk",
+                min_tpot.map_or("?".to_string(), |m| m.to_string()),
+                if r.negative_tpot > 0 {
+                    format!(", {} tracked samples with complete < recv_first in the events", r.negative_tpot)
+                } else {
+                    String::new()
+                }
+            )
+        } else {
+            "every TPOT ≥ 0".into()
+        },
+    ));
+    if tokenizer {
+        let total = rs["output_sequence_lengths"]["total"].as_f64();
+        let ours: i64 = r.osl.iter().sum();
+        out.push(check(
+            "osl is the reference tokenizer's count",
+            if total == Some(ours as f64) {
+                Verdict::Pass
+            } else {
+                Verdict::Fail
+            },
+            format!(
+                "published OSL total {}, counted with the tokenizer from the published outputs {ours}",
+                total.map_or("-".into(), |t| t.to_string())
+            ),
+        ));
+    }
+    out
+}
+
+fn scores_check(
+    sc: &Value,
+    samples: &[Sample],
+    outputs: &[Option<ModelOutput>],
+    dataset: Option<&Dataset>,
+) -> Check {
+    let name = "scores.json is the reference scorer's";
+    let Some(ds) = dataset else {
+        return check(
+            name,
+            Verdict::NoData,
+            format!(
+                "published inline accuracy {}; pass --dataset FILE to score the events' outputs again",
+                sc["score"]
+            ),
+        );
+    };
+    let scorer = Scorer::new(ds);
+    let issued: Vec<(TurnKey, Option<ModelMessage>)> = samples
+        .iter()
+        .zip(outputs)
+        .filter(|(s, _)| s.issued.is_some())
+        .filter_map(|(s, o)| {
+            let conv = s.conversation.as_deref()?;
+            let turn = s.turn?;
+            let (id, rep) = match conv.rsplit_once("__repeat_") {
+                Some((c, r)) if !r.is_empty() && r.chars().all(|c| c.is_ascii_digit()) => {
+                    (c.to_string(), r.parse().ok()?)
+                }
+                _ => (conv.to_string(), 1),
+            };
+            let model = o.as_ref().map(|o| {
+                let p = o.message_parts();
+                ModelMessage {
+                    content: Some(p.content),
+                    reasoning_content: p.reasoning,
+                    tool_calls: p.tool_calls,
+                }
+            });
+            Some(((id, rep, turn), model))
+        })
+        .collect();
+    let ours = scorer.scores(&issued).to_json();
+    let mut diffs = Vec::new();
+    if ours["score"] != sc["score"] {
+        diffs.push(format!("score: published {}, recomputed {}", sc["score"], ours["score"]));
+    }
+    for k in ["issued", "expected", "observed", "missing", "scored"] {
+        if ours["turns"][k] != sc["turns"][k] {
+            diffs.push(format!(
+                "turns.{k}: published {}, recomputed {}",
+                sc["turns"][k], ours["turns"][k]
+            ));
+        }
+    }
+    if ours["per_turn"] != sc["per_turn"] {
+        diffs.push("per_turn rows differ".into());
+    }
+    if diffs.is_empty() {
+        check(
+            name,
+            Verdict::Pass,
+            format!(
+                "inline accuracy {} over {} turns, every per-turn score equal",
+                sc["score"], sc["turns"]["scored"]
+            ),
+        )
+    } else {
+        check(name, Verdict::Fail, diffs.join("; "))
+    }
 }

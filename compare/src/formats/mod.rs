@@ -52,6 +52,13 @@ impl Format {
     }
 }
 
+/// The reference tokenizer and dataset, for formats whose claims need them (MLPerf).
+#[derive(Default, Clone, Copy)]
+pub struct Reference<'a> {
+    pub tokenizer: Option<&'a tokentap_mlperf::RefTokenizer>,
+    pub dataset: Option<&'a tokentap_dataset::Dataset>,
+}
+
 /// How to find the percentiles a client published.
 #[derive(Debug, Clone, Default)]
 pub enum PublishedSource {
@@ -71,6 +78,7 @@ pub fn load(
     path: &Path,
     clock: Option<Clock>,
     published: &PublishedSource,
+    reference: &Reference<'_>,
 ) -> Result<ClientRun, CompareError> {
     let text = std::fs::read_to_string(path).map_err(|source| CompareError::Io {
         what: "cannot read the client file",
@@ -79,7 +87,23 @@ pub fn load(
     })?;
     match format {
         Format::Tokentap => tokentap::parse(path, &text, clock.unwrap_or(Clock::Mono)),
-        Format::Mlperf => mlperf::parse(path, &text),
+        Format::Mlperf => {
+            let (rs, sc) = match published {
+                PublishedSource::Off => (None, None),
+                PublishedSource::File(p) => (Some(p.clone()), mlperf::Extras::beside(path).1),
+                PublishedSource::Beside => mlperf::Extras::beside(path),
+            };
+            mlperf::parse(
+                path,
+                &text,
+                &mlperf::Extras {
+                    result_summary: rs,
+                    scores: sc,
+                    tokenizer: reference.tokenizer,
+                    dataset: reference.dataset,
+                },
+            )
+        }
         Format::Aiperf => {
             let mut run = aiperf::parse(path, &text)?;
             let summary = match published {

@@ -48,5 +48,6 @@ pub fn parse(path: &Path, text: &str, clock: Clock) -> Result<ClientRun, Compare
         turns,
         published: None,
         notes,
+        checks: Vec::new(),
     })
 }
