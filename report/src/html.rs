@@ -20,7 +20,7 @@ svg .grid{stroke:#eee}svg circle.pt{fill-opacity:.75}svg circle.pt:not([fill]){f
 table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 9px;text-align:right}
 th{background:#f5f5f5}td:first-child,th:first-child{text-align:left}
 .verdict{display:inline-block;padding:6px 14px;border-radius:4px;font-weight:700;font-size:16px;color:#fff}
-.valid{background:#2e7d32}.invalid{background:#c62828}.no_gates,.unknown{background:#6d6d6d}
+.valid{background:#2e7d32}.invalid{background:#c62828}.incomplete{background:#b26a00}.no_gates,.unknown{background:#6d6d6d}
 .muted{color:#666}pre{background:#f7f7f7;padding:8px;overflow:auto;max-height:420px}
 "#;
 
@@ -72,12 +72,73 @@ pub fn render(run: &Run) -> String {
         run.records.len(),
         esc(run.summary["tokentap_version"].as_str().unwrap_or("?"))
     );
+    mlperf_section(&mut o, run);
     verdict_section(&mut o, run);
     summary_section(&mut o, run);
     plots_section(&mut o, run);
     compare_section(&mut o, run);
     let _ = write!(o, "<script>{SCRIPT}</script></body></html>");
     o
+}
+
+/// The benchmark's primary metrics, first (SPEC §10.2): the reference's definitions, and
+/// where the tokens came from.
+fn mlperf_section(o: &mut String, run: &Run) {
+    let m = &run.summary["mlperf"];
+    if !m.is_object() {
+        return;
+    }
+    o.push_str(r#"<h2>MLPerf primary metrics</h2><table id="mlperf"><tr>"#);
+    let cols = [
+        ("system_tps", "system_tps (tok/s)"),
+        ("tps_per_user", "tps_per_user (tok/s)"),
+        ("e2e_interactivity", "e2e_interactivity (tok/s)"),
+        ("ttft_p90_ms", "ttft_p90 (ms)"),
+        ("qps", "qps"),
+        ("tpot_p90_ms", "tpot_p90 (ms)"),
+        ("osl_mean", "OSL mean (tokens)"),
+        ("tracked_duration_s", "tracked (s)"),
+    ];
+    for (_, label) in cols {
+        let _ = write!(o, "<th>{}</th>", esc(label));
+    }
+    o.push_str("</tr><tr>");
+    for (k, _) in cols {
+        let _ = write!(o, r#"<td data-metric="{k}">{}</td>"#, f(&m[k]));
+    }
+    o.push_str("</tr></table>");
+    let sources: Vec<String> = m["osl_source"]
+        .as_object()
+        .map(|o| o.iter().map(|(k, v)| format!("{k} {v}")).collect())
+        .unwrap_or_default();
+    let reference = m["reference_tokens"].as_bool() == Some(true);
+    let _ = write!(
+        o,
+        r#"<p class="muted" id="token-source">The MLPerf Endpoints reference's definitions (result_summary.json). {} issued, {} completed, {} failed samples in the performance window. Output tokens: {}.</p>"#,
+        m["samples_issued"],
+        m["samples_completed"],
+        m["samples_failed"],
+        if reference {
+            "counted with the model's tokenizer, as the reference counts them".to_string()
+        } else {
+            esc(&format!(
+                "NOT the reference's count ({}) — rerun with --tokenizer DIR",
+                if sources.is_empty() { "none".to_string() } else { sources.join(", ") }
+            ))
+        }
+    );
+    let a = &run.summary["accuracy"];
+    if a.is_object() {
+        let _ = write!(
+            o,
+            r#"<p id="inline-accuracy">Inline accuracy (reference scorer, scores.json): <b>{}</b> over {} issued scorable turns ({} missing output) · coding {} · workflow {}</p>"#,
+            f(&a["inline_accuracy"]),
+            a["scored_turns"],
+            a["missing"],
+            f(&a["coding"]),
+            f(&a["workflow"])
+        );
+    }
 }
 
 fn verdict_section(o: &mut String, run: &Run) {

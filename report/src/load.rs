@@ -107,6 +107,16 @@ impl Run {
     /// `(prompt tokens, TTFT ms)`; the context size is the server's prompt tokens, else the
     /// request bytes / 4 (the stand-in tokenizer's ratio) — the label says which.
     pub fn ttft_by_context(&self) -> (Vec<(f64, f64)>, &'static str) {
+        let reference: Vec<(f64, f64)> = self
+            .measured()
+            .filter_map(|r| {
+                r.isl_source.filter(|s| s.is_reference())?;
+                Some((r.isl? as f64, r.measured.ttft_ns? as f64 / 1e6))
+            })
+            .collect();
+        if !reference.is_empty() {
+            return (reference, "input tokens (reference tokenizer, ISL)");
+        }
         let with_usage: Vec<(f64, f64)> = self
             .measured()
             .filter_map(|r| {

@@ -24,6 +24,7 @@ pub fn json(run: &Run) -> Value {
     let s = &run.summary;
     json!({
         "run_dir": run.dir.display().to_string(),
+        "mlperf": s["mlperf"],
         "verdict": run.verdict(),
         "reasons": run.strings("validity", "reasons"),
         "notes": run.strings("validity", "notes"),
@@ -50,6 +51,31 @@ pub fn markdown(run: &Run) -> String {
     let s = &run.summary;
     let mut o = String::new();
     let _ = writeln!(o, "# tokentap run report\n\n`{}`\n", run.dir.display());
+    let m = &s["mlperf"];
+    if m.is_object() {
+        let _ = writeln!(o, "| MLPerf primary metric (reference definitions) | value |\n|---|---:|");
+        for k in [
+            "system_tps",
+            "tps_per_user",
+            "e2e_interactivity",
+            "ttft_p90_ms",
+            "qps",
+            "tpot_p90_ms",
+            "osl_mean",
+            "tracked_duration_s",
+        ] {
+            let _ = writeln!(o, "| {k} | {} |", cell(&m[k]));
+        }
+        let _ = writeln!(
+            o,
+            "\nOutput tokens: {}.\n",
+            if m["reference_tokens"].as_bool() == Some(true) {
+                "the reference tokenizer's count".to_string()
+            } else {
+                format!("NOT the reference's count ({}) — rerun with --tokenizer DIR", m["osl_source"])
+            }
+        );
+    }
     let _ = writeln!(o, "**Verdict: {}**\n", run.verdict());
     for r in run.strings("validity", "reasons") {
         let _ = writeln!(o, "- reason: {r}");

@@ -4,7 +4,8 @@
 //! Per sample, from the events: TTFT = `sample.recv_first` − `sample.issued`; E2E =
 //! `sample.complete` − `sample.issued`; the chunk gap = the mean gap between the sample's
 //! receive events (`recv_first`, then one `recv_non_first` per later content or reasoning chunk
-//! with `stream_all_chunks`); with `--tokenizer`, the output as the reference accumulated it
+//! with `stream_all_chunks`; outputs with tool calls are left out, since the reference emits no
+//! event for a tool-call chunk after the first); with `--tokenizer`, the output as the reference accumulated it
 //! (`sample.complete` data) is counted the reference's way: OSL (output tokens) and the TPOT
 //! denominator, so TPOT = (complete − recv_first) / that count, the reference's own TPOT. An
 //! `error.*` event marks a sample failed; a sample issued while performance tracking was on is
@@ -210,7 +211,12 @@ pub fn parse(path: &Path, text: &str, x: &Extras<'_>) -> Result<ClientRun, Compa
         let e2e = ms(s.complete);
         t.values.set(Metric::Ttft, ttft);
         t.values.set(Metric::E2e, e2e);
-        if let (Some(f), Some(l)) = (s.first, s.last_recv) {
+        // The reference emits no receive event for a tool-call chunk after the first, so its
+        // gaps are only comparable with the wire's for outputs without tool calls.
+        let tool_calls = outputs[i]
+            .as_ref()
+            .is_none_or(|o| o.tool_calls.is_some());
+        if let (Some(f), Some(l), false) = (s.first, s.last_recv, tool_calls) {
             if s.recvs > 1 {
                 t.values
                     .set(Metric::ChunkGap, Some((l as f64 - f as f64) / f64::from(s.recvs - 1) / 1e6));
