@@ -56,11 +56,12 @@ async fn replay_and_proxy_count_the_same_reference_tokens() {
     sim.shutdown().await;
     assert_eq!(report.seen, report.written);
 
-    let client: Vec<serde_json::Value> = std::fs::read_to_string(out_dir.path().join("records.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let client: Vec<serde_json::Value> =
+        std::fs::read_to_string(out_dir.path().join("records.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
     let by_turn: HashMap<(String, u64), &serde_json::Value> = client
         .iter()
         .map(|r| {
@@ -79,14 +80,23 @@ async fn replay_and_proxy_count_the_same_reference_tokens() {
         let c = by_turn[&(w.conversation_id.clone().unwrap(), u64::from(w.turn_index))];
         assert_eq!(w.osl_source, Some(CountSource::Tokenizer));
         assert_eq!(w.isl_source, Some(CountSource::Tokenizer));
-        assert_eq!(serde_json::json!(w.osl), c["osl"], "OSL of {:?}", w.conversation_id);
+        assert_eq!(
+            serde_json::json!(w.osl),
+            c["osl"],
+            "OSL of {:?}",
+            w.conversation_id
+        );
         assert_eq!(serde_json::json!(w.tpot_tokens), c["tpot_tokens"]);
         assert_eq!(serde_json::json!(w.isl), c["isl"]);
         // No usage from the server: the proxy's own output count is the tokenizer's.
         assert_eq!(w.measured.output_tokens, w.osl);
         assert_eq!(w.measured.output_tokens_source, TokenSource::Tokenizer);
         let spread: u64 = w.measured.chunks.iter().map(|c| u64::from(c.tokens)).sum();
-        assert_eq!(Some(spread), w.osl, "the count is spread over the text chunks");
+        assert_eq!(
+            Some(spread),
+            w.osl,
+            "the count is spread over the text chunks"
+        );
         if w.osl.unwrap_or(0) > 0 && w.measured.chunks.len() > 2 {
             structured += 1;
         }

@@ -131,10 +131,15 @@ async fn replay_writes_a_report_that_loads_in_chromium_with_every_plot() {
     }
     assert!(dom.contains("id=\"verdict\""), "verdict not shown");
     // The benchmark's primary metrics come first, and say where the tokens came from.
-    let mlperf = dom.find("id=\"mlperf\"").expect("MLPerf primary metrics shown");
+    let mlperf = dom
+        .find("id=\"mlperf\"")
+        .expect("MLPerf primary metrics shown");
     assert!(mlperf < dom.find("id=\"verdict\"").unwrap());
     assert!(dom.contains("data-metric=\"system_tps\""));
-    assert!(dom.contains("NOT the reference's count (usage"), "token source not said");
+    assert!(
+        dom.contains("NOT the reference's count (usage"),
+        "token source not said"
+    );
     assert!(dom.contains(">invalid</div>"));
 
     // A screenshot for a human to look at (kept when TOKENTAP_REPORT_SHOT is set).

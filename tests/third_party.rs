@@ -885,6 +885,8 @@ async fn our_replay_passes_its_own_check_against_the_proxy() {
         no_published: true,
         require_all_joined: true,
         quiet: true,
+        tokenizer: None,
+        dataset: None,
     })
     .expect("compare runs");
     assert_eq!(r.counts.joined, n);

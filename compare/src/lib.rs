@@ -144,10 +144,14 @@ pub fn compare(opts: &Opts) -> Result<Report, CompareError> {
         (None, false) => PublishedSource::Beside,
     };
     let tokenizer = match &opts.tokenizer {
-        Some(d) => Some(tokentap_mlperf::RefTokenizer::load(d).map_err(|e| CompareError::File {
-            path: d.clone(),
-            msg: format!("--tokenizer: {e}"),
-        })?),
+        Some(d) => {
+            Some(
+                tokentap_mlperf::RefTokenizer::load(d).map_err(|e| CompareError::File {
+                    path: d.clone(),
+                    msg: format!("--tokenizer: {e}"),
+                })?,
+            )
+        }
         None => None,
     };
     let dataset = match &opts.dataset {
@@ -170,7 +174,13 @@ pub fn compare(opts: &Opts) -> Result<Report, CompareError> {
         tokenizer: tokenizer.as_ref(),
         dataset: dataset.as_ref(),
     };
-    let client = formats::load(opts.format, &opts.client, opts.clock, &published, &reference)?;
+    let client = formats::load(
+        opts.format,
+        &opts.client,
+        opts.clock,
+        &published,
+        &reference,
+    )?;
     let (wire, ignored) = wire::load(&opts.wire)?;
     let joined = join::join(&client, &wire, &join_cfg);
     Ok(report::build(

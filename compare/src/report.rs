@@ -144,6 +144,9 @@ pub struct Side {
     pub itl_ms: Option<f64>,
     pub e2e_ms: Option<f64>,
     pub output_tokens: Option<f64>,
+    /// The MLPerf reference's TPOT.
+    pub tpot_ms: Option<f64>,
+    pub chunk_gap_ms: Option<f64>,
 }
 
 impl Side {
@@ -154,6 +157,8 @@ impl Side {
             itl_ms: v.get(Metric::Itl),
             e2e_ms: v.get(Metric::E2e),
             output_tokens: v.get(Metric::OutputTokens),
+            tpot_ms: v.get(Metric::Tpot),
+            chunk_gap_ms: v.get(Metric::ChunkGap),
         }
     }
 }
@@ -723,7 +728,14 @@ mod tests {
             turns: vec![client_turn(1, 10.2), failed],
             published: Some(Published {
                 source: "s.json".into(),
-                stats: [Some([Some(10.3), Some(10.4), None]), None, None, None, None, None],
+                stats: [
+                    Some([Some(10.3), Some(10.4), None]),
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                ],
                 ..Published::default()
             }),
             notes: vec![],

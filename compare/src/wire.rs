@@ -63,9 +63,13 @@ pub fn values_of(r: &TurnRecord) -> Values {
         r.osl.or(r.measured.output_tokens).map(|t| t as f64),
     );
     // The reference's TPOT needs the reference's count of the tokens after the first chunk.
-    if let (Some(e2e), Some(ttft), Some(n)) = (r.measured.e2e_ns, r.measured.ttft_ns, r.tpot_tokens) {
+    if let (Some(e2e), Some(ttft), Some(n)) = (r.measured.e2e_ns, r.measured.ttft_ns, r.tpot_tokens)
+    {
         if n > 0 {
-            v.set(Metric::Tpot, Some((e2e as f64 - ttft as f64) / n as f64 / 1e6));
+            v.set(
+                Metric::Tpot,
+                Some((e2e as f64 - ttft as f64) / n as f64 / 1e6),
+            );
         }
     }
     let (mut gsum, mut gn) = (0.0, 0u64);

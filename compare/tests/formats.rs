@@ -169,7 +169,14 @@ fn computed_metrics_variant_and_bad_shapes() {
             "computed_metrics": {"time_to_first_token": 0.05, "inter_token_latencies": [0.01, 0.03], "request_latency": 0.2}}]"#,
     )
     .unwrap();
-    let run = formats::load(Format::InferencePerf, &p, None, &PublishedSource::Off, &Default::default()).unwrap();
+    let run = formats::load(
+        Format::InferencePerf,
+        &p,
+        None,
+        &PublishedSource::Off,
+        &Default::default(),
+    )
+    .unwrap();
     let t = &run.turns[0];
     assert_eq!(t.session.as_deref(), Some("s1"));
     assert_eq!(t.values.get(Metric::Ttft), Some(50.0));
@@ -177,9 +184,15 @@ fn computed_metrics_variant_and_bad_shapes() {
     assert_eq!(t.values.get(Metric::E2e), Some(200.0));
 
     std::fs::write(&p, r#"[{"end_time": 2.0}]"#).unwrap();
-    let e = formats::load(Format::InferencePerf, &p, None, &PublishedSource::Off, &Default::default())
-        .unwrap_err()
-        .to_string();
+    let e = formats::load(
+        Format::InferencePerf,
+        &p,
+        None,
+        &PublishedSource::Off,
+        &Default::default(),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(
         e.contains("lifecycle.json:1") && e.contains("start_time"),
         "{e}"
@@ -191,9 +204,15 @@ fn computed_metrics_variant_and_bad_shapes() {
         "{\"event_type\":\"sample.issued\",\"sample_uuid\":\"u\"}\n",
     )
     .unwrap();
-    let e = formats::load(Format::Mlperf, &q, None, &PublishedSource::Off, &Default::default())
-        .unwrap_err()
-        .to_string();
+    let e = formats::load(
+        Format::Mlperf,
+        &q,
+        None,
+        &PublishedSource::Off,
+        &Default::default(),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(
         e.contains("events.jsonl:1") && e.contains("timestamp_ns"),
         "{e}"

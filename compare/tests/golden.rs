@@ -29,7 +29,9 @@ fn report_dir(tamper: impl FnOnce(&Path)) -> tempfile::TempDir {
 
 fn opts(dir: &Path) -> Opts {
     Opts {
-        wire: vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mlperf-wire.jsonl")],
+        wire: vec![
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mlperf-wire.jsonl")
+        ],
         client: dir.join("events.jsonl"),
         format: Format::Mlperf,
         json: None,
@@ -50,7 +52,10 @@ fn opts(dir: &Path) -> Opts {
 }
 
 fn verdicts(r: &tokentap_compare::Report) -> Vec<(String, Verdict)> {
-    r.checks.iter().map(|c| (c.name.clone(), c.verdict)).collect()
+    r.checks
+        .iter()
+        .map(|c| (c.name.clone(), c.verdict))
+        .collect()
 }
 
 #[test]
@@ -74,11 +79,18 @@ fn the_published_summary_and_scores_are_checked_against_the_events() {
     }
     // The reference published a negative TPOT for this run (its completion event was stamped
     // before the first-chunk event of some samples): impossible, and the verdict says so.
-    let neg = r.checks.iter().find(|c| c.name == "tpot is never negative").unwrap();
+    let neg = r
+        .checks
+        .iter()
+        .find(|c| c.name == "tpot is never negative")
+        .unwrap();
     assert_eq!(neg.verdict, Verdict::Fail);
     assert!(neg.detail.contains("-74099"), "{}", neg.detail);
     assert_eq!(r.verdict, Verdict::Fail);
-    assert!(r.reasons.iter().any(|x| x.contains("impossible: published TPOT min -74099")));
+    assert!(r
+        .reasons
+        .iter()
+        .any(|x| x.contains("impossible: published TPOT min -74099")));
     // The claims the client published, labelled as such.
     for m in &r.metrics[..1] {
         assert_eq!(m.claims_source, "published");
@@ -108,7 +120,8 @@ fn a_summary_that_is_not_its_events_and_a_wrong_score_fail() {
     };
     assert!(detail("ttft matches events").contains("p90: published 1000000, events 9892680"));
     assert!(detail("osl is the reference tokenizer's count").contains("published OSL total 50000"));
-    assert!(detail("scores.json is the reference scorer's").contains("score: published 0.6, recomputed 0.4696"));
+    assert!(detail("scores.json is the reference scorer's")
+        .contains("score: published 0.6, recomputed 0.4696"));
 }
 
 #[test]
@@ -118,10 +131,18 @@ fn without_a_tokenizer_the_token_checks_say_what_they_need() {
     o.tokenizer = None;
     o.dataset = None;
     let r = compare(&o).unwrap();
-    let c = r.checks.iter().find(|c| c.name == "tpot matches events").unwrap();
+    let c = r
+        .checks
+        .iter()
+        .find(|c| c.name == "tpot matches events")
+        .unwrap();
     assert_eq!(c.verdict, Verdict::NoData);
     assert!(c.detail.contains("--tokenizer"));
-    let s = r.checks.iter().find(|c| c.name.starts_with("scores.json")).unwrap();
+    let s = r
+        .checks
+        .iter()
+        .find(|c| c.name.starts_with("scores.json"))
+        .unwrap();
     assert_eq!(s.verdict, Verdict::NoData);
     assert!(s.detail.contains("--dataset"));
 }

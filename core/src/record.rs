@@ -135,7 +135,10 @@ impl CountSource {
 
     /// The reference tokenizer produced it (directly or through its fallback).
     pub fn is_reference(self) -> bool {
-        matches!(self, CountSource::Tokenizer | CountSource::TokenizerFallback)
+        matches!(
+            self,
+            CountSource::Tokenizer | CountSource::TokenizerFallback
+        )
     }
 }
 

@@ -143,7 +143,16 @@ mod tests {
             .collect();
         assert_eq!(
             got,
-            [None, Some(998), Some(983), Some(966), Some(922), Some(830), Some(782), Some(538)]
+            [
+                None,
+                Some(998),
+                Some(983),
+                Some(966),
+                Some(922),
+                Some(830),
+                Some(782),
+                Some(538)
+            ]
         );
     }
 }

@@ -127,7 +127,8 @@ impl ModelOutput {
             Some(Pieces::Chunks(v)) if v.len() > 1 => Some(v[1..].concat()),
             _ => None,
         };
-        let reasoning_is_tuple_truthy = matches!(&self.reasoning, Some(Pieces::Chunks(v)) if !v.is_empty());
+        let reasoning_is_tuple_truthy =
+            matches!(&self.reasoning, Some(Pieces::Chunks(v)) if !v.is_empty());
         let content = if self.output.truthy() {
             match &self.output {
                 Pieces::Text(s) => {
@@ -160,7 +161,7 @@ impl ModelOutput {
     fn tool_calls_after_first_chunk(&self) -> Option<ToolCalls> {
         match &self.tool_calls {
             Some(ToolCalls::Chunks(c))
-                if !c.is_empty() && !(self.output.truthy() || self.reasoning_truthy()) =>
+                if !c.is_empty() && !self.output.truthy() && !self.reasoning_truthy() =>
             {
                 Some(ToolCalls::Chunks(c[1..].to_vec()))
             }
@@ -237,7 +238,10 @@ impl ModelOutput {
                 _ => None,
             }
         };
-        let output = a.get(1).and_then(pieces).unwrap_or(Pieces::Text(String::new()));
+        let output = a
+            .get(1)
+            .and_then(pieces)
+            .unwrap_or(Pieces::Text(String::new()));
         let reasoning = a.get(2).and_then(pieces);
         let tool_calls = match a.get(3) {
             Some(Value::Array(items)) if !items.is_empty() => {
@@ -415,8 +419,8 @@ impl Accumulator {
 
     /// `get_final_output()`.
     pub fn output(&self) -> ModelOutput {
-        let tool_calls =
-            (!self.tool_call_chunks.is_empty()).then(|| ToolCalls::Chunks(self.tool_call_chunks.clone()));
+        let tool_calls = (!self.tool_call_chunks.is_empty())
+            .then(|| ToolCalls::Chunks(self.tool_call_chunks.clone()));
         let two = |first: &Option<String>, rest: &str| -> Vec<String> {
             let mut v: Vec<String> = first.iter().cloned().collect();
             if !rest.is_empty() {
@@ -429,7 +433,10 @@ impl Accumulator {
             output.push_str(&self.rest_output);
             ModelOutput {
                 output: Pieces::Text(output),
-                reasoning: Some(Pieces::Chunks(two(&self.first_reasoning, &self.rest_reasoning))),
+                reasoning: Some(Pieces::Chunks(two(
+                    &self.first_reasoning,
+                    &self.rest_reasoning,
+                ))),
                 tool_calls,
             }
         } else {
@@ -504,16 +511,24 @@ mod tests {
         feed(&mut a, delta(json!({"role": "assistant", "content": ""})));
         feed(&mut a, delta(json!({"reasoning_content": "Let me "})));
         feed(&mut a, delta(json!({"reasoning_content": "think."})));
-        feed(&mut a, delta(json!({"content": "ok", "reasoning_content": "dropped"})));
         feed(
             &mut a,
-            delta(json!({"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": "}}]})),
+            delta(json!({"content": "ok", "reasoning_content": "dropped"})),
+        );
+        feed(
+            &mut a,
+            delta(
+                json!({"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": "}}]}),
+            ),
         );
         feed(
             &mut a,
             delta(json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"ls\"}"}}]})),
         );
-        feed(&mut a, json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}));
+        feed(
+            &mut a,
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        );
         let o = a.output();
         assert_eq!(o.output, Pieces::Text("ok".into()));
         assert_eq!(
@@ -533,7 +548,10 @@ mod tests {
         let after = o.message_parts_after_first_chunk();
         assert_eq!(after.reasoning.as_deref(), Some("think."));
         assert_eq!(after.content, "ok");
-        assert!(after.tool_calls.is_some(), "tool calls are kept when text came first");
+        assert!(
+            after.tool_calls.is_some(),
+            "tool calls are kept when text came first"
+        );
     }
 
     #[test]
@@ -541,7 +559,9 @@ mod tests {
         let mut a = Accumulator::default();
         feed(
             &mut a,
-            delta(json!({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "bash", "arguments": "{\"a\""}}]})),
+            delta(
+                json!({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "bash", "arguments": "{\"a\""}}]}),
+            ),
         );
         feed(
             &mut a,
@@ -553,7 +573,10 @@ mod tests {
         let calls = after.tool_calls.unwrap();
         assert_eq!(calls[0]["function"]["arguments"], ": 1}");
         assert!(calls[0].get("id").is_none());
-        assert_eq!(o.text_after_first_chunk(), r#"[{"type":"function","function":{"arguments":": 1}"}}]"#);
+        assert_eq!(
+            o.text_after_first_chunk(),
+            r#"[{"type":"function","function":{"arguments":": 1}"}}]"#
+        );
     }
 
     #[test]
@@ -581,7 +604,10 @@ mod tests {
         let o = ModelOutput::from_event_data(&d).unwrap();
         let p = o.message_parts();
         assert_eq!(p.reasoning.as_deref(), Some("Let me analyze this."));
-        assert_eq!(p.tool_calls.unwrap()[0]["function"]["arguments"], "{\"command\": \"find .\"}");
+        assert_eq!(
+            p.tool_calls.unwrap()[0]["function"]["arguments"],
+            "{\"command\": \"find .\"}"
+        );
         assert!(ModelOutput::from_event_data(&Value::Null).is_none());
     }
 }

@@ -22,7 +22,9 @@ use crate::pyjson;
 use serde_json::{Map, Value};
 
 /// The reference's percentile grid, in its order.
-pub const PERCENTILES: [f64; 12] = [99.9, 99.0, 97.0, 95.0, 90.0, 80.0, 75.0, 50.0, 25.0, 10.0, 5.0, 1.0];
+pub const PERCENTILES: [f64; 12] = [
+    99.9, 99.0, 97.0, 95.0, 90.0, 80.0, 75.0, 50.0, 25.0, 10.0, 5.0, 1.0,
+];
 
 /// `str(p)` of a grid entry, as the reference keys it.
 pub fn key(p: f64) -> String {
@@ -131,7 +133,9 @@ fn edges(low: f64, high: f64) -> Vec<f64> {
     let safe_high = high.max(safe_low * 10.0);
     let (lo, hi) = (safe_low.ln(), safe_high.ln());
     let step = (hi - lo) / BUCKETS as f64;
-    (0..=BUCKETS).map(|i| (lo + i as f64 * step).exp()).collect()
+    (0..=BUCKETS)
+        .map(|i| (lo + i as f64 * step).exp())
+        .collect()
 }
 
 /// `np.histogram(np.clip(values, e[0], e[-1]), bins=e)`: `[e_i, e_i+1)`, the last bin closed.
@@ -173,7 +177,10 @@ impl Series {
             Series::Int(v) => {
                 let n = v.len();
                 let total: i128 = v.iter().map(|x| i128::from(*x)).sum();
-                let sum_sq: u128 = v.iter().map(|x| (i128::from(*x) * i128::from(*x)) as u128).sum();
+                let sum_sq: u128 = v
+                    .iter()
+                    .map(|x| (i128::from(*x) * i128::from(*x)) as u128)
+                    .sum();
                 let mut s = v.clone();
                 s.sort_unstable();
                 let std_dev = if n > 1 {
@@ -184,8 +191,10 @@ impl Series {
                 } else {
                     0.0
                 };
-                let percentiles: Vec<(f64, f64)> =
-                    PERCENTILES.iter().map(|p| (*p, lower(&s, *p) as f64)).collect();
+                let percentiles: Vec<(f64, f64)> = PERCENTILES
+                    .iter()
+                    .map(|p| (*p, lower(&s, *p) as f64))
+                    .collect();
                 Rollup {
                     count: n,
                     total: total as f64,
@@ -245,33 +254,36 @@ impl Series {
             }
             return Value::Object(o);
         };
-        let (total, min, max, sorted_f, es_vals): (Value, Value, Value, Vec<f64>, Vec<Value>) = match self {
-            Series::Int(v) => {
-                let mut s = v.clone();
-                s.sort_unstable();
-                let es = es_targets
-                    .iter()
-                    .map(|p| early_stopping::estimate(&s, *p).map_or(Value::Null, |x| num(x as f64)))
-                    .collect();
-                let total: i128 = v.iter().map(|x| i128::from(*x)).sum();
-                (
-                    Value::from(total as i64),
-                    Value::from(s[0]),
-                    Value::from(s[s.len() - 1]),
-                    s.iter().map(|x| *x as f64).collect(),
-                    es,
-                )
-            }
-            Series::Float(v) => {
-                let mut s = v.clone();
-                s.sort_unstable_by(f64::total_cmp);
-                let es = es_targets
-                    .iter()
-                    .map(|p| early_stopping::estimate(&s, *p).map_or(Value::Null, num))
-                    .collect();
-                (num(r.total), num(r.min), num(r.max), s, es)
-            }
-        };
+        let (total, min, max, sorted_f, es_vals): (Value, Value, Value, Vec<f64>, Vec<Value>) =
+            match self {
+                Series::Int(v) => {
+                    let mut s = v.clone();
+                    s.sort_unstable();
+                    let es = es_targets
+                        .iter()
+                        .map(|p| {
+                            early_stopping::estimate(&s, *p).map_or(Value::Null, |x| num(x as f64))
+                        })
+                        .collect();
+                    let total: i128 = v.iter().map(|x| i128::from(*x)).sum();
+                    (
+                        Value::from(total as i64),
+                        Value::from(s[0]),
+                        Value::from(s[s.len() - 1]),
+                        s.iter().map(|x| *x as f64).collect(),
+                        es,
+                    )
+                }
+                Series::Float(v) => {
+                    let mut s = v.clone();
+                    s.sort_unstable_by(f64::total_cmp);
+                    let es = es_targets
+                        .iter()
+                        .map(|p| early_stopping::estimate(&s, *p).map_or(Value::Null, num))
+                        .collect();
+                    (num(r.total), num(r.min), num(r.max), s, es)
+                }
+            };
         o.insert("total".into(), total);
         o.insert("min".into(), min);
         o.insert("max".into(), max);
@@ -362,8 +374,7 @@ impl Inputs {
                 let secs = d as f64 / 1e9;
                 Throughput {
                     qps: Some(self.completed as f64 / secs),
-                    tps: (!self.osl.is_empty())
-                        .then(|| self.osl.iter().sum::<i64>() as f64 / secs),
+                    tps: (!self.osl.is_empty()).then(|| self.osl.iter().sum::<i64>() as f64 / secs),
                 }
             }
             _ => Throughput::default(),
@@ -387,11 +398,27 @@ impl Inputs {
         );
         o.insert(
             "state".into(),
-            Value::String(if self.interrupted { "interrupted" } else { "complete" }.into()),
+            Value::String(
+                if self.interrupted {
+                    "interrupted"
+                } else {
+                    "complete"
+                }
+                .into(),
+            ),
         );
-        o.insert("complete".into(), Value::Bool(self.complete && !self.interrupted));
-        o.insert("ttft".into(), Series::Int(self.ttft_ns.clone()).to_json(true));
-        o.insert("tpot".into(), Series::Float(self.tpot_ns.clone()).to_json(true));
+        o.insert(
+            "complete".into(),
+            Value::Bool(self.complete && !self.interrupted),
+        );
+        o.insert(
+            "ttft".into(),
+            Series::Int(self.ttft_ns.clone()).to_json(true),
+        );
+        o.insert(
+            "tpot".into(),
+            Series::Float(self.tpot_ns.clone()).to_json(true),
+        );
         o.insert(
             "latency".into(),
             Series::Int(self.latency_ns.clone()).to_json(true),

@@ -658,7 +658,10 @@ pub fn command_actions(command: &str) -> Vec<String> {
     let blanked = quoted_re().replace_all(command, " ");
     let mut out = Vec::new();
     for stage in separator_re().split(&blanked) {
-        let mut tokens = stage.split(is_py_space).filter(|t| !t.is_empty()).peekable();
+        let mut tokens = stage
+            .split(is_py_space)
+            .filter(|t| !t.is_empty())
+            .peekable();
         while tokens
             .peek()
             .is_some_and(|t| is_env_assignment(t) || WRAPPERS.contains(t))
@@ -698,7 +701,9 @@ pub fn bash_actions(tool_calls: Option<&[Value]>) -> Vec<String> {
             Some(v) => v.clone(),
             None => continue,
         };
-        let Some(args) = args.as_object() else { continue };
+        let Some(args) = args.as_object() else {
+            continue;
+        };
         let command = match args.get("command") {
             Some(c) if crate::output::truthy(c) => Some(c),
             _ => args.get("cmd"),
@@ -725,7 +730,9 @@ mod tests {
     }
 
     fn bash(args: Value) -> Vec<String> {
-        bash_actions(Some(&[json!({"type": "function", "function": {"name": "bash", "arguments": args}})]))
+        bash_actions(Some(&[
+            json!({"type": "function", "function": {"name": "bash", "arguments": args}}),
+        ]))
     }
 
     #[test]
@@ -786,30 +793,51 @@ mod tests {
     #[test]
     fn actions_like_the_reference() {
         assert_eq!(
-            bash(json!("{\"cmd\": \"CUDA_VISIBLE_DEVICES=0 /usr/bin/python3 -m pytest\"}")),
+            bash(json!(
+                "{\"cmd\": \"CUDA_VISIBLE_DEVICES=0 /usr/bin/python3 -m pytest\"}"
+            )),
             ["python"]
         );
         assert_eq!(
-            bash(json!("{\"command\": \"cd /testbed && sudo env A=1 python3.11 x.py | grep 'a|b' ; ls\"}")),
+            bash(json!(
+                "{\"command\": \"cd /testbed && sudo env A=1 python3.11 x.py | grep 'a|b' ; ls\"}"
+            )),
             ["python", "grep", "ls"]
         );
-        assert_eq!(bash(json!("{\"command\": \"echo \\\"a && rg\\\" || egrep x\"}")), ["grep"]);
-        assert_eq!(bash(json!("{\"command\": \". venv/bin/activate\\nvim x\"}")), ["source"]);
-        assert_eq!(bash(json!("{\"command\": \"\", \"cmd\": \"wget u\"}")), ["curl"]);
-        assert_eq!(bash(json!("{\"command\": [\"ls\"], \"cmd\": \"ls\"}")), Vec::<String>::new());
+        assert_eq!(
+            bash(json!("{\"command\": \"echo \\\"a && rg\\\" || egrep x\"}")),
+            ["grep"]
+        );
+        assert_eq!(
+            bash(json!("{\"command\": \". venv/bin/activate\\nvim x\"}")),
+            ["source"]
+        );
+        assert_eq!(
+            bash(json!("{\"command\": \"\", \"cmd\": \"wget u\"}")),
+            ["curl"]
+        );
+        assert_eq!(
+            bash(json!("{\"command\": [\"ls\"], \"cmd\": \"ls\"}")),
+            Vec::<String>::new()
+        );
         assert_eq!(bash(json!("not json")), Vec::<String>::new());
         assert_eq!(bash(json!({"command": "ls"})), ["ls"]);
         assert_eq!(strip_version("python3.11"), "python3");
         assert_eq!(strip_version("a.1.2.3"), "a.1");
         assert_eq!(strip_version("pip.x"), "pip.x");
-        let other_tool = bash_actions(Some(&[json!({"function": {"name": "python", "arguments": "{\"command\": \"ls\"}"}})]));
+        let other_tool = bash_actions(Some(&[
+            json!({"function": {"name": "python", "arguments": "{\"command\": \"ls\"}"}}),
+        ]));
         assert!(other_tool.is_empty());
     }
 
     #[test]
     fn iou_and_rounding() {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert_eq!(multiset_iou(&s(&["ls", "ls"]), &s(&["ls", "cat"])), 1.0 / 3.0);
+        assert_eq!(
+            multiset_iou(&s(&["ls", "ls"]), &s(&["ls", "cat"])),
+            1.0 / 3.0
+        );
         assert_eq!(py_round(1.0 / 3.0, 4), 0.3333);
         assert_eq!(py_round(0.125, 2), 0.12);
         assert_eq!(py_round(0.12345, 4), 0.1235);

@@ -254,7 +254,8 @@ impl RefTokenizer {
         let user = json!({"role": "user", "content": ""});
         let r = (|| -> Result<(u64, u64), String> {
             let t = self.template_for(None, false)?;
-            let prefix = self.render_count(t, &[user.clone()], None, false, None, None)?;
+            let prefix =
+                self.render_count(t, std::slice::from_ref(&user), None, false, None, None)?;
             let with = self.render_count(
                 t,
                 &[user.clone(), json!({"role": "assistant", "content": ""})],
@@ -295,9 +296,7 @@ impl RefTokenizer {
                     None => {
                         let mut names: Vec<&String> = m.keys().collect();
                         names.sort();
-                        return Err(format!(
-                            "several chat templates and no default: {names:?}"
-                        ));
+                        return Err(format!("several chat templates and no default: {names:?}"));
                     }
                 };
                 Ok(&m[name])
@@ -347,7 +346,11 @@ impl RefTokenizer {
 
     /// Counts a long text piece by piece (see the module docs), exactly as a whole.
     fn count_long(&self, text: &str) -> u64 {
-        let Some(sp) = self.splitter.as_ref().filter(|_| text.len() >= PIECEWISE_MIN) else {
+        let Some(sp) = self
+            .splitter
+            .as_ref()
+            .filter(|_| text.len() >= PIECEWISE_MIN)
+        else {
             return self.count_text(text);
         };
         let mut total = 0u64;
@@ -639,7 +642,10 @@ enum TemplateSources {
 
 /// transformers 5: `chat_template.jinja` (and `additional_chat_templates/*.jinja`) take
 /// priority over the entries of `tokenizer_config.json`.
-fn template_sources(dir: &Path, cfg: &Map<String, Value>) -> Result<TemplateSources, TokenizerError> {
+fn template_sources(
+    dir: &Path,
+    cfg: &Map<String, Value>,
+) -> Result<TemplateSources, TokenizerError> {
     let read = |p: &Path| -> Result<String, TokenizerError> {
         std::fs::read_to_string(p).map_err(|e| file_err(p, format!("cannot read: {e}")))
     };

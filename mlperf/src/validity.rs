@@ -204,7 +204,8 @@ pub fn evaluate(official: Option<&Official>, f: &Facts) -> Validity {
         "delays",
         delays_ok,
         if !f.delays {
-            "inter-turn delays are off; official points sleep every row's delay_seconds (--delays)".into()
+            "inter-turn delays are off; official points sleep every row's delay_seconds (--delays)"
+                .into()
         } else if f.delay_scale != 1.0 {
             format!(
                 "delays are scaled by {}; official points use them as recorded",
@@ -214,8 +215,9 @@ pub fn evaluate(official: Option<&Official>, f: &Facts) -> Validity {
             "inter-turn delays on, unscaled".into()
         },
     ));
-    let multiple = f.dataset_size > 0 && f.budget > 0 && f.budget % f.dataset_size == 0;
-    let all_done = f.shards > 1 || (f.trajectories_finished == f.budget && f.stopped_early.is_none());
+    let multiple = f.dataset_size > 0 && f.budget > 0 && f.budget.is_multiple_of(f.dataset_size);
+    let all_done =
+        f.shards > 1 || (f.trajectories_finished == f.budget && f.stopped_early.is_none());
     rules.push(rule(
         "trajectories",
         multiple && all_done,
@@ -252,7 +254,8 @@ pub fn evaluate(official: Option<&Official>, f: &Facts) -> Validity {
         "stop_issuing",
         !f.stop_issuing_on_first_user_complete,
         if f.stop_issuing_on_first_user_complete {
-            "stop_issuing_on_first_user_complete is on: a tuning mode, not valid for submission".into()
+            "stop_issuing_on_first_user_complete is on: a tuning mode, not valid for submission"
+                .into()
         } else {
             "every started trajectory ran to its end".into()
         },
@@ -423,7 +426,12 @@ mod tests {
             f(&mut facts);
             let v = evaluate(Some(&q), &facts);
             assert_eq!(v.verdict, Verdict::Invalid, "{id}");
-            assert_eq!(v.rule(id).unwrap().status, Status::Fail, "{id}: {:?}", v.rules);
+            assert_eq!(
+                v.rule(id).unwrap().status,
+                Status::Fail,
+                "{id}: {:?}",
+                v.rules
+            );
             assert_eq!(v.reasons().len(), 1, "{id}: {:?}", v.reasons());
         };
         fails(&|f| f.salt = false, "salting");
@@ -431,9 +439,15 @@ mod tests {
         fails(&|f| f.delay_scale = 0.5, "delays");
         fails(&|f| f.budget = 1000, "trajectories");
         fails(&|f| f.trajectories_finished = 1200, "trajectories");
-        fails(&|f| f.stop_issuing_on_first_user_complete = true, "stop_issuing");
+        fails(
+            &|f| f.stop_issuing_on_first_user_complete = true,
+            "stop_issuing",
+        );
         fails(&|f| f.sampling = kimi_k3().sampling, "sampling");
-        fails(&|f| f.body_changes = vec!["--include-usage".into()], "request_body");
+        fails(
+            &|f| f.body_changes = vec!["--include-usage".into()],
+            "request_body",
+        );
         fails(&|f| f.inline_accuracy = Some(0.5585), "inline_accuracy");
         fails(&|f| f.osl_mean = Some(435.0), "osl");
         fails(&|f| f.osl_mean = Some(354.9), "osl");

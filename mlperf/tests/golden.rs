@@ -167,7 +167,10 @@ fn scores_json_is_the_references_byte_for_byte() {
         assert_eq!(got, want, "same values, different text");
     }
     assert_eq!(scores.score, Some(0.4696));
-    assert_eq!((scores.issued, scores.observed, scores.missing), (406, 350, 56));
+    assert_eq!(
+        (scores.issued, scores.observed, scores.missing),
+        (406, 350, 56)
+    );
 }
 
 #[test]
@@ -183,7 +186,13 @@ fn per_turn_osl_and_tpot_tokens_are_the_references() {
         let out = ModelOutput::from_event_data(s.data.as_ref().unwrap()).unwrap();
         let osl = tok.osl(&out).map(|c| c.tokens);
         let tpot = tok.tpot_tokens(&out).map(|c| c.tokens);
-        assert_eq!(osl, want["osl"].as_u64(), "osl of {uuid} ({} turn {})", s.conversation, s.turn);
+        assert_eq!(
+            osl,
+            want["osl"].as_u64(),
+            "osl of {uuid} ({} turn {})",
+            s.conversation,
+            s.turn
+        );
         assert_eq!(
             tpot,
             want["tpot_tokens"].as_u64(),
@@ -202,9 +211,10 @@ fn per_turn_osl_and_tpot_tokens_are_the_references() {
 fn result_summary_series_are_the_references() {
     let log = read_log();
     let tok = tokenizer();
-    let want: Value =
-        serde_json::from_str(&std::fs::read_to_string(golden().join("result_summary.json")).unwrap())
-            .unwrap();
+    let want: Value = serde_json::from_str(
+        &std::fs::read_to_string(golden().join("result_summary.json")).unwrap(),
+    )
+    .unwrap();
     let mut inputs = Inputs {
         version: "0.1.0".into(),
         run_config: want["run_config"].clone(),
@@ -283,7 +293,8 @@ fn result_summary_series_are_the_references() {
 
 #[test]
 fn golden_copy_matches_shared_when_present() {
-    let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/golden/mlperf-ea33275");
+    let shared =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/golden/mlperf-ea33275");
     if !shared.is_dir() {
         eprintln!(
             "note: {} is not on this machine; the in-repo copy is used as is",
@@ -302,6 +313,9 @@ fn golden_copy_matches_shared_when_present() {
     ] {
         let a = std::fs::read(golden().join(f)).unwrap();
         let b = std::fs::read(shared.join(f)).unwrap();
-        assert!(a == b, "testdata/golden/mlperf-ea33275/{f} differs from ../shared/golden");
+        assert!(
+            a == b,
+            "testdata/golden/mlperf-ea33275/{f} differs from ../shared/golden"
+        );
     }
 }

@@ -67,12 +67,13 @@ fn renderings_match_transformers() {
                 (Ok(g), Some(w)) if g == w => {}
                 (Err(_), None) => {}
                 (Ok(g), Some(w)) => {
-                    let at = g
-                        .chars()
-                        .zip(w.chars())
-                        .take_while(|(a, b)| a == b)
-                        .count();
-                    let ctx = |s: &str| s.chars().skip(at.saturating_sub(40)).take(90).collect::<String>();
+                    let at = g.chars().zip(w.chars()).take_while(|(a, b)| a == b).count();
+                    let ctx = |s: &str| {
+                        s.chars()
+                            .skip(at.saturating_sub(40))
+                            .take(90)
+                            .collect::<String>()
+                    };
                     failures.push(format!(
                         "{name} / {cname}: differs at char {at}\n  tokentap:     {:?}\n  transformers: {:?}",
                         ctx(&g),
@@ -90,18 +91,26 @@ fn renderings_match_transformers() {
             checked += 1;
         }
     }
-    assert!(failures.is_empty(), "{} of {checked} differ:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     assert!(checked >= 80, "{checked}");
 }
 
 /// The golden tokenizer with `template` as its chat template, in a temporary folder.
 fn tokenizer_with(template: &str, dir: &Path) -> RefTokenizer {
-    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/golden/mlperf-ea33275/tokenizer");
+    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../testdata/golden/mlperf-ea33275/tokenizer");
     for f in ["tokenizer.json", "special_tokens_map.json"] {
         std::fs::copy(golden.join(f), dir.join(f)).unwrap();
     }
-    let mut cfg: Value =
-        serde_json::from_str(&std::fs::read_to_string(golden.join("tokenizer_config.json")).unwrap()).unwrap();
+    let mut cfg: Value = serde_json::from_str(
+        &std::fs::read_to_string(golden.join("tokenizer_config.json")).unwrap(),
+    )
+    .unwrap();
     cfg["chat_template"] = Value::String(template.to_string());
     std::fs::write(dir.join("tokenizer_config.json"), cfg.to_string()).unwrap();
     RefTokenizer::load(dir).unwrap()
@@ -122,7 +131,9 @@ fn token_counts_match_the_reference_batch_tokenizer() {
     let prompt = PromptInput {
         messages: inputs["prompt"]["messages"].as_array().unwrap().clone(),
         tools: inputs["prompt"]["tools"].as_array().cloned(),
-        chat_template_kwargs: inputs["prompt"]["chat_template_kwargs"].as_object().cloned(),
+        chat_template_kwargs: inputs["prompt"]["chat_template_kwargs"]
+            .as_object()
+            .cloned(),
         chat_template: None,
         tool_choice: None,
     };
@@ -135,10 +146,14 @@ fn token_counts_match_the_reference_batch_tokenizer() {
         let got = [
             ("prefix", tok.frame().0),
             ("baseline", tok.frame().1),
-            ("message", tok.count_message(&parts(&inputs["message"])).tokens),
+            (
+                "message",
+                tok.count_message(&parts(&inputs["message"])).tokens,
+            ),
             (
                 "message_raw_arguments",
-                tok.count_message(&parts(&inputs["message_raw_arguments"])).tokens,
+                tok.count_message(&parts(&inputs["message_raw_arguments"]))
+                    .tokens,
             ),
             ("prompt", tok.count_prompt(&prompt).tokens),
         ];

@@ -52,7 +52,6 @@
 pub mod admin;
 pub mod config;
 pub mod content;
-pub mod tokens;
 pub mod direct;
 pub mod error;
 pub mod headers;
@@ -64,6 +63,7 @@ pub mod server;
 pub mod service;
 pub mod sessions;
 pub mod sniff;
+pub mod tokens;
 pub mod upstream;
 
 pub use config::{Config, Opts};
@@ -261,7 +261,10 @@ impl Proxy {
             t.drain().await;
             let skipped = t.skipped.load(Ordering::Relaxed);
             if skipped > 0 {
-                tracing::warn!(skipped, "records written without token counts: the tokenizer queue was full");
+                tracing::warn!(
+                    skipped,
+                    "records written without token counts: the tokenizer queue was full"
+                );
             }
         }
         self.shared.writer.flush().await;

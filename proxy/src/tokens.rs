@@ -52,7 +52,11 @@ pub struct Stage {
 }
 
 impl Stage {
-    pub fn start(tokenizer: Arc<RefTokenizer>, writer: Writer, threads: usize) -> std::io::Result<Stage> {
+    pub fn start(
+        tokenizer: Arc<RefTokenizer>,
+        writer: Writer,
+        threads: usize,
+    ) -> std::io::Result<Stage> {
         let (tx, rx) = mpsc::sync_channel::<Job>(QUEUE);
         let rx = Arc::new(Mutex::new(rx));
         let pending = Arc::new(Pending {
@@ -60,7 +64,12 @@ impl Stage {
             idle: Notify::new(),
         });
         for i in 0..threads.max(1) {
-            let (rx, tok, w, p) = (rx.clone(), tokenizer.clone(), writer.clone(), pending.clone());
+            let (rx, tok, w, p) = (
+                rx.clone(),
+                tokenizer.clone(),
+                writer.clone(),
+                pending.clone(),
+            );
             std::thread::Builder::new()
                 .name(format!("tokentap-tokens-{i}"))
                 .spawn(move || loop {

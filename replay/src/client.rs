@@ -277,17 +277,7 @@ pub async fn exchange(
             }
         };
         conn.dirty = true;
-        match attempt(
-            conn,
-            &head,
-            &body,
-            tl,
-            expected_chunks,
-            scratch,
-            capture,
-        )
-        .await
-        {
+        match attempt(conn, &head, &body, tl, expected_chunks, scratch, capture).await {
             Ok(x) => break x,
             Err(Stale(error)) if reused && scratch.retries == 0 => {
                 tracing::debug!(error = %error.message, "kept-alive connection closed under the request; sending it again");
@@ -574,13 +564,7 @@ impl Sink {
 }
 
 #[inline]
-fn on_event(
-    tl: &mut Timeline,
-    output: &mut Accumulator,
-    capture: bool,
-    t: MonoNs,
-    ev: Event<'_>,
-) {
+fn on_event(tl: &mut Timeline, output: &mut Accumulator, capture: bool, t: MonoNs, ev: Event<'_>) {
     if ev.is_done() {
         tl.on_done();
     } else if let Some(info) = tl.on_data(t, ev.data) {

@@ -10,17 +10,17 @@
 use crate::progress::Counters;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use tokentap_core::record::CountSource;
-use tokentap_mlperf::scorer::{ScoreSet, Scorer, TurnKey, TurnScore};
-use tokentap_mlperf::{metrics, result_summary};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::Arc;
 use tokentap_core::clock::MonoNs;
+use tokentap_core::record::CountSource;
 use tokentap_core::record::{Status, TurnRecord};
 use tokentap_core::stats::Samples;
 use tokentap_core::timeline::TokenSource;
+use tokentap_mlperf::scorer::{ScoreSet, Scorer, TurnKey, TurnScore};
+use tokentap_mlperf::{metrics, result_summary};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// One line of `records.jsonl`: a core [`TurnRecord`] plus the turn's accuracy score.

@@ -189,9 +189,14 @@ pub async fn run_with(
     let warmup = match warmup_setup {
         Some((wcfg, wds, source)) => {
             if progress == ProgressMode::Line {
-                eprintln!("warmup: {source}, concurrency {} (excluded from every result)", wcfg.concurrency);
+                eprintln!(
+                    "warmup: {source}, concurrency {} (excluded from every result)",
+                    wcfg.concurrency
+                );
             }
-            let max_pass = config.budget(&dataset).div_ceil(dataset.conversations.len().max(1) as u64);
+            let max_pass = config
+                .budget(&dataset)
+                .div_ceil(dataset.conversations.len().max(1) as u64);
             let concurrency = wcfg.concurrency;
             let ran = phase::Phase {
                 config: wcfg,
@@ -205,7 +210,8 @@ pub async fn run_with(
             .run(&target, &mut shutdown, None, &CancellationToken::new())
             .await?;
             let a = &ran.agg;
-            let aborted = a.by_status[collector::status_index(tokentap_core::record::Status::Aborted)];
+            let aborted =
+                a.by_status[collector::status_index(tokentap_core::record::Status::Aborted)];
             Some(summary::WarmupDeclaration {
                 duration_s: ran.end.mono_ns.saturating_sub(ran.start.mono_ns) as f64 / 1e9,
                 requests_issued: a.records - aborted,
@@ -275,7 +281,11 @@ pub async fn run_with(
     let summary = built.summary;
     if let Some(dir) = &out_dir {
         write_json(dir, "summary.json", &summary)?;
-        write_text(dir, "result_summary.json", &built.result_summary.to_file_text())?;
+        write_text(
+            dir,
+            "result_summary.json",
+            &built.result_summary.to_file_text(),
+        )?;
         write_text(dir, "scores.json", &built.scores.to_file_text())?;
         // The report is a view of the files just written; a failure to draw it must not fail
         // a run whose records are safe on disk, so it is logged, not returned.
@@ -314,7 +324,10 @@ async fn warmup_config(
             })
             .await
             .context("loading the warmup dataset")??;
-            (Arc::new(ds), format!("{} (salted with its own tag)", path.display()))
+            (
+                Arc::new(ds),
+                format!("{} (salted with its own tag)", path.display()),
+            )
         }
         None => (
             perf.clone(),

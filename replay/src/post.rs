@@ -124,7 +124,11 @@ pub(crate) fn process(ctx: &Ctx, job: Job) -> ReplayRecord {
                 let empty = output.as_ref().is_some_and(|o| o.text().is_empty());
                 let m = &record.measured;
                 if let (Some(n), false) = (m.output_tokens, empty) {
-                    let first = m.chunks.iter().find(|c| c.text).map_or(0, |c| u64::from(c.tokens));
+                    let first = m
+                        .chunks
+                        .iter()
+                        .find(|c| c.text)
+                        .map_or(0, |c| u64::from(c.tokens));
                     record.osl = Some(n);
                     record.tpot_tokens = Some(n.saturating_sub(first));
                     record.osl_source = Some(usage_source(m.output_tokens_source));

@@ -361,7 +361,8 @@ impl Summary {
             None => (None, 0, None),
         };
         let mlperf = Mlperf {
-            definitions: "MLPerf Endpoints reference client (mlcommons/endpoints ea33275), SPEC §10",
+            definitions:
+                "MLPerf Endpoints reference client (mlcommons/endpoints ea33275), SPEC §10",
             primary,
             samples_issued: inputs.issued,
             samples_completed: inputs.completed,
@@ -449,7 +450,11 @@ impl Summary {
             f3(p.ttft_p90_ms),
             f3(p.qps)
         );
-        let sources: Vec<String> = m.osl_source.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let sources: Vec<String> = m
+            .osl_source
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
         let _ = writeln!(
             s,
             "  tracked {} s, {} samples issued / {} completed / {} failed; OSL mean {} ({}){}",
@@ -463,17 +468,25 @@ impl Summary {
             } else if sources.is_empty() {
                 "no output counted".to_string()
             } else {
-                format!("NOT the reference's count: {} — pass --tokenizer DIR", sources.join(", "))
+                format!(
+                    "NOT the reference's count: {} — pass --tokenizer DIR",
+                    sources.join(", ")
+                )
             },
             if m.template_fallbacks > 0 {
-                format!("; {} count(s) used the template fallback", m.template_fallbacks)
+                format!(
+                    "; {} count(s) used the template fallback",
+                    m.template_fallbacks
+                )
             } else {
                 String::new()
             }
         );
         let v = &self.validity;
         let verdict = match v.verdict {
-            Verdict::Valid => "VALID (SWE-bench accuracy is a separate phase, not evaluated here)".to_string(),
+            Verdict::Valid => {
+                "VALID (SWE-bench accuracy is a separate phase, not evaluated here)".to_string()
+            }
             Verdict::Invalid => "INVALID".to_string(),
             Verdict::Incomplete => "INCOMPLETE: a deciding gate was not evaluated".to_string(),
             Verdict::NoGates => "no official gates (no --preset)".to_string(),
@@ -482,7 +495,11 @@ impl Summary {
         for r in &v.reasons {
             let _ = writeln!(s, "  - {r}");
         }
-        for r in v.rules.iter().filter(|r| r.status == validity::Status::NotEvaluated) {
+        for r in v
+            .rules
+            .iter()
+            .filter(|r| r.status == validity::Status::NotEvaluated)
+        {
             let _ = writeln!(s, "  ? {}: {}", r.rule, r.message);
         }
         for n in &v.notes {
@@ -643,7 +660,8 @@ fn validity(
         row_overrides: f.row_overrides.clone(),
         body_changes: [
             cfg.include_usage.then_some("--include-usage".to_string()),
-            cfg.clear_generated.then_some("--clear-generated".to_string()),
+            cfg.clear_generated
+                .then_some("--clear-generated".to_string()),
         ]
         .into_iter()
         .flatten()
@@ -695,7 +713,9 @@ fn validity(
         ));
     }
     if f.warmup.is_some() {
-        notes.push("a warmup was run before tracking and is declared (excluded from every result)".into());
+        notes.push(
+            "a warmup was run before tracking and is declared (excluded from every result)".into(),
+        );
     }
     Validity {
         verdict: v.verdict,

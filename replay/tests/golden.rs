@@ -40,7 +40,14 @@ fn start_oracle() -> Oracle {
         .port();
     let child = Command::new("python3")
         .arg(golden().join("oracle_server.py"))
-        .args(["--port", &port.to_string(), "--seed", "golden", "--piece", "17"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--seed",
+            "golden",
+            "--piece",
+            "17",
+        ])
         .arg("--dataset")
         .arg(golden().join("dataset.jsonl"))
         .stdout(Stdio::null())
@@ -73,7 +80,8 @@ async fn same_outputs_same_scores_and_token_counts_as_the_reference() {
     let ds = Dataset::parse(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
     let n = ds.conversations.len() as u64;
     // The golden run's settings (testdata/golden/README.md).
-    let mut c = tokentap_replay::ReplayConfig::new(&format!("http://127.0.0.1:{}", oracle.port)).unwrap();
+    let mut c =
+        tokentap_replay::ReplayConfig::new(&format!("http://127.0.0.1:{}", oracle.port)).unwrap();
     c.model = Some("tokenizer/".into());
     c.trajectories = Some(2 * n);
     c.concurrency = 2;
@@ -94,7 +102,12 @@ async fn same_outputs_same_scores_and_token_counts_as_the_reference() {
             serde_json::from_str(&want).unwrap(),
         );
         assert_eq!(a["turns"], b["turns"]);
-        for (x, y) in a["per_turn"].as_array().unwrap().iter().zip(b["per_turn"].as_array().unwrap()) {
+        for (x, y) in a["per_turn"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(b["per_turn"].as_array().unwrap())
+        {
             assert_eq!(x, y);
         }
         panic!("scores.json differs from the reference's");
@@ -110,7 +123,10 @@ async fn same_outputs_same_scores_and_token_counts_as_the_reference() {
     let mut checked = 0;
     for line in text.lines() {
         let t: Value = serde_json::from_str(line).unwrap();
-        let key = (t["conversation_id"].as_str().unwrap().to_string(), u(&t["turn"]));
+        let key = (
+            t["conversation_id"].as_str().unwrap().to_string(),
+            u(&t["turn"]),
+        );
         let r = by_turn[&key];
         assert_eq!(status(r), "ok", "{key:?}");
         assert_eq!(r["osl"], t["osl"], "OSL of {key:?}");
@@ -132,14 +148,16 @@ async fn same_outputs_same_scores_and_token_counts_as_the_reference() {
             "sample.issued" if tracking => {
                 sent.insert(
                     e["sample_uuid"].as_str().unwrap().into(),
-                    (e["conversation_id"].as_str().unwrap().into(), u(&e["turn"]), true),
+                    (
+                        e["conversation_id"].as_str().unwrap().into(),
+                        u(&e["turn"]),
+                        true,
+                    ),
                 );
             }
-            "error.generic" => {
-                if e["data"][1] == "TurnAbortedByPriorFailure" {
-                    if let Some(s) = sent.get_mut(e["sample_uuid"].as_str().unwrap()) {
-                        s.2 = false;
-                    }
+            "error.generic" if e["data"][1] == "TurnAbortedByPriorFailure" => {
+                if let Some(s) = sent.get_mut(e["sample_uuid"].as_str().unwrap()) {
+                    s.2 = false;
                 }
             }
             _ => {}
@@ -158,7 +176,8 @@ async fn same_outputs_same_scores_and_token_counts_as_the_reference() {
 
     // 4. The run's own reference files exist and agree with the summary.
     let rs: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("result_summary.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(dir.join("result_summary.json")).unwrap())
+            .unwrap();
     assert_eq!(rs["n_samples_issued"], out.summary.mlperf.samples_issued);
     assert!(out.summary.mlperf.reference_tokens);
     assert_eq!(out.summary.mlperf.template_fallbacks, 0);

@@ -50,7 +50,10 @@ async fn warmup_is_declared_excluded_and_cache_isolated() {
         .collect();
     assert_eq!(warm.len(), 6);
     let w = out.summary.warmup.as_ref().expect("warmup declared");
-    assert_eq!((w.requests_issued, w.requests_completed, w.trajectories), (6, 6, 4));
+    assert_eq!(
+        (w.requests_issued, w.requests_completed, w.trajectories),
+        (6, 6, 4)
+    );
     assert_eq!(w.concurrency, 2);
 
     // Own salt tag: no measured request shares a prefix cache block with the warmup's, so the
@@ -63,12 +66,20 @@ async fn warmup_is_declared_excluded_and_cache_isolated() {
         .map(|r| String::from_utf8(r.body.clone().unwrap().to_vec()).unwrap())
         .collect();
     let tag = |b: &str| b.split("[salt: ").nth(1).unwrap()[..4].to_string();
-    let warm_tags: std::collections::BTreeSet<String> = bodies[..6].iter().map(|b| tag(b)).collect();
-    let perf_tags: std::collections::BTreeSet<String> = bodies[6..].iter().map(|b| tag(b)).collect();
+    let warm_tags: std::collections::BTreeSet<String> =
+        bodies[..6].iter().map(|b| tag(b)).collect();
+    let perf_tags: std::collections::BTreeSet<String> =
+        bodies[6..].iter().map(|b| tag(b)).collect();
     assert_eq!(perf_tags.len(), 1);
-    assert!(warm_tags.is_disjoint(&perf_tags), "{warm_tags:?} {perf_tags:?}");
+    assert!(
+        warm_tags.is_disjoint(&perf_tags),
+        "{warm_tags:?} {perf_tags:?}"
+    );
     for r in recs.iter().filter(|r| r["turn_index"] == 0) {
-        assert_eq!(r["cached_tokens"], 0, "first measured turn hit the warmup's cache: {r}");
+        assert_eq!(
+            r["cached_tokens"], 0,
+            "first measured turn hit the warmup's cache: {r}"
+        );
     }
 
     // Not one warmup turn in any number: the reference's series are exactly the records'.
@@ -76,8 +87,14 @@ async fn warmup_is_declared_excluded_and_cache_isolated() {
     assert_eq!(rs["n_samples_issued"], 3);
     let sum = |f: &str| recs.iter().filter_map(|r| r[f].as_u64()).sum::<u64>();
     assert_eq!(rs["ttft"]["total"].as_u64().unwrap(), sum("ttft_ns"));
-    assert_eq!(rs["output_sequence_lengths"]["total"].as_u64().unwrap(), sum("osl"));
-    assert_eq!(rs["input_sequence_lengths"]["total"].as_u64().unwrap(), sum("isl"));
+    assert_eq!(
+        rs["output_sequence_lengths"]["total"].as_u64().unwrap(),
+        sum("osl")
+    );
+    assert_eq!(
+        rs["input_sequence_lengths"]["total"].as_u64().unwrap(),
+        sum("isl")
+    );
     assert_eq!(rs["run_config"]["warmup"]["enabled"], true);
     assert_eq!(out.summary.mlperf.samples_issued, 3);
     sim.shutdown().await;
@@ -100,18 +117,30 @@ async fn official_rules_each_named_with_the_measured_value() {
         let r = v.rules.iter().find(|r| r.rule == id).unwrap();
         (serde_json::to_value(r.status).unwrap(), r.message.clone())
     };
-    for id in ["salting", "delays", "trajectories", "stop_issuing", "sampling", "request_body"] {
+    for id in [
+        "salting",
+        "delays",
+        "trajectories",
+        "stop_issuing",
+        "sampling",
+        "request_body",
+    ] {
         assert_eq!(status_of(id).0, "pass", "{id}: {}", status_of(id).1);
     }
     // The sim's outputs are short and its intents are filler: the gates fail and say by how
     // much; a few seconds are not a steady state.
     let (st, msg) = status_of("osl");
     assert_eq!(st, "fail");
-    assert!(msg.contains("reference tokenizer") && msg.contains("355–434"), "{msg}");
+    assert!(
+        msg.contains("reference tokenizer") && msg.contains("355–434"),
+        "{msg}"
+    );
     assert_eq!(status_of("inline_accuracy").0, "fail");
     assert_eq!(status_of("min_duration").0, "fail");
     // Concurrency 1 is always in the ultra-low region (C_min ≥ 1).
-    assert!(status_of("min_duration").1.contains("minimum 600 s, ultra-low region"));
+    assert!(status_of("min_duration")
+        .1
+        .contains("minimum 600 s, ultra-low region"));
     assert_eq!(status_of("swe_bench").0, "not_evaluated");
     assert!(v.reasons.iter().any(|r| r.starts_with("osl: mean OSL")));
     // The OSL gate uses the reference tokenizer's counts: the mean is the records' mean.
@@ -133,11 +162,18 @@ async fn without_a_tokenizer_the_osl_gate_is_not_evaluated_and_the_source_is_sai
     let v = &out.summary.validity;
     let osl = v.rules.iter().find(|r| r.rule == "osl").unwrap();
     assert_eq!(serde_json::to_value(osl.status).unwrap(), "not_evaluated");
-    assert!(osl.message.contains("--tokenizer") && osl.message.contains("usage"), "{}", osl.message);
+    assert!(
+        osl.message.contains("--tokenizer") && osl.message.contains("usage"),
+        "{}",
+        osl.message
+    );
     assert!(!out.summary.mlperf.reference_tokens);
     assert_eq!(out.summary.mlperf.osl_source.get("usage"), Some(&3));
     let text = out.summary.render_text();
-    assert!(text.contains("NOT the reference's count: usage 3"), "{text}");
+    assert!(
+        text.contains("NOT the reference's count: usage 3"),
+        "{text}"
+    );
     // The body changed (--include-usage): named as the reason it is not an official point.
     assert!(v.reasons.iter().any(|r| r.contains("--include-usage")));
     sim.shutdown().await;

@@ -123,7 +123,11 @@ fn mlperf_section(o: &mut String, run: &Run) {
         } else {
             esc(&format!(
                 "NOT the reference's count ({}) — rerun with --tokenizer DIR",
-                if sources.is_empty() { "none".to_string() } else { sources.join(", ") }
+                if sources.is_empty() {
+                    "none".to_string()
+                } else {
+                    sources.join(", ")
+                }
             ))
         }
     );

@@ -53,7 +53,10 @@ pub fn markdown(run: &Run) -> String {
     let _ = writeln!(o, "# tokentap run report\n\n`{}`\n", run.dir.display());
     let m = &s["mlperf"];
     if m.is_object() {
-        let _ = writeln!(o, "| MLPerf primary metric (reference definitions) | value |\n|---|---:|");
+        let _ = writeln!(
+            o,
+            "| MLPerf primary metric (reference definitions) | value |\n|---|---:|"
+        );
         for k in [
             "system_tps",
             "tps_per_user",
@@ -72,7 +75,10 @@ pub fn markdown(run: &Run) -> String {
             if m["reference_tokens"].as_bool() == Some(true) {
                 "the reference tokenizer's count".to_string()
             } else {
-                format!("NOT the reference's count ({}) — rerun with --tokenizer DIR", m["osl_source"])
+                format!(
+                    "NOT the reference's count ({}) — rerun with --tokenizer DIR",
+                    m["osl_source"]
+                )
             }
         );
     }

@@ -158,7 +158,8 @@ pub fn parse(path: &Path, text: &str, x: &Extras<'_>) -> Result<ClientRun, Compa
                 s.finish_reason = string(&v, "finish_reason");
                 match v.get("data") {
                     Some(d) if d.is_object() => {
-                        s.tokens = super::num(d, "output_tokens").or_else(|| super::num(d, "n_tokens"));
+                        s.tokens =
+                            super::num(d, "output_tokens").or_else(|| super::num(d, "n_tokens"));
                     }
                     Some(d) if d.is_array() => s.data = Some(d.clone()),
                     _ => {}
@@ -213,13 +214,13 @@ pub fn parse(path: &Path, text: &str, x: &Extras<'_>) -> Result<ClientRun, Compa
         t.values.set(Metric::E2e, e2e);
         // The reference emits no receive event for a tool-call chunk after the first, so its
         // gaps are only comparable with the wire's for outputs without tool calls.
-        let tool_calls = outputs[i]
-            .as_ref()
-            .is_none_or(|o| o.tool_calls.is_some());
+        let tool_calls = outputs[i].as_ref().is_none_or(|o| o.tool_calls.is_some());
         if let (Some(f), Some(l), false) = (s.first, s.last_recv, tool_calls) {
             if s.recvs > 1 {
-                t.values
-                    .set(Metric::ChunkGap, Some((l as f64 - f as f64) / f64::from(s.recvs - 1) / 1e6));
+                t.values.set(
+                    Metric::ChunkGap,
+                    Some((l as f64 - f as f64) / f64::from(s.recvs - 1) / 1e6),
+                );
             }
         }
         let (osl, tpot_tokens) = counts[i];
@@ -407,7 +408,11 @@ fn summary_checks(rs: &Value, r: &Recomputed, tokenizer: bool) -> Vec<Check> {
         };
         let p = &rs[field];
         let Some(roll) = s.rollup() else {
-            out.push(check(&name, Verdict::NoData, "no sample in the events".into()));
+            out.push(check(
+                &name,
+                Verdict::NoData,
+                "no sample in the events".into(),
+            ));
             continue;
         };
         let mut diffs = Vec::new();
@@ -437,7 +442,10 @@ fn summary_checks(rs: &Value, r: &Recomputed, tokenizer: bool) -> Vec<Check> {
             check(
                 &name,
                 Verdict::Pass,
-                format!("{} samples: count, total, min, max, p50/p90/p99 equal", roll.count),
+                format!(
+                    "{} samples: count, total, min, max, p50/p90/p99 equal",
+                    roll.count
+                ),
             )
         } else {
             check(&name, Verdict::Fail, diffs.join("; "))
@@ -527,7 +535,10 @@ fn scores_check(
     let ours = scorer.scores(&issued).to_json();
     let mut diffs = Vec::new();
     if ours["score"] != sc["score"] {
-        diffs.push(format!("score: published {}, recomputed {}", sc["score"], ours["score"]));
+        diffs.push(format!(
+            "score: published {}, recomputed {}",
+            sc["score"], ours["score"]
+        ));
     }
     for k in ["issued", "expected", "observed", "missing", "scored"] {
         if ours["turns"][k] != sc["turns"][k] {
