@@ -97,6 +97,10 @@ struct Cli {
     /// them, and the difference measured includes the rest of the batch).
     #[arg(long, global = true)]
     flush_each_chunk: bool,
+    /// The reference tokenizer folder: `latency` runs every level twice, without and with it
+    /// (same run), `full` counts with it.
+    #[arg(long, global = true)]
+    tokenizer: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -146,6 +150,21 @@ enum Cmd {
 }
 
 static FLUSH_EACH_CHUNK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static TOKENIZER: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+
+fn tokenizer() -> Option<PathBuf> {
+    TOKENIZER.get().cloned().flatten()
+}
+
+/// CPU time of this process (all threads), s, from /proc/self/stat (utime + stime).
+fn cpu_s() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = s.rsplit_once(')').map_or("", |x| x.1);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // Fields 14 and 15 of stat; `after` starts at field 3. Clock ticks are 100 Hz on Linux.
+    (ticks(11) + ticks(12)) / 100.0
+}
 
 fn flush_each_chunk() -> bool {
     FLUSH_EACH_CHUNK.load(std::sync::atomic::Ordering::Relaxed)
@@ -352,56 +371,64 @@ async fn latency(
         "read p50 µs",
         "read p99 µs"
     );
+    let variants: Vec<Option<PathBuf>> = match tokenizer() {
+        Some(t) => vec![None, Some(t)],
+        None => vec![None],
+    };
     for c in levels {
-        let dir = temp_dir(&format!("lat{c}"))?;
-        let per_conv = 4;
-        let n = (turns / per_conv).max(c * 2);
-        let ds = Arc::new(closed_loop_dataset(n, per_conv));
-        let (url, child, sim) = if in_process {
-            let sim = SimServer::start(sim_config(tokens as f64, 0.0, decode_ms)).await?;
-            (sim.base_url(), None, Some(sim))
-        } else {
-            let ch = SimChild::start(&dir, tokens as f64, 0.0, decode_ms)?;
-            (ch.url.clone(), Some(ch), None)
-        };
-        let mut cfg = ReplayConfig::new(&url)?;
-        cfg.model = Some("m".into());
-        cfg.concurrency = c;
-        cfg.sampling.max_completion_tokens = Some(tokens);
-        cfg.out = Some(dir.clone());
-        let out =
-            tokentap_replay::run_with(cfg, ds, ProgressMode::Off, std::future::pending()).await?;
-        let log = match (child, &sim) {
-            (Some(ch), _) => ch.finish()?,
-            (None, Some(s)) => s.log(),
-            _ => unreachable!(),
-        };
-        let recs = read_records(&dir)?;
-        let not_ok = recs.iter().filter(|r| r["status"] != "ok").count();
-        let retried = recs.iter().filter(|r| r.get("retries").is_some()).count();
-        if not_ok + retried > 0 {
-            println!("  ({not_ok} turns not ok, {retried} retried)");
-        }
-        if std::env::var_os("KEEP").is_some() {
-            std::fs::copy(
-                dir.join("records.jsonl"),
-                format!("/tmp/lat{c}-records.jsonl"),
-            )?;
-            let sim_log: Vec<String> = log
-                .iter()
-                .map(|l| serde_json::to_string(l).unwrap_or_default())
-                .collect();
-            std::fs::write(format!("/tmp/lat{c}-sim.jsonl"), sim_log.join("\n"))?;
-        }
-        let (mut d, mut user) = join(&recs, &log);
-        let p = d
-            .percentiles()
-            .ok_or_else(|| anyhow::anyhow!("no joined samples"))?;
-        let pu = user
-            .percentiles()
-            .ok_or_else(|| anyhow::anyhow!("no joined samples"))?;
-        println!(
-            "{:>6} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.0}   {:>13.1} {:>13.1}",
+        for tok in &variants {
+            let dir = temp_dir(&format!("lat{c}"))?;
+            let per_conv = 4;
+            let n = (turns / per_conv).max(c * 2);
+            let ds = Arc::new(closed_loop_dataset(n, per_conv));
+            let (url, child, sim) = if in_process {
+                let sim = SimServer::start(sim_config(tokens as f64, 0.0, decode_ms)).await?;
+                (sim.base_url(), None, Some(sim))
+            } else {
+                let ch = SimChild::start(&dir, tokens as f64, 0.0, decode_ms)?;
+                (ch.url.clone(), Some(ch), None)
+            };
+            let mut cfg = ReplayConfig::new(&url)?;
+            cfg.model = Some("m".into());
+            cfg.concurrency = c;
+            cfg.sampling.max_completion_tokens = Some(tokens);
+            cfg.out = Some(dir.clone());
+            cfg.tokenizer = tok.clone();
+            let cpu0 = cpu_s();
+            let out = tokentap_replay::run_with(cfg, ds, ProgressMode::Off, std::future::pending())
+                .await?;
+            let cpu = cpu_s() - cpu0;
+            let log = match (child, &sim) {
+                (Some(ch), _) => ch.finish()?,
+                (None, Some(s)) => s.log(),
+                _ => unreachable!(),
+            };
+            let recs = read_records(&dir)?;
+            let not_ok = recs.iter().filter(|r| r["status"] != "ok").count();
+            let retried = recs.iter().filter(|r| r.get("retries").is_some()).count();
+            if not_ok + retried > 0 {
+                println!("  ({not_ok} turns not ok, {retried} retried)");
+            }
+            if std::env::var_os("KEEP").is_some() {
+                std::fs::copy(
+                    dir.join("records.jsonl"),
+                    format!("/tmp/lat{c}-records.jsonl"),
+                )?;
+                let sim_log: Vec<String> = log
+                    .iter()
+                    .map(|l| serde_json::to_string(l).unwrap_or_default())
+                    .collect();
+                std::fs::write(format!("/tmp/lat{c}-sim.jsonl"), sim_log.join("\n"))?;
+            }
+            let (mut d, mut user) = join(&recs, &log);
+            let p = d
+                .percentiles()
+                .ok_or_else(|| anyhow::anyhow!("no joined samples"))?;
+            let pu = user
+                .percentiles()
+                .ok_or_else(|| anyhow::anyhow!("no joined samples"))?;
+            println!(
+            "{:>6} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.0}   {:>13.1} {:>13.1}   {}, client CPU {:.0} µs/turn",
             c,
             p.count,
             p.p50 / 1e3,
@@ -412,8 +439,11 @@ async fn latency(
             out.summary.throughput.turns_per_s.unwrap_or(0.0),
             pu.p50 / 1e3,
             pu.p99 / 1e3,
+            if tok.is_some() { "--tokenizer" } else { "no tokenizer" },
+            cpu / recs.len().max(1) as f64 * 1e6,
         );
-        let _ = std::fs::remove_dir_all(&dir);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
     Ok(())
 }
@@ -454,10 +484,13 @@ async fn full(
     cfg.include_usage = include_usage;
     cfg.salt = true;
     cfg.out = Some(dir.join("out"));
+    cfg.tokenizer = tokenizer();
     let t0 = std::time::Instant::now();
+    let cpu0 = cpu_s();
     let out =
         tokentap_replay::run_with(cfg, ds, ProgressMode::Line, std::future::pending()).await?;
     let wall = t0.elapsed().as_secs_f64();
+    let cpu = cpu_s() - cpu0;
     // Before this process reads the sim's log (millions of chunk entries) for the join.
     let hwm_run = vm_hwm_kb();
     let rss_run = status_kb("VmRSS:");
@@ -471,6 +504,15 @@ async fn full(
         chunks as f64 / wall,
         sm.throughput.turns_per_s.unwrap_or(0.0),
         sm.throughput.output_tokens_per_s.unwrap_or(0.0),
+    );
+    println!(
+        "replay process CPU: {cpu:.1} s = {:.0} µs per turn ({})",
+        cpu / sm.counts.total.max(1) as f64 * 1e6,
+        if tokenizer().is_some() {
+            "with --tokenizer"
+        } else {
+            "no tokenizer"
+        }
     );
     println!(
         "peak RSS (VmHWM) of the replay process: before load {} MB, after load {} MB, after the run {} MB (VmRSS after the run {} MB)",
@@ -495,6 +537,7 @@ async fn full(
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     FLUSH_EACH_CHUNK.store(cli.flush_each_chunk, std::sync::atomic::Ordering::Relaxed);
+    let _ = TOKENIZER.set(cli.tokenizer.clone());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
