@@ -372,7 +372,7 @@ impl Accumulator {
     /// like a delta). A payload that does not parse is ignored, as a chunk the reference could
     /// not decode produces nothing.
     pub fn feed(&mut self, data: &[u8]) {
-        let Ok(chunk) = serde_json::from_slice::<Chunk>(data) else {
+        let Ok(chunk) = serde_json::from_slice::<Chunk<'_>>(data) else {
             return;
         };
         let Some(choice) = chunk.choices.into_iter().next() else {
@@ -389,15 +389,15 @@ impl Accumulator {
         if let Some(t) = tool_calls {
             self.tool_call_chunks.push(t);
         }
-        if let Some(c) = delta.content.filter(|c| !c.is_empty()) {
-            push_piece(&mut self.first_output, &mut self.rest_output, c);
+        if let Some(c) = delta.content.filter(|c| !c.0.is_empty()) {
+            push_piece(&mut self.first_output, &mut self.rest_output, &c.0);
             self.events += 1;
         } else if let Some(r) = delta
             .reasoning_content
-            .filter(|r| !r.is_empty())
-            .or(delta.reasoning.filter(|r| !r.is_empty()))
+            .filter(|r| !r.0.is_empty())
+            .or(delta.reasoning.filter(|r| !r.0.is_empty()))
         {
-            push_piece(&mut self.first_reasoning, &mut self.rest_reasoning, r);
+            push_piece(&mut self.first_reasoning, &mut self.rest_reasoning, &r.0);
             self.events += 1;
         } else if had_tool_calls && self.events == 0 {
             // The zero-length first-chunk sentinel of a pure tool-call response.
@@ -449,37 +449,41 @@ impl Accumulator {
     }
 }
 
-fn push_piece(first: &mut Option<String>, rest: &mut String, piece: String) {
+fn push_piece(first: &mut Option<String>, rest: &mut String, piece: &str) {
     match first {
-        None => *first = Some(piece),
-        Some(_) => rest.push_str(&piece),
+        None => *first = Some(piece.to_string()),
+        Some(_) => rest.push_str(piece),
     }
 }
 
+/// A string borrowed from the chunk when it has no escapes (no allocation per chunk).
 #[derive(Deserialize)]
-struct Chunk {
-    #[serde(default, deserialize_with = "null_default")]
-    choices: Vec<Choice>,
+struct Text<'a>(#[serde(borrow)] std::borrow::Cow<'a, str>);
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(default, borrow, deserialize_with = "null_default")]
+    choices: Vec<Choice<'a>>,
 }
 
 #[derive(Deserialize)]
-struct Choice {
-    #[serde(default)]
-    delta: Option<Delta>,
-    #[serde(default)]
-    message: Option<Delta>,
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    #[serde(default, borrow)]
+    message: Option<Delta<'a>>,
     #[serde(default)]
     finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
-struct Delta {
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    reasoning_content: Option<String>,
-    #[serde(default)]
-    reasoning: Option<String>,
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Text<'a>>,
     #[serde(default)]
     tool_calls: Option<Vec<Value>>,
 }

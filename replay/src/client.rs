@@ -199,6 +199,34 @@ impl Conn {
 /// Largest non-streaming JSON response kept for parsing.
 const MAX_JSON_BODY: usize = 64 << 20;
 
+/// Which chunks of a turn are read into its output, after their stamps: all of them when a
+/// tokenizer counts the output, else only what the scorer will look at (a coding turn's tool
+/// calls, a workflow turn's content and reasoning), else none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Capture {
+    #[default]
+    Off,
+    Full,
+    ToolCalls,
+    Text,
+}
+
+impl Capture {
+    #[inline]
+    fn wants(self, info: &tokentap_core::chunk::ChunkInfo) -> bool {
+        match self {
+            Capture::Off => false,
+            Capture::Full => info.carries_text() || info.finish_reason.is_some(),
+            Capture::ToolCalls => info.tool_call,
+            Capture::Text => info.content || info.reasoning,
+        }
+    }
+
+    pub fn is_on(self) -> bool {
+        self != Capture::Off
+    }
+}
+
 /// How the reads of one turn were stamped, and how long they waited for the client.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RxReport {
@@ -258,7 +286,7 @@ pub async fn exchange(
     tl: &mut Option<Timeline>,
     expected_chunks: usize,
     scratch: &mut Scratch,
-    capture: bool,
+    capture: Capture,
 ) -> Exchange {
     scratch.rx = RxReport::default();
     scratch.retries = 0;
@@ -305,7 +333,7 @@ async fn attempt(
     tl_slot: &mut Option<Timeline>,
     expected_chunks: usize,
     scratch: &mut Scratch,
-    capture: bool,
+    capture: Capture,
 ) -> Result<Exchange, Stale> {
     let Some(io) = conn.io.as_mut() else {
         return Err(Stale(internal("connect", "no connection".into())));
@@ -445,7 +473,7 @@ async fn attempt(
         },
         Sink::Json(whole) => {
             ctx.tl.on_json_body(&whole);
-            if capture {
+            if capture.is_on() {
                 ctx.output.feed(&whole);
             }
             Exchange::Ok {
@@ -503,7 +531,7 @@ struct Ctx<'a> {
     tl: &'a mut Timeline,
     output: &'a mut Accumulator,
     rx: &'a mut RxReport,
-    capture: bool,
+    capture: Capture,
 }
 
 enum Sink {
@@ -564,12 +592,18 @@ impl Sink {
 }
 
 #[inline]
-fn on_event(tl: &mut Timeline, output: &mut Accumulator, capture: bool, t: MonoNs, ev: Event<'_>) {
+fn on_event(
+    tl: &mut Timeline,
+    output: &mut Accumulator,
+    capture: Capture,
+    t: MonoNs,
+    ev: Event<'_>,
+) {
     if ev.is_done() {
         tl.on_done();
     } else if let Some(info) = tl.on_data(t, ev.data) {
         // After the stamp and the timeline: reading the text never delays a timestamp.
-        if capture && (info.carries_text() || info.finish_reason.is_some()) {
+        if capture.wants(&info) {
             output.feed(ev.data);
         }
     }

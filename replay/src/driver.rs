@@ -309,11 +309,20 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
             .or_else(|| run.settings.model.clone());
         let isl_body = run.keep_bodies.then(|| body.clone());
         let req = run.target.request(&session, body);
-        let capture = run.capture_all
-            || run
-                .scorer
-                .as_ref()
-                .is_some_and(|s| s.is_scorable(&conv.id, r.turn));
+        let capture = if run.capture_all {
+            client::Capture::Full
+        } else if run
+            .scorer
+            .as_ref()
+            .is_some_and(|s| s.is_scorable(&conv.id, r.turn))
+        {
+            match tokentap_mlperf::scorer::Domain::of(&conv.id) {
+                tokentap_mlperf::scorer::Domain::Coding => client::Capture::ToolCalls,
+                tokentap_mlperf::scorer::Domain::Workflow => client::Capture::Text,
+            }
+        } else {
+            client::Capture::Off
+        };
         scratch.output.clear();
         let in_window = run.window_open.load(Relaxed);
         if let Some(m) = &run.metrics {
@@ -418,7 +427,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
         send(
             run,
             Job {
-                output: (ok && capture).then(|| scratch.output.output()),
+                output: (ok && capture.is_on()).then(|| scratch.output.output()),
                 body: isl_body,
                 key: t.key(row),
                 issued: true,
