@@ -208,3 +208,92 @@ async fn compare_json_in_the_run_dir_is_rendered() {
     assert!(html.contains("ttft p99 beyond tolerance") && html.contains("id=\"claims\""));
     assert!(html.contains("data-plot=\"compare_ttft\" data-points=\"2\""));
 }
+
+/// `tokentap report --tokenizer` recounts recorded outputs (`replay --record-outputs`) the
+/// reference's way: on a run that also counted them live, every number comes out the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_recounts_recorded_outputs_with_a_tokenizer() {
+    let tokenizer = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/golden/mlperf-ea33275/tokenizer");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut buf = Vec::new();
+    let cfg = SynthConfig {
+        coding: 2,
+        workflow: 2,
+        scale: 0.1,
+        ..SynthConfig::default()
+    };
+    synth(&cfg, &mut buf).expect("synth");
+    let ds =
+        Dataset::parse("synth.jsonl", std::str::from_utf8(&buf).expect("utf-8")).expect("valid");
+    let mut sc = SimConfig::zero_delay();
+    sc.modes.reasoning_fraction = 0.5;
+    sc.modes.tool_call_rate = 0.5;
+    let sim = SimServer::start(sc).await.expect("sim starts");
+    let mut rc = ReplayConfig::new(&sim.base_url()).expect("endpoint");
+    rc.model = Some("tokentap-sim".into());
+    rc.concurrency = 2;
+    rc.tokenizer = Some(tokenizer.clone());
+    rc.record_outputs = true;
+    rc.out = Some(dir.path().to_owned());
+    let out =
+        tokentap_replay::run_with(rc, Arc::new(ds), ProgressMode::Off, std::future::pending())
+            .await
+            .expect("the replay runs");
+    sim.shutdown().await;
+    let live = serde_json::to_value(out.summary.mlperf.primary).expect("json");
+    let js = Command::new(BIN)
+        .args(["report", "--format", "json", "--tokenizer"])
+        .arg(&tokenizer)
+        .arg(dir.path())
+        .output()
+        .expect("tokentap runs");
+    assert!(
+        js.status.success(),
+        "{}",
+        String::from_utf8_lossy(&js.stderr)
+    );
+    let v: Value = serde_json::from_slice(&js.stdout).expect("json output");
+    let m = &v["mlperf"];
+    assert_eq!(m["recounted_with"], tokenizer.display().to_string());
+    assert_eq!(m["reference_tokens"], true);
+    for k in [
+        "system_tps",
+        "tps_per_user",
+        "e2e_interactivity",
+        "osl_mean",
+        "tpot_p90_ms",
+    ] {
+        assert_eq!(m[k], live[k], "{k}");
+    }
+    assert!(String::from_utf8_lossy(&js.stderr).contains("recounted"));
+    // Without recorded outputs the report says why it cannot count.
+    let records = dir.path().join("records.jsonl");
+    let stripped: String = std::fs::read_to_string(&records)
+        .expect("records")
+        .lines()
+        .map(|l| {
+            let mut r: Value = serde_json::from_str(l).expect("record");
+            r.as_object_mut().expect("object").remove("content");
+            r.to_string() + "\n"
+        })
+        .collect();
+    std::fs::write(&records, stripped).expect("write");
+    let md = Command::new(BIN)
+        .args(["report", "--format", "md", "--tokenizer"])
+        .arg(&tokenizer)
+        .arg(dir.path())
+        .output()
+        .expect("tokentap runs");
+    assert!(md.status.success());
+    let js = Command::new(BIN)
+        .args(["report", "--format", "json", "--tokenizer"])
+        .arg(&tokenizer)
+        .arg(dir.path())
+        .output()
+        .expect("tokentap runs");
+    let v: Value = serde_json::from_slice(&js.stdout).expect("json output");
+    assert!(v["mlperf"]["report_note"]
+        .as_str()
+        .is_some_and(|n| n.contains("--record-outputs")));
+}

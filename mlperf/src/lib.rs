@@ -18,6 +18,7 @@
 //!   histograms, early-stopping estimates ([`early_stopping`]), `qps`, `tps`.
 //! - [`validity`]: the official rules of a measurement point and the model presets' gates.
 //! - [`metrics`]: the rules' primary metrics (`system_tps`, `tps_per_user`, …).
+//! - [`window`]: the performance window's samples folded from turn records (replay, report).
 //!
 //! ## Data flow
 //!
@@ -43,6 +44,7 @@ pub mod scorer;
 pub mod template;
 pub mod tokenizer;
 pub mod validity;
+pub mod window;
 
 pub use metrics::Primary;
 pub use output::{Accumulator, MessageParts, ModelOutput};

@@ -218,6 +218,31 @@ impl ModelOutput {
         parts.concat()
     }
 
+    /// The `data` of a reference `sample.complete` event for this output (the inverse of
+    /// [`ModelOutput::from_event_data`]): `["TextModelOutput", output, reasoning, tool_calls]`,
+    /// trailing defaults omitted as msgspec omits them.
+    pub fn to_event_data(&self) -> Value {
+        let pieces = |p: &Pieces| match p {
+            Pieces::Text(s) => Value::String(s.clone()),
+            Pieces::Chunks(v) => Value::Array(v.iter().cloned().map(Value::String).collect()),
+        };
+        let mut a = vec![
+            Value::String("TextModelOutput".into()),
+            pieces(&self.output),
+        ];
+        let calls = self.tool_calls.as_ref().map(|t| match t {
+            ToolCalls::Chunks(c) => Value::Array(c.iter().cloned().map(Value::Array).collect()),
+            ToolCalls::Merged(m) => Value::Array(m.clone()),
+        });
+        if self.reasoning.is_some() || calls.is_some() {
+            a.push(self.reasoning.as_ref().map_or(Value::Null, pieces));
+        }
+        if let Some(c) = calls {
+            a.push(c);
+        }
+        Value::Array(a)
+    }
+
     /// Reads the `data` of a reference `sample.complete` event: `["TextModelOutput", output,
     /// reasoning, tool_calls]` (msgspec's tagged array form; trailing defaults may be omitted).
     /// `None` for anything else (`null` for failed samples).
@@ -242,7 +267,7 @@ impl ModelOutput {
             .get(1)
             .and_then(pieces)
             .unwrap_or(Pieces::Text(String::new()));
-        let reasoning = a.get(2).and_then(pieces);
+        let reasoning = a.get(2).filter(|v| !v.is_null()).and_then(pieces);
         let tool_calls = match a.get(3) {
             Some(Value::Array(items)) if !items.is_empty() => {
                 if items[0].is_array() {
@@ -613,5 +638,6 @@ mod tests {
             "{\"command\": \"find .\"}"
         );
         assert!(ModelOutput::from_event_data(&Value::Null).is_none());
+        assert_eq!(ModelOutput::from_event_data(&o.to_event_data()), Some(o));
     }
 }

@@ -9,18 +9,15 @@
 
 use crate::progress::Counters;
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::Arc;
 use tokentap_core::clock::MonoNs;
-use tokentap_core::record::CountSource;
 use tokentap_core::record::{Status, TurnRecord};
 use tokentap_core::stats::Samples;
 use tokentap_core::timeline::TokenSource;
 use tokentap_mlperf::scorer::{ScoreSet, Scorer, TurnKey, TurnScore};
-use tokentap_mlperf::{metrics, result_summary};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// One line of `records.jsonl`: a core [`TurnRecord`] plus the turn's accuracy score.
@@ -47,17 +44,11 @@ pub struct RefTurn {
     pub score: Option<TurnScore>,
 }
 
-/// The reference's view of the performance window, folded turn by turn.
+/// The reference's view of the run: the performance window's samples and the scores.
 #[derive(Debug, Default)]
 pub(crate) struct Reference {
-    pub inputs: result_summary::Inputs,
-    pub interactivity: metrics::Interactivity,
-    /// Last completion of a tracked turn, absolute monotonic ns.
-    pub last_complete: Option<MonoNs>,
+    pub window: tokentap_mlperf::window::Window,
     pub scores: ScoreSet,
-    /// Tracked ok turns by the source of their OSL.
-    pub osl_sources: BTreeMap<CountSource, u64>,
-    pub isl_sources: BTreeMap<CountSource, u64>,
 }
 
 pub(crate) enum Msg {
@@ -160,9 +151,7 @@ impl Aggregate {
                 self.reference
                     .scores
                     .add(scorer, rt.key.clone(), rt.score.clone());
-                if r.in_window == Some(true) {
-                    self.reference.fold(r);
-                }
+                self.reference.window.fold(r);
             }
         }
         self.retries += u64::from(r.retries.unwrap_or(0));
@@ -231,48 +220,6 @@ impl Aggregate {
         self.inter_chunk.extend(m.inter_chunk_samples());
         let itl_sum: f64 = m.itl_samples().sum();
         counters.live(m.ttft_ns, itl_sum as u64, (self.itl.len() - before) as u64);
-    }
-}
-
-impl Reference {
-    /// One tracked turn the reference would have issued (SPEC §10.2).
-    fn fold(&mut self, r: &TurnRecord) {
-        let inp = &mut self.inputs;
-        inp.issued += 1;
-        let m = &r.measured;
-        if let Some(t) = m.ttft_ns {
-            inp.ttft_ns.push(t as i64);
-        }
-        if let (Some(isl), Some(src)) = (r.isl, r.isl_source) {
-            inp.isl.push(isl as i64);
-            *self.isl_sources.entry(src).or_default() += 1;
-        }
-        if r.status == Status::Cancelled {
-            // In flight when the run stopped: issued, never completed.
-            return;
-        }
-        inp.completed += 1;
-        let end = r.end_ns.unwrap_or(0);
-        inp.latency_ns.push(end as i64);
-        let complete = r.start_mono_ns + end;
-        self.last_complete = Some(self.last_complete.map_or(complete, |c| c.max(complete)));
-        if r.status != Status::Ok {
-            inp.failed += 1;
-            return;
-        }
-        if let Some(f) = m.finish_reason {
-            inp.finish_reasons[result_summary::finish_reason_index(f.as_str())] += 1;
-        }
-        if let (Some(osl), Some(src)) = (r.osl, r.osl_source) {
-            inp.osl.push(osl as i64);
-            self.interactivity.add(osl, end);
-            *self.osl_sources.entry(src).or_default() += 1;
-        }
-        if let (Some(first), Some(tokens)) = (m.ttft_ns, r.tpot_tokens) {
-            if let Some(v) = result_summary::tpot_ns(end as i64 - first as i64, tokens) {
-                inp.tpot_ns.push(v);
-            }
-        }
     }
 }
 

@@ -311,6 +311,11 @@ pub struct Opts {
     /// output tokens come from server usage or chunk counts and the OSL gate is not evaluated.
     #[arg(long, value_name = "DIR")]
     pub tokenizer: Option<PathBuf>,
+    /// Keep every turn's output in its record (`content.output`, in the reference's
+    /// `sample.complete` shape) so `tokentap report --tokenizer` can count it later. Off: outputs
+    /// are never written.
+    #[arg(long)]
+    pub record_outputs: bool,
     /// The submission's C_min (SPEC §10.5): a point at concurrency ≤ C_min is in the ultra-low
     /// region (600 s minimum steady state), others need 1200 s. Without it, concurrency 1 is
     /// ultra-low and anything higher is assumed to be above C_min.
@@ -481,6 +486,8 @@ pub struct ReplayConfig {
     pub tokenizer: Option<PathBuf>,
     /// `--c-min`: the submission's C_min, for the point's region.
     pub c_min: Option<u64>,
+    /// `--record-outputs`: outputs kept in the records.
+    pub record_outputs: bool,
     pub warmup: Option<WarmupConfig>,
 }
 
@@ -513,6 +520,7 @@ impl ReplayConfig {
             byte_compatible: true,
             tokenizer: None,
             c_min: None,
+            record_outputs: false,
             warmup: None,
         })
     }
@@ -567,6 +575,7 @@ impl ReplayConfig {
         c.kernel_rx_timestamps = !opts.user_rx_timestamps;
         c.tokenizer = opts.tokenizer.clone();
         c.c_min = opts.c_min;
+        c.record_outputs = opts.record_outputs;
         if opts.warmup_trajectories.is_some() || opts.warmup_duration.is_some() {
             c.warmup = Some(WarmupConfig {
                 trajectories: opts.warmup_trajectories,

@@ -242,6 +242,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
                 Job {
                     record: r,
                     output: None,
+                    complete_output: false,
                     body: None,
                     key: t.key(row),
                     issued,
@@ -428,6 +429,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
             run,
             Job {
                 output: (ok && capture.is_on()).then(|| scratch.output.output()),
+                complete_output: capture == client::Capture::Full,
                 body: isl_body,
                 key: t.key(row),
                 issued: true,

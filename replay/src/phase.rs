@@ -79,6 +79,7 @@ impl Phase {
             Arc::new(post::Ctx {
                 tokenizer: self.tokenizer.clone(),
                 scorer: self.scorer.clone(),
+                record_outputs: config.record_outputs && self.scorer.is_some(),
             }),
             tx,
             post::threads(self.tokenizer.is_some()),
@@ -101,7 +102,7 @@ impl Phase {
             counters.clone(),
         );
         driver_run.metrics = metrics;
-        driver_run.capture_all = self.tokenizer.is_some();
+        driver_run.capture_all = self.tokenizer.is_some() || config.record_outputs;
         driver_run.keep_bodies = self.tokenizer.is_some();
         driver_run.scorer = self.scorer.clone();
         driver_run.pass_tag = self.pass_tag;

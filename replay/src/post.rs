@@ -30,6 +30,8 @@ pub(crate) struct Job {
     /// The output as the reference accumulated it; `None` when not captured or the turn did not
     /// complete.
     pub output: Option<ModelOutput>,
+    /// `output` holds every chunk (else only what the scorer reads).
+    pub complete_output: bool,
     /// The request as sent, for the ISL count (only with a tokenizer).
     pub body: Option<RequestBody>,
     pub key: TurnKey,
@@ -43,6 +45,8 @@ pub(crate) struct Ctx {
     pub tokenizer: Option<Arc<RefTokenizer>>,
     /// `None` for the warmup, which is not scored.
     pub scorer: Option<Arc<Scorer>>,
+    /// `--record-outputs`.
+    pub record_outputs: bool,
 }
 
 /// Starts `threads` workers; returns the job sender. The workers stop when every sender is
@@ -99,11 +103,15 @@ pub(crate) fn process(ctx: &Ctx, job: Job) -> ReplayRecord {
     let Job {
         mut record,
         output,
+        complete_output,
         body,
         key,
         issued,
     } = job;
     let ok = record.status == Status::Ok;
+    if let (true, true, Some(out)) = (ctx.record_outputs, complete_output, &output) {
+        record.content = Some(serde_json::json!({ "output": out.to_event_data() }));
+    }
     if ok {
         match (&ctx.tokenizer, &output) {
             (Some(tok), Some(out)) => {
@@ -121,7 +129,7 @@ pub(crate) fn process(ctx: &Ctx, job: Job) -> ReplayRecord {
             _ => {
                 // Not the reference's count: the server's usage, else chunks. An output the
                 // reference would find empty has no OSL sample, as there.
-                let empty = output.as_ref().is_some_and(|o| o.text().is_empty());
+                let empty = complete_output && output.as_ref().is_some_and(|o| o.text().is_empty());
                 let m = &record.measured;
                 if let (Some(n), false) = (m.output_tokens, empty) {
                     let first = m

@@ -340,22 +340,19 @@ impl Summary {
         };
 
         // The reference's view of the window.
-        let reference = std::mem::take(&mut agg.reference);
-        let mut inputs = reference.inputs;
+        let mut window = std::mem::take(&mut agg.reference.window);
+        window.close(f.start.mono_ns);
+        let reference_tokens = window.reference_tokens();
+        let primary = window.primary();
+        let mut inputs = window.inputs;
         inputs.version = env!("CARGO_PKG_VERSION").into();
-        inputs.duration_ns = reference
-            .last_complete
-            .map(|c| c.saturating_sub(f.start.mono_ns));
         inputs.interrupted = f.interrupted;
         inputs.complete = !f.interrupted && agg.write_error.is_none();
         inputs.run_config = result_summary::run_config(
             cfg.concurrency,
             f.warmup.as_ref().map(|w| (w.requests_issued, true)),
         );
-        let primary = Primary::compute(&inputs, reference.interactivity);
-        let osl_source = source_counts(&reference.osl_sources);
-        let reference_tokens = !reference.osl_sources.is_empty()
-            && reference.osl_sources.keys().all(|s| s.is_reference());
+        let osl_source = source_counts(&window.osl_sources);
         let (tok_dir, fallbacks, template_error) = match &f.tokenizer {
             Some((d, n, e)) => (Some(d.clone()), *n, e.clone()),
             None => (None, 0, None),
@@ -368,7 +365,7 @@ impl Summary {
             samples_completed: inputs.completed,
             samples_failed: inputs.failed,
             osl_source,
-            isl_source: source_counts(&reference.isl_sources),
+            isl_source: source_counts(&window.isl_sources),
             reference_tokens,
             tokenizer: tok_dir,
             template_fallbacks: fallbacks,

@@ -131,6 +131,16 @@ fn mlperf_section(o: &mut String, run: &Run) {
             ))
         }
     );
+    if let Some(w) = m["recounted_with"].as_str() {
+        let _ = write!(
+            o,
+            r#"<p id="recounted">Recounted by <code>tokentap report --tokenizer {}</code> from the recorded outputs.</p>"#,
+            esc(w)
+        );
+    }
+    if let Some(n) = m["report_note"].as_str() {
+        let _ = write!(o, r#"<p class="muted" id="report-note">{}</p>"#, esc(n));
+    }
     let a = &run.summary["accuracy"];
     if a.is_object() {
         let _ = write!(

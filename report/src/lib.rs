@@ -22,8 +22,9 @@
 //!                       └─► text::{markdown, json} ─► stdout or --out
 //! ```
 //!
-//! Dependencies: `tokentap-core` only (the replay depends on this crate to write `report.html`
-//! at the end of a run, so this crate must not depend on the replay).
+//! Dependencies: `tokentap-core` and `tokentap-mlperf` (for `--tokenizer`: the reference's
+//! counts of recorded outputs). The replay depends on this crate to write `report.html` at the
+//! end of a run, so this crate must not depend on the replay.
 #![forbid(unsafe_code)]
 
 pub mod error;
@@ -60,6 +61,11 @@ pub struct Opts {
     /// Output file. Default: `RUN_DIR/report.html` for html, stdout for md and json.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// The model's Hugging Face tokenizer folder: count every recorded output (a run with
+    /// `replay --record-outputs`) the MLPerf reference's way and show the primary metrics from
+    /// those counts. Read locally; nothing is downloaded.
+    #[arg(long, value_name = "DIR")]
+    pub tokenizer: Option<PathBuf>,
 }
 
 /// Renders the report of `run_dir` as HTML.
@@ -81,7 +87,18 @@ pub fn write_html(run_dir: &Path) -> Result<PathBuf, ReportError> {
 
 /// `tokentap report`: exit code 0 on success.
 pub fn run(opts: Opts) -> anyhow::Result<i32> {
-    let run = Run::load(&opts.run_dir)?;
+    let mut run = Run::load(&opts.run_dir)?;
+    if let Some(dir) = &opts.tokenizer {
+        let tok = tokentap_mlperf::RefTokenizer::load(dir)
+            .with_context(|| format!("--tokenizer {}", dir.display()))?;
+        let n = run.recount(&tok);
+        eprintln!(
+            "recounted {} recorded outputs with {} ({} ok turns carry no output)",
+            n.recounted,
+            dir.display(),
+            n.without_output
+        );
+    }
     let (text, default_out) = match opts.format {
         Format::Html => (html::render(&run), Some(opts.run_dir.join("report.html"))),
         Format::Md => (text::markdown(&run), None),

@@ -72,7 +72,11 @@ pub fn markdown(run: &Run) -> String {
         let _ = writeln!(
             o,
             "\nOutput tokens: {}.\n",
-            if m["reference_tokens"].as_bool() == Some(true) {
+            if let Some(w) = m["recounted_with"].as_str() {
+                format!(
+                    "recounted from the recorded outputs with {w} (tokentap report --tokenizer)"
+                )
+            } else if m["reference_tokens"].as_bool() == Some(true) {
                 "the reference tokenizer's count".to_string()
             } else {
                 format!(

@@ -1,0 +1,91 @@
+//! The reference's view of a performance window, folded from turn records (the replay's, or a
+//! report reading them back): the samples of `result_summary.json` and the primary metrics.
+//!
+//! A record is a sample when the reference would have issued its turn — sent, or aborted after
+//! a failure (the reference issues those and completes them at once with an error) — and it was
+//! issued while the window was open. A turn never sent because issuing stopped is not.
+
+use crate::metrics::{Interactivity, Primary};
+use crate::result_summary::{self, Inputs};
+use std::collections::BTreeMap;
+use tokentap_core::clock::MonoNs;
+use tokentap_core::record::{CountSource, Status, TurnRecord};
+
+/// The reference would have issued this turn.
+pub fn issued(r: &TurnRecord) -> bool {
+    r.status != Status::Aborted
+        || r.error
+            .as_ref()
+            .is_some_and(|e| e.kind == "previous_turn_failed")
+}
+
+/// The folded window.
+#[derive(Debug, Default, Clone)]
+pub struct Window {
+    pub inputs: Inputs,
+    pub interactivity: Interactivity,
+    /// Last completion of a tracked turn, absolute monotonic ns.
+    pub last_complete: Option<MonoNs>,
+    /// Tracked ok turns by the source of their OSL.
+    pub osl_sources: BTreeMap<CountSource, u64>,
+    pub isl_sources: BTreeMap<CountSource, u64>,
+}
+
+impl Window {
+    /// Folds one record if it is a tracked sample (issued while the window was open).
+    pub fn fold(&mut self, r: &TurnRecord) {
+        if r.in_window != Some(true) || !issued(r) {
+            return;
+        }
+        let inp = &mut self.inputs;
+        inp.issued += 1;
+        let m = &r.measured;
+        if let Some(t) = m.ttft_ns {
+            inp.ttft_ns.push(t as i64);
+        }
+        if let (Some(isl), Some(src)) = (r.isl, r.isl_source) {
+            inp.isl.push(isl as i64);
+            *self.isl_sources.entry(src).or_default() += 1;
+        }
+        if r.status == Status::Cancelled {
+            // In flight when the run stopped: issued, never completed.
+            return;
+        }
+        inp.completed += 1;
+        let end = r.end_ns.unwrap_or(0);
+        inp.latency_ns.push(end as i64);
+        let complete = r.start_mono_ns + end;
+        self.last_complete = Some(self.last_complete.map_or(complete, |c| c.max(complete)));
+        if r.status != Status::Ok {
+            inp.failed += 1;
+            return;
+        }
+        if let Some(f) = m.finish_reason {
+            inp.finish_reasons[result_summary::finish_reason_index(f.as_str())] += 1;
+        }
+        if let (Some(osl), Some(src)) = (r.osl, r.osl_source) {
+            inp.osl.push(osl as i64);
+            self.interactivity.add(osl, end);
+            *self.osl_sources.entry(src).or_default() += 1;
+        }
+        if let (Some(first), Some(tokens)) = (m.ttft_ns, r.tpot_tokens) {
+            if let Some(v) = result_summary::tpot_ns(end as i64 - first as i64, tokens) {
+                inp.tpot_ns.push(v);
+            }
+        }
+    }
+
+    /// Sets the tracked duration from the window's start (tracking starts at the run's start).
+    pub fn close(&mut self, start_mono_ns: MonoNs) {
+        self.inputs.duration_ns = self.last_complete.map(|c| c.saturating_sub(start_mono_ns));
+    }
+
+    /// Every OSL is the reference tokenizer's.
+    pub fn reference_tokens(&self) -> bool {
+        !self.osl_sources.is_empty() && self.osl_sources.keys().all(|s| s.is_reference())
+    }
+
+    pub fn primary(&self) -> Primary {
+        Primary::compute(&self.inputs, self.interactivity)
+    }
+}
