@@ -23,19 +23,24 @@ const PLOTS: [&str; 7] = [
     "swimlane",
 ];
 
-/// A small replay (2 coding + 3 workflow trajectories, delays on, usage on) against the sim;
-/// returns the run directory.
-async fn small_run(dir: &Path) {
+/// A small synthesized dataset.
+fn small_dataset(coding: usize, workflow: usize) -> Dataset {
     let mut buf = Vec::new();
     let cfg = SynthConfig {
-        coding: 2,
-        workflow: 3,
+        coding,
+        workflow,
         scale: 0.1,
         ..SynthConfig::default()
     };
     synth(&cfg, &mut buf).expect("synth writes to a Vec");
-    let ds = Dataset::parse("synth.jsonl", std::str::from_utf8(&buf).expect("utf-8"))
-        .expect("the synthesized dataset is valid");
+    Dataset::parse("synth.jsonl", std::str::from_utf8(&buf).expect("utf-8"))
+        .expect("the synthesized dataset is valid")
+}
+
+/// A small replay (2 coding + 3 workflow trajectories, delays on, usage on) against the sim;
+/// returns the run directory.
+async fn small_run(dir: &Path) {
+    let ds = small_dataset(2, 3);
     let sim = SimServer::start(SimConfig::zero_delay())
         .await
         .expect("sim starts");
@@ -242,12 +247,15 @@ async fn report_recounts_recorded_outputs_with_a_tokenizer() {
             .expect("the replay runs");
     sim.shutdown().await;
     let live = serde_json::to_value(out.summary.mlperf.primary).expect("json");
-    let js = Command::new(BIN)
-        .args(["report", "--format", "json", "--tokenizer"])
-        .arg(&tokenizer)
-        .arg(dir.path())
-        .output()
-        .expect("tokentap runs");
+    let report = |format: &str| {
+        Command::new(BIN)
+            .args(["report", "--format", format, "--tokenizer"])
+            .arg(&tokenizer)
+            .arg(dir.path())
+            .output()
+            .expect("tokentap runs")
+    };
+    let js = report("json");
     assert!(
         js.status.success(),
         "{}",
@@ -279,19 +287,8 @@ async fn report_recounts_recorded_outputs_with_a_tokenizer() {
         })
         .collect();
     std::fs::write(&records, stripped).expect("write");
-    let md = Command::new(BIN)
-        .args(["report", "--format", "md", "--tokenizer"])
-        .arg(&tokenizer)
-        .arg(dir.path())
-        .output()
-        .expect("tokentap runs");
-    assert!(md.status.success());
-    let js = Command::new(BIN)
-        .args(["report", "--format", "json", "--tokenizer"])
-        .arg(&tokenizer)
-        .arg(dir.path())
-        .output()
-        .expect("tokentap runs");
+    assert!(report("md").status.success());
+    let js = report("json");
     let v: Value = serde_json::from_slice(&js.stdout).expect("json output");
     assert!(v["mlperf"]["report_note"]
         .as_str()

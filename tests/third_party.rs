@@ -869,24 +869,15 @@ async fn our_replay_passes_its_own_check_against_the_proxy() {
     );
 
     // The same run judged in-process, with the published-claims path off, gives the same joins.
-    let r = tokentap_compare::compare(&tokentap_compare::Opts {
-        wire: vec![wire_dir.clone()],
-        client: records.clone(),
-        format: Format::Tokentap,
-        json: None,
-        tolerance_ms: 20.0,
-        tolerance_pct: 5.0,
-        tolerance_tokens: 0.0,
-        id_headers: vec!["X-Request-ID".into()],
-        join_slack_ms: 50.0,
-        join_window_ms: 10_000.0,
-        clock: Some(tokentap_compare::Clock::Wall),
-        published: None,
-        no_published: true,
-        require_all_joined: true,
-        quiet: true,
-        tokenizer: None,
-        dataset: None,
+    let r = tokentap_compare::compare(&{
+        let mut o =
+            tokentap_compare::Opts::new(Format::Tokentap, records.clone(), vec![wire_dir.clone()]);
+        o.tolerance_ms = 20.0;
+        o.clock = Some(tokentap_compare::Clock::Wall);
+        o.no_published = true;
+        o.require_all_joined = true;
+        o.quiet = true;
+        o
     })
     .expect("compare runs");
     assert_eq!(r.counts.joined, n);

@@ -114,6 +114,32 @@ pub struct Opts {
     pub quiet: bool,
 }
 
+impl Opts {
+    /// The options of `tokentap compare --wire W… --client C --format F` with every other flag
+    /// at its default (for tests and embedding).
+    pub fn new(format: Format, client: PathBuf, wire: Vec<PathBuf>) -> Opts {
+        Opts {
+            wire,
+            client,
+            format,
+            json: None,
+            tolerance_ms: 1.0,
+            tolerance_pct: 5.0,
+            tolerance_tokens: 0.0,
+            id_headers: vec!["X-Request-ID".into()],
+            join_slack_ms: 50.0,
+            join_window_ms: 10_000.0,
+            clock: None,
+            published: None,
+            no_published: false,
+            require_all_joined: false,
+            quiet: false,
+            tokenizer: None,
+            dataset: None,
+        }
+    }
+}
+
 fn non_negative(flag: &'static str, value: f64) -> Result<f64, CompareError> {
     if value.is_finite() && value >= 0.0 {
         Ok(value)

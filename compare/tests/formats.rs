@@ -19,25 +19,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn opts(format: Format, client: &str, wire: &str) -> Opts {
-    Opts {
-        wire: vec![fixture(wire)],
-        client: fixture(client),
-        format,
-        json: None,
-        tolerance_ms: 1.0,
-        tolerance_pct: 5.0,
-        tolerance_tokens: 0.0,
-        id_headers: vec!["X-Request-ID".into()],
-        join_slack_ms: 50.0,
-        join_window_ms: 10_000.0,
-        clock: None,
-        published: None,
-        no_published: false,
-        require_all_joined: false,
-        quiet: false,
-        tokenizer: None,
-        dataset: None,
-    }
+    Opts::new(format, fixture(client), vec![fixture(wire)])
 }
 
 #[test]

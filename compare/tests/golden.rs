@@ -28,27 +28,14 @@ fn report_dir(tamper: impl FnOnce(&Path)) -> tempfile::TempDir {
 }
 
 fn opts(dir: &Path) -> Opts {
-    Opts {
-        wire: vec![
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mlperf-wire.jsonl")
-        ],
-        client: dir.join("events.jsonl"),
-        format: Format::Mlperf,
-        json: None,
-        tolerance_ms: 1.0,
-        tolerance_pct: 5.0,
-        tolerance_tokens: 0.0,
-        id_headers: vec!["X-Request-ID".into()],
-        join_slack_ms: 50.0,
-        join_window_ms: 10_000.0,
-        clock: None,
-        published: None,
-        no_published: false,
-        require_all_joined: false,
-        quiet: false,
-        tokenizer: Some(golden().join("tokenizer")),
-        dataset: Some(golden().join("dataset.jsonl")),
-    }
+    let mut o = Opts::new(
+        Format::Mlperf,
+        dir.join("events.jsonl"),
+        vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mlperf-wire.jsonl")],
+    );
+    o.tokenizer = Some(golden().join("tokenizer"));
+    o.dataset = Some(golden().join("dataset.jsonl"));
+    o
 }
 
 fn verdicts(r: &tokentap_compare::Report) -> Vec<(String, Verdict)> {

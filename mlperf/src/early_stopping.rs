@@ -7,40 +7,33 @@
 /// LoadGen's confidence.
 pub const CONFIDENCE: f64 = 0.99;
 
+/// Lentz's guard against a near-zero denominator.
+fn guard(v: f64) -> f64 {
+    const FPMIN: f64 = 1e-300;
+    if v.abs() < FPMIN {
+        FPMIN
+    } else {
+        v
+    }
+}
+
 fn betacf(a: f64, b: f64, x: f64) -> f64 {
-    let (eps, fpmin) = (3e-16, 1e-300);
+    let eps = 3e-16;
     let (qab, qap, qam) = (a + b, a + 1.0, a - 1.0);
     let mut c = 1.0;
-    let mut d = 1.0 - qab * x / qap;
-    if d.abs() < fpmin {
-        d = fpmin;
-    }
-    d = 1.0 / d;
+    let mut d = 1.0 / guard(1.0 - qab * x / qap);
     let mut h = d;
     for m in 1..400 {
         let m = f64::from(m);
         let m2 = 2.0 * m;
+        // One even and one odd term per iteration, as the reference does.
         let aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-        d = 1.0 + aa * d;
-        if d.abs() < fpmin {
-            d = fpmin;
-        }
-        c = 1.0 + aa / c;
-        if c.abs() < fpmin {
-            c = fpmin;
-        }
-        d = 1.0 / d;
+        d = 1.0 / guard(1.0 + aa * d);
+        c = guard(1.0 + aa / c);
         h *= d * c;
         let aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-        d = 1.0 + aa * d;
-        if d.abs() < fpmin {
-            d = fpmin;
-        }
-        c = 1.0 + aa / c;
-        if c.abs() < fpmin {
-            c = fpmin;
-        }
-        d = 1.0 / d;
+        d = 1.0 / guard(1.0 + aa * d);
+        c = guard(1.0 + aa / c);
         let de = d * c;
         h *= de;
         if (de - 1.0).abs() < eps {

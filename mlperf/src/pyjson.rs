@@ -125,16 +125,7 @@ impl PyWriter<'_> {
             Value::Null => out.push_str("null"),
             Value::Bool(true) => out.push_str("true"),
             Value::Bool(false) => out.push_str("false"),
-            Value::Number(n) => {
-                if let Some(i) = n.as_i64() {
-                    let _ = write!(out, "{i}");
-                } else if let Some(u) = n.as_u64() {
-                    let _ = write!(out, "{u}");
-                } else {
-                    let f = n.as_f64().unwrap_or(f64::NAN);
-                    out.push_str(&self.float_text(f));
-                }
-            }
+            Value::Number(n) => write_number(out, n, |f| self.float_text(f)),
             Value::String(s) => write_str(out, s, self.ensure_ascii),
             Value::Array(a) => {
                 if a.is_empty() {
@@ -187,6 +178,17 @@ impl PyWriter<'_> {
             FloatSpecials::Python if f > 0.0 => "Infinity".into(),
             FloatSpecials::Python => "-Infinity".into(),
         }
+    }
+}
+
+/// An integer as Python writes it; a float through `float`.
+fn write_number(out: &mut String, n: &serde_json::Number, float: impl Fn(f64) -> String) {
+    if let Some(i) = n.as_i64() {
+        let _ = write!(out, "{i}");
+    } else if let Some(u) = n.as_u64() {
+        let _ = write!(out, "{u}");
+    } else {
+        out.push_str(&float(n.as_f64().unwrap_or(f64::NAN)));
     }
 }
 
@@ -326,15 +328,7 @@ pub fn py_repr(out: &mut String, v: &Value) {
         Value::Null => out.push_str("None"),
         Value::Bool(true) => out.push_str("True"),
         Value::Bool(false) => out.push_str("False"),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                let _ = write!(out, "{i}");
-            } else if let Some(u) = n.as_u64() {
-                let _ = write!(out, "{u}");
-            } else {
-                out.push_str(&py_float_repr(n.as_f64().unwrap_or(f64::NAN)));
-            }
-        }
+        Value::Number(n) => write_number(out, n, py_float_repr),
         Value::String(s) => py_repr_str(out, s),
         Value::Array(a) => {
             out.push('[');
