@@ -111,6 +111,57 @@ fn dataset_validate_names_file_line_field_and_exits_nonzero() {
     );
 }
 
+/// A tokenizer folder that cannot be used is an error before anything is sent, naming the file
+/// and what was expected; so is a bad chat template, with its place in the file.
+#[test]
+fn a_bad_tokenizer_folder_is_named_before_anything_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("d.jsonl");
+    std::fs::write(
+        &ds,
+        r#"{"conversation_id":"c1","turn":1,"role":"user","content":"hi","system":"s"}"#,
+    )
+    .unwrap();
+    let tok = dir.path().join("tok");
+    std::fs::create_dir(&tok).unwrap();
+    let replay = |tok: &Path| {
+        tokentap(&[
+            "replay",
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--dataset",
+            ds.to_str().unwrap(),
+            "--model",
+            "m",
+            "--tokenizer",
+            tok.to_str().unwrap(),
+            "--quiet",
+        ])
+    };
+    let out = replay(&tok);
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("tokenizer.json") && err.contains("not found"),
+        "{err}"
+    );
+    let golden =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden/mlperf-ea33275/tokenizer");
+    std::fs::copy(golden.join("tokenizer.json"), tok.join("tokenizer.json")).unwrap();
+    std::fs::write(
+        tok.join("tokenizer_config.json"),
+        r#"{"chat_template": "{% for m in messages %}{{ m.role }"}"#,
+    )
+    .unwrap();
+    let out = replay(&tok);
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("tokenizer_config.json") && err.contains("does not compile"),
+        "{err}"
+    );
+}
+
 #[test]
 fn sim_cli_prints_its_address_serves_and_stops_on_sigterm() {
     let mut child = Command::new(BIN)
