@@ -165,6 +165,19 @@ impl Framer {
         }
     }
 
+    /// The data of every event of a whole stream but `[DONE]`, in order (a final event without
+    /// its blank line included).
+    pub fn each_data(body: &[u8], mut on_data: impl FnMut(&[u8])) {
+        let mut framer = Framer::new();
+        let mut take = |ev: Event<'_>| {
+            if !ev.is_done() {
+                on_data(ev.data)
+            }
+        };
+        framer.feed(body, &mut take);
+        framer.finish(take);
+    }
+
     /// The stream did not start with a whole BOM: the bytes of it matched so far are ordinary
     /// bytes of the first line.
     fn leave_start(&mut self) {

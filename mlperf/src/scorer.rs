@@ -685,10 +685,8 @@ pub fn bash_actions(tool_calls: Option<&[Value]>) -> Vec<String> {
     let mut out = Vec::new();
     for tc in tool_calls.unwrap_or_default() {
         let Some(tc) = tc.as_object() else { continue };
-        let f = match tc.get("function") {
-            Some(Value::Object(f)) => f,
-            Some(v) if crate::output::truthy(v) => continue,
-            _ => continue,
+        let Some(Value::Object(f)) = tc.get("function") else {
+            continue;
         };
         if f.get("name").and_then(Value::as_str) != Some("bash") {
             continue;

@@ -37,6 +37,7 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
+use tokentap_core::record::{CountSource, TurnRecord};
 
 /// Why a tokenizer folder could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +59,16 @@ pub struct Count {
     pub tokens: u64,
     /// The chat template failed and the text fallback was counted (the reference logs this).
     pub fallback: bool,
+}
+
+impl Count {
+    fn source(fallback: bool) -> CountSource {
+        if fallback {
+            CountSource::TokenizerFallback
+        } else {
+            CountSource::Tokenizer
+        }
+    }
 }
 
 /// The inputs of an ISL count: the request as sent.
@@ -495,6 +506,24 @@ impl RefTokenizer {
     /// The named special tokens passed to every template rendering.
     pub fn special_tokens(&self) -> &[(String, String)] {
         &self.special_tokens
+    }
+
+    /// Counts a completed output into a record: `osl`, `tpot_tokens` and `osl_source`
+    /// (`tokenizer_fallback` when either count took the reference's fallback path).
+    pub fn record_output(&self, out: &ModelOutput, rec: &mut TurnRecord) {
+        let osl = self.osl(out);
+        let tpot = self.tpot_tokens(out);
+        rec.osl = osl.map(|c| c.tokens);
+        rec.tpot_tokens = tpot.map(|c| c.tokens);
+        let fallback = osl.is_some_and(|c| c.fallback) || tpot.is_some_and(|c| c.fallback);
+        rec.osl_source = Some(Count::source(fallback));
+    }
+
+    /// Counts the request as sent into a record: `isl` and `isl_source`.
+    pub fn record_prompt(&self, p: &PromptInput, rec: &mut TurnRecord) {
+        let c = self.count_prompt(p);
+        rec.isl = Some(c.tokens);
+        rec.isl_source = Some(Count::source(c.fallback));
     }
 }
 

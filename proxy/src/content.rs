@@ -14,11 +14,10 @@ pub fn build(request: Option<&Bytes>, response: &[Bytes]) -> Value {
         .and_then(|b| serde_json::from_slice::<Value>(b).ok())
         .unwrap_or(Value::Null);
     let body = concat_frames(response);
-    let mut framer = Framer::new();
     let mut output = String::new();
     let mut reasoning = String::new();
     let mut events = 0;
-    let mut take = |data: &[u8]| {
+    let take = |data: &[u8]| {
         events += 1;
         let Ok(v) = serde_json::from_slice::<Value>(data) else {
             return;
@@ -40,16 +39,7 @@ pub fn build(request: Option<&Bytes>, response: &[Bytes]) -> Value {
             }
         }
     };
-    framer.feed(&body, |ev| {
-        if !ev.is_done() {
-            take(ev.data)
-        }
-    });
-    framer.finish(|ev| {
-        if !ev.is_done() {
-            take(ev.data)
-        }
-    });
+    Framer::each_data(&body, take);
     if events == 0 {
         let resp = serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null);
         return json!({"request": req, "response": resp});

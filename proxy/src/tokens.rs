@@ -17,7 +17,7 @@ use bytes::Bytes;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
-use tokentap_core::record::{CountSource, Status, TurnRecord};
+use tokentap_core::record::{Status, TurnRecord};
 use tokentap_core::sse::Framer;
 use tokentap_core::timeline::TokenSource;
 use tokentap_mlperf::{Accumulator, PromptInput, RefTokenizer};
@@ -128,9 +128,7 @@ pub fn count(tok: &RefTokenizer, job: Job) -> Box<TurnRecord> {
         sse,
     } = job;
     if let Some(p) = request.as_deref().and_then(PromptInput::from_body) {
-        let c = tok.count_prompt(&p);
-        rec.isl = Some(c.tokens);
-        rec.isl_source = Some(source(c.fallback));
+        tok.record_prompt(&p, &mut rec);
     }
     if rec.status != Status::Ok || response.is_empty() {
         return rec;
@@ -138,39 +136,13 @@ pub fn count(tok: &RefTokenizer, job: Job) -> Box<TurnRecord> {
     let mut acc = Accumulator::default();
     let body = crate::meter::concat_frames(&response);
     if sse {
-        let mut framer = Framer::new();
-        let mut feed = |data: &[u8]| acc.feed(data);
-        framer.feed(&body, |ev| {
-            if !ev.is_done() {
-                feed(ev.data)
-            }
-        });
-        framer.finish(|ev| {
-            if !ev.is_done() {
-                feed(ev.data)
-            }
-        });
+        Framer::each_data(&body, |data| acc.feed(data));
     } else {
         acc.feed(&body);
     }
-    let out = acc.output();
-    let osl = tok.osl(&out);
-    let tpot = tok.tpot_tokens(&out);
-    rec.osl = osl.map(|c| c.tokens);
-    rec.tpot_tokens = tpot.map(|c| c.tokens);
-    rec.osl_source = Some(source(
-        osl.is_some_and(|c| c.fallback) || tpot.is_some_and(|c| c.fallback),
-    ));
+    tok.record_output(&acc.output(), &mut rec);
     if let Some(n) = rec.osl {
         rec.measured.set_output_tokens(n, TokenSource::Tokenizer);
     }
     rec
-}
-
-fn source(fallback: bool) -> CountSource {
-    if fallback {
-        CountSource::TokenizerFallback
-    } else {
-        CountSource::Tokenizer
-    }
 }

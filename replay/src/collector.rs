@@ -39,8 +39,6 @@ pub struct ReplayRecord {
 #[derive(Debug, Clone)]
 pub struct RefTurn {
     pub key: TurnKey,
-    /// Issued in the reference's sense (sent, or aborted after a failure).
-    pub issued: bool,
     pub score: Option<TurnScore>,
 }
 
@@ -147,7 +145,7 @@ impl Aggregate {
         let m = &r.measured;
         self.records += 1;
         if let (Some(rt), Some(scorer)) = (&rr.reference, scorer) {
-            if rt.issued {
+            if tokentap_mlperf::window::issued(r) {
                 self.reference
                     .scores
                     .add(scorer, rt.key.clone(), rt.score.clone());

@@ -228,9 +228,6 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
     let turns: Vec<usize> = conv.client_turns().collect();
     run.counters.trajectory_started();
     let aborted_from = |from: usize, error: TurnError| {
-        // Turns aborted after a failure are issued in the reference's sense (it issues them and
-        // completes them at once with an error); turns never sent because issuing stopped are not.
-        let issued = error.kind == "previous_turn_failed";
         for (ti, &row) in turns.iter().enumerate().skip(from) {
             let mut r = t.record(ti, row, Anchor::now());
             r.status = Status::Aborted;
@@ -245,7 +242,6 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
                     complete_output: false,
                     body: None,
                     key: t.key(row),
-                    issued,
                 },
             );
         }
@@ -432,7 +428,6 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
                 complete_output: capture == client::Capture::Full,
                 body: isl_body,
                 key: t.key(row),
-                issued: true,
                 record: rec,
             },
         );

@@ -383,13 +383,8 @@ fn write_config(dir: &Path, config: &ReplayConfig) -> Result<(), ReplayError> {
 }
 
 fn write_json(dir: &Path, name: &str, v: &impl serde::Serialize) -> Result<(), ReplayError> {
-    let path = dir.join(name);
     let mut text = serde_json::to_string_pretty(v)
         .map_err(|e| ReplayError::Internal(format!("serializing {name}: {e}")))?;
     text.push('\n');
-    std::fs::write(&path, text).map_err(|source| ReplayError::Io {
-        what: "cannot write",
-        path,
-        source,
-    })
+    write_text(dir, name, &text)
 }

@@ -35,9 +35,6 @@ pub(crate) struct Job {
     /// The request as sent, for the ISL count (only with a tokenizer).
     pub body: Option<RequestBody>,
     pub key: TurnKey,
-    /// The reference would have issued this turn (sent, or aborted after a failure); a turn
-    /// never sent because issuing stopped is not.
-    pub issued: bool,
 }
 
 /// What the pool counts and scores with.
@@ -106,7 +103,6 @@ pub(crate) fn process(ctx: &Ctx, job: Job) -> ReplayRecord {
         complete_output,
         body,
         key,
-        issued,
     } = job;
     let ok = record.status == Status::Ok;
     if let (true, true, Some(out)) = (ctx.record_outputs, complete_output, &output) {
@@ -114,18 +110,7 @@ pub(crate) fn process(ctx: &Ctx, job: Job) -> ReplayRecord {
     }
     if ok {
         match (&ctx.tokenizer, &output) {
-            (Some(tok), Some(out)) => {
-                let osl = tok.osl(out);
-                let tpot = tok.tpot_tokens(out);
-                record.osl = osl.map(|c| c.tokens);
-                record.tpot_tokens = tpot.map(|c| c.tokens);
-                let fallback = osl.is_some_and(|c| c.fallback) || tpot.is_some_and(|c| c.fallback);
-                record.osl_source = Some(if fallback {
-                    CountSource::TokenizerFallback
-                } else {
-                    CountSource::Tokenizer
-                });
-            }
+            (Some(tok), Some(out)) => tok.record_output(out, &mut record),
             _ => {
                 // Not the reference's count: the server's usage, else chunks. An output the
                 // reference would find empty has no OSL sample, as there.
@@ -148,13 +133,7 @@ pub(crate) fn process(ctx: &Ctx, job: Job) -> ReplayRecord {
         match (&ctx.tokenizer, &body) {
             (Some(tok), Some(b)) => {
                 if let Some(p) = PromptInput::from_body(&b.to_vec()) {
-                    let c = tok.count_prompt(&p);
-                    record.isl = Some(c.tokens);
-                    record.isl_source = Some(if c.fallback {
-                        CountSource::TokenizerFallback
-                    } else {
-                        CountSource::Tokenizer
-                    });
+                    tok.record_prompt(&p, &mut record);
                 }
             }
             _ => {
@@ -166,7 +145,8 @@ pub(crate) fn process(ctx: &Ctx, job: Job) -> ReplayRecord {
         }
     }
     let score = match &ctx.scorer {
-        Some(scorer) if issued => {
+        // Issued in the reference's sense (sent, or aborted after a failure): scored.
+        Some(scorer) if tokentap_mlperf::window::issued(&record) => {
             let model = if ok {
                 output.as_ref().map(|o| {
                     let p = o.message_parts();
@@ -186,6 +166,6 @@ pub(crate) fn process(ctx: &Ctx, job: Job) -> ReplayRecord {
     ReplayRecord {
         accuracy: score.as_ref().map(|s| s.score),
         record,
-        reference: Some(RefTurn { key, issued, score }),
+        reference: Some(RefTurn { key, score }),
     }
 }

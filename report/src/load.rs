@@ -89,7 +89,6 @@ impl Run {
     /// `replay --record-outputs`) the reference's way, folds the performance window again and
     /// replaces the summary's MLPerf primary metrics with the result (marked `recounted_with`).
     pub fn recount(&mut self, tok: &tokentap_mlperf::RefTokenizer) -> Recount {
-        use tokentap_core::record::CountSource;
         use tokentap_mlperf::ModelOutput;
         let mut n = Recount::default();
         for r in self.records.iter_mut().filter(|r| r.status == Status::Ok) {
@@ -102,17 +101,7 @@ impl Run {
                 n.without_output += 1;
                 continue;
             };
-            let osl = tok.osl(&out);
-            let tpot = tok.tpot_tokens(&out);
-            r.osl = osl.map(|c| c.tokens);
-            r.tpot_tokens = tpot.map(|c| c.tokens);
-            r.osl_source = Some(
-                if osl.is_some_and(|c| c.fallback) || tpot.is_some_and(|c| c.fallback) {
-                    CountSource::TokenizerFallback
-                } else {
-                    CountSource::Tokenizer
-                },
-            );
+            tok.record_output(&out, r);
             n.recounted += 1;
         }
         if n.recounted == 0 {

@@ -82,7 +82,6 @@ pub fn parse(path: &Path, text: &str, x: &Extras<'_>) -> Result<ClientRun, Compa
     let mut completions: Vec<usize> = Vec::new();
     let mut tracking = false;
     let mut saw_tracking = false;
-    let mut tracking_start: Option<u64> = None;
     for item in super::jsonl(path, text) {
         let (line, v) = item?;
         let kind = v.get("event_type").and_then(Value::as_str).ok_or_else(|| {
@@ -97,7 +96,6 @@ pub fn parse(path: &Path, text: &str, x: &Extras<'_>) -> Result<ClientRun, Compa
             "session.start_performance_tracking" => {
                 tracking = true;
                 saw_tracking = true;
-                tracking_start.get_or_insert(ts.unwrap_or(0));
                 continue;
             }
             "session.stop_performance_tracking" => {
@@ -264,7 +262,7 @@ pub fn parse(path: &Path, text: &str, x: &Extras<'_>) -> Result<ClientRun, Compa
     if let Some(p) = &x.result_summary {
         let rs = read_json(p)?;
         published = Some(published_claims(p, &rs));
-        let recomputed = recompute(&samples, &completions, &counts, tracking_start);
+        let recomputed = recompute(&samples, &completions, &counts);
         checks.extend(summary_checks(&rs, &recomputed, x.tokenizer.is_some()));
     } else {
         notes.push(
@@ -336,7 +334,6 @@ fn recompute(
     samples: &[Sample],
     completions: &[usize],
     counts: &[(Option<u64>, Option<u64>)],
-    _start: Option<u64>,
 ) -> Recomputed {
     let mut r = Recomputed {
         ttft: Vec::new(),
@@ -416,8 +413,7 @@ fn summary_checks(rs: &Value, r: &Recomputed, tokenizer: bool) -> Vec<Check> {
             continue;
         };
         let mut diffs = Vec::new();
-        let count = p["percentiles"].is_object();
-        if !count {
+        if !p["percentiles"].is_object() {
             diffs.push("the summary has no percentiles".to_string());
         }
         let cmp = |what: &str, published: Option<f64>, ours: f64, diffs: &mut Vec<String>| {
