@@ -1,11 +1,14 @@
 //! `tokentap demo`: the main job on the embedded default, with no arguments.
 //!
 //! Starts the simulated server on loopback (a timing model scaled so the whole run takes about a
-//! minute) and the measurement proxy in front of it, synthesizes a small dataset with both
-//! trajectory shapes, and replays it through the proxy with salting and (scaled) delays on,
-//! showing live progress and the summary. Then it puts the proxy's view (the wire) next to the
-//! client's, turn by turn. Everything it writes goes to `--out` (default `./tokentap-demo`): the
-//! dataset, the replay's records and summary, the proxy's records.
+//! minute, with decode slowing as more requests share the "GPU" and two prefill lanes, so the
+//! throughput–interactivity trade-off is visible) and the measurement proxy in front of it,
+//! synthesizes a small dataset with both trajectory shapes, and runs a small sweep through the
+//! proxy: one replay per concurrency (salting and scaled delays on), with the engine's metrics
+//! scraped per point. It ends with the curve in the terminal, the proxy's view (the wire) next
+//! to the client's, and the HTML sweep report. Everything goes to `--out` (default
+//! `./tokentap-demo`): the dataset, the proxy's records, the sweep (`sweep/`, one `r<C>/` per
+//! point).
 
 use anyhow::Context as _;
 use std::collections::HashMap;
@@ -20,14 +23,14 @@ use tokentap_sim::{SimConfig, SimServer};
 
 #[derive(clap::Args, Debug)]
 pub struct Opts {
-    /// Active conversations (closed-loop slots).
-    #[arg(long, default_value_t = 8)]
-    pub concurrency: usize,
+    /// The sweep's points: active conversations (closed-loop slots) per point.
+    #[arg(long, value_delimiter = ',', num_args = 1, default_value = "1,2,4,8")]
+    pub concurrency: Vec<usize>,
     /// Coding trajectories to synthesize (deep, tool calls, growing context).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 4)]
     pub coding: usize,
     /// Workflow trajectories to synthesize (shallow, large shared system prompt).
-    #[arg(long, default_value_t = 48)]
+    #[arg(long, default_value_t = 16)]
     pub workflow: usize,
     /// Size multiplier for the synthetic dataset.
     #[arg(long, default_value_t = 0.3)]
@@ -35,10 +38,10 @@ pub struct Opts {
     /// Multiplier applied to the dataset's inter-turn delays.
     #[arg(long, default_value_t = 0.1)]
     pub delay_scale: f64,
-    /// Simulated decode time per output token, ms.
+    /// Simulated decode time per output token, ms (one request alone).
     #[arg(long, default_value_t = 2.0)]
     pub decode_ms: f64,
-    /// Where the dataset, records and summary go.
+    /// Where the dataset, records and the sweep go.
     #[arg(long, default_value = "tokentap-demo")]
     pub out: PathBuf,
     /// Seed for the dataset and the simulated server.
@@ -46,19 +49,25 @@ pub struct Opts {
     pub seed: u64,
 }
 
-/// The simulated server's settings for the demo: a small, fast "GPU".
+/// The simulated server's settings for the demo: a small, fast "GPU" whose decode slows by
+/// 12 % per extra concurrent request and which prefills two requests at a time.
 fn sim_config(opts: &Opts) -> SimConfig {
     let mut c = SimConfig::realistic();
     c.seed = opts.seed;
     c.timing.prefill_base_ms = 8.0;
     c.timing.prefill_per_token_ms = 0.004;
+    c.timing.prefill_lanes = 2;
     c.timing.decode_ms = opts.decode_ms;
+    c.timing.decode_slowdown = 0.12;
     c.output.mean_tokens = 96.0;
     c.output.max_tokens = 256;
     c
 }
 
-pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Result<i32> {
+pub async fn run(
+    opts: Opts,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<i32> {
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating {}", opts.out.display()))?;
     let dataset_path = opts.out.join("dataset.jsonl");
@@ -79,8 +88,11 @@ pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Resu
     let sim = SimServer::start(sim_config(&opts))
         .await
         .context("starting the simulated server")?;
+    let proxy_dir = opts.out.join("proxy");
+    // A rerun starts the wire's view afresh (the proxy appends new files otherwise).
+    let _ = std::fs::remove_dir_all(&proxy_dir);
     let mut proxy_cfg = tokentap_proxy::Config::new([sim.base_url()]);
-    proxy_cfg.records_dir = Some(opts.out.join("proxy"));
+    proxy_cfg.records_dir = Some(proxy_dir.clone());
     proxy_cfg.keep_records = true;
     let proxy = match Proxy::start(proxy_cfg).await {
         Ok(p) => p,
@@ -89,6 +101,7 @@ pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Resu
             return Err(e).context("starting the proxy");
         }
     };
+    let points: Vec<String> = opts.concurrency.iter().map(usize::to_string).collect();
     println!("tokentap demo");
     println!(
         "  dataset   {} ({} trajectories: {} coding, {} workflow; {} client turns)",
@@ -99,28 +112,31 @@ pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Resu
         made.client_turns
     );
     println!(
-        "  server    simulated, {} (prefill + decode model, prefix KV cache)",
+        "  server    simulated, {} (prefill + decode model, prefix KV cache, vLLM metrics)",
         sim.base_url()
     );
     println!(
         "  proxy     {} (admin {}), records in {}",
         proxy.base_url(),
         proxy.admin_addr(),
-        opts.out.join("proxy").display()
+        proxy_dir.display()
     );
     println!(
-        "  replay    closed loop, {} conversations, salting on, delays ×{}\n",
-        opts.concurrency, opts.delay_scale
+        "  sweep     concurrency {}, one pass of the dataset per point, salting on, delays ×{}\n",
+        points.join(", "),
+        opts.delay_scale
     );
 
-    let out_run = opts.out.join("run");
+    let out_sweep = opts.out.join("sweep");
+    // A rerun of the demo is a new sweep, not a resumed one.
+    let _ = std::fs::remove_dir_all(&out_sweep);
     let args: Vec<String> = vec![
         "--endpoint".into(),
         proxy.base_url(),
         "--dataset".into(),
         dataset_path.display().to_string(),
         "--concurrency".into(),
-        opts.concurrency.to_string(),
+        points.join(","),
         "--salt".into(),
         "--delays".into(),
         "--delay-scale".into(),
@@ -128,19 +144,46 @@ pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Resu
         "--include-usage".into(),
         "--model".into(),
         "tokentap-sim".into(),
+        // A tuning sweep: one pass per point, not the rules' 10–20 minutes.
+        "--min-duration-scale".into(),
+        "0".into(),
+        "--engine-metrics".into(),
+        format!("{}/metrics", sim.base_url()),
+        "--engine-interval".into(),
+        "2s".into(),
         "--out".into(),
-        out_run.display().to_string(),
+        out_sweep.display().to_string(),
     ];
-    let replay_opts = tokentap_replay::Opts::try_parse_from_args(&args)
-        .map_err(|e| anyhow::anyhow!("building the demo's replay options: {e}"))?;
-    let outcome = tokentap_replay::run(replay_opts, shutdown).await;
+    let sweep_opts = tokentap_sweep::Opts::try_parse_from_args(&args)
+        .map_err(|e| anyhow::anyhow!("building the demo's sweep options: {e}"))?;
+    let sweep = tokentap_sweep::Sweep::from_opts(&sweep_opts).await?;
+    println!("{}", sweep.plan.describe());
+    let outcome = tokentap_sweep::run_with(sweep, shutdown).await;
     let wire = proxy.records();
     let report = proxy.shutdown(Duration::from_secs(5)).await;
     sim.shutdown().await;
     let outcome = outcome?;
-    if let Some(dir) = &outcome.out_dir {
-        let client = read_records(&dir.join("records.jsonl"))?;
-        println!("\n{}", client_vs_wire(&client, &wire));
+    // The proxy's records are complete now: put the wire beside every point.
+    let file = match tokentap_sweep::attach_wire(&out_sweep, &proxy_dir) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("warning: the wire's view was not attached: {e:#}");
+            outcome.file.clone()
+        }
+    };
+    println!("\n{}", tokentap_sweep::report::terminal(&file));
+    if let Some(last) = file.points.iter().rev().find(|p| p.done()) {
+        let client = read_records(&out_sweep.join(&last.dir).join("records.jsonl"))?;
+        let wire = tokentap_sweep::wire::in_span(
+            &wire,
+            last.started_wall_ns.unwrap_or(0),
+            last.ended_wall_ns.unwrap_or(u64::MAX),
+        );
+        println!(
+            "at concurrency {}: {}",
+            last.concurrency,
+            client_vs_wire(&client, &wire)
+        );
     }
     println!(
         "proxy: {} requests seen, {} records written{}",
@@ -152,15 +195,14 @@ pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Resu
             String::new()
         }
     );
-    if let Some(dir) = &outcome.out_dir {
-        println!(
-            "report: {} (open it in a browser)",
-            dir.join("report.html").display()
-        );
-    }
     println!(
-        "\nThe simulated server is not a real model, so the accuracy gates cannot pass: the\n\
-         verdict above is expected. Point `tokentap replay --endpoint` at a real server next."
+        "report: {} (open it in a browser; each point links its own)",
+        out_sweep.join("report.html").display()
+    );
+    println!(
+        "\nThe simulated server is not a real model and the demo is a tuning sweep (scaled delays,\n\
+         one pass per point), so the verdict above is expected. Point `tokentap sweep --endpoint`\n\
+         at a real server next, with --c-min/--c-max and a model preset."
     );
     Ok(if outcome.interrupted { 130 } else { 0 })
 }
@@ -177,21 +219,21 @@ fn read_records(path: &Path) -> anyhow::Result<Vec<TurnRecord>> {
         .collect()
 }
 
-/// The client's and the wire's view of the same turns, joined by session id and turn index.
-/// The difference is what the client adds on top of what crossed the wire: its own send and
-/// receive path plus one loopback hop each way.
-fn client_vs_wire(client: &[TurnRecord], wire: &[TurnRecord]) -> String {
-    let key = |r: &TurnRecord| (r.conversation_id.clone(), r.turn_index);
-    let wire: HashMap<_, _> = wire
-        .iter()
-        .filter(|r| r.status == Status::Ok)
-        .map(|r| (key(r), r))
-        .collect();
+/// The client's and the wire's view of the same turns (the wire's completed turns of the point,
+/// keyed by session id and turn index within it). The difference is what the client adds on top
+/// of what crossed the wire: its own send and receive path plus one loopback hop each way.
+fn client_vs_wire(client: &[TurnRecord], wire: &HashMap<(&str, u32), &TurnRecord>) -> String {
     let (mut ttft_c, mut ttft_w, mut ttft_d) = (Samples::new(), Samples::new(), Samples::new());
     let (mut e2e_c, mut e2e_w, mut e2e_d) = (Samples::new(), Samples::new(), Samples::new());
     let mut joined = 0;
     for c in client.iter().filter(|r| r.status == Status::Ok) {
-        let Some(w) = wire.get(&key(c)) else { continue };
+        let Some(w) = c
+            .conversation_id
+            .as_deref()
+            .and_then(|id| wire.get(&(id, c.turn_index)))
+        else {
+            continue;
+        };
         joined += 1;
         let ms = |ns: u64| ns as f64 / 1e6;
         if let (Some(a), Some(b)) = (c.measured.ttft_ns, w.measured.ttft_ns) {

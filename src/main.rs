@@ -36,6 +36,9 @@ enum Command {
     Demo(demo::Opts),
     /// Replay agentic trajectories against an OpenAI-compatible endpoint (MLPerf closed loop).
     Replay(Box<tokentap_replay::Opts>),
+    /// Run the benchmark as a curve: one replay per concurrency, placed in the MLPerf regions
+    /// (C_min/C_max), judged as a Pareto curve, plotted. Exit 0 valid, 3 not valid, 130 Ctrl-C.
+    Sweep(Box<tokentap_sweep::Opts>),
     /// Run the measurement proxy in front of one or more OpenAI-compatible servers.
     Proxy(Box<tokentap_proxy::Opts>),
     /// Run the simulated OpenAI-compatible server (prefill, decode, prefix KV cache, faults).
@@ -45,7 +48,8 @@ enum Command {
     Dataset(tokentap_dataset::cli::DatasetCommand),
     /// Check a benchmark client's timing claims against what the proxy saw on the wire.
     Compare(Box<tokentap_compare::Opts>),
-    /// Render a replay run directory as one self-contained HTML report (or --format md|json).
+    /// Render a replay run directory or a sweep directory as one self-contained HTML report (or
+    /// --format md|json).
     Report(Box<tokentap_report::Opts>),
 }
 
@@ -66,6 +70,9 @@ fn main() -> ExitCode {
         return exit(tokentap_compare::run(*opts));
     }
     if let Command::Report(opts) = cli.command {
+        if tokentap_sweep::report::is_sweep(&opts.run_dir) {
+            return exit(tokentap_sweep::report::run(&opts));
+        }
         return exit(tokentap_report::run(*opts));
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -89,6 +96,7 @@ fn main() -> ExitCode {
                     ExitCode::from(1)
                 }
             },
+            Command::Sweep(opts) => exit(tokentap_sweep::run(*opts, shutdown::signal()).await),
             Command::Proxy(opts) => exit(
                 tokentap_proxy::run(*opts, shutdown::signal())
                     .await

@@ -18,6 +18,7 @@
 //!   histograms, early-stopping estimates ([`early_stopping`]), `qps`, `tps`.
 //! - [`validity`]: the official rules of a measurement point and the model presets' gates.
 //! - [`metrics`]: the rules' primary metrics (`system_tps`, `tps_per_user`, …).
+//! - [`pareto`]: the curve — regions from C_min/C_max, a proposed plan, the curve's verdict.
 //! - [`window`]: the performance window's samples folded from turn records (replay, report).
 //!
 //! ## Data flow
@@ -38,6 +39,7 @@
 pub mod early_stopping;
 pub mod metrics;
 pub mod output;
+pub mod pareto;
 pub mod pyjson;
 pub mod result_summary;
 pub mod scorer;

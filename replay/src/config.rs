@@ -212,6 +212,10 @@ fn opt_secs<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error
     }
 }
 
+fn list(v: &[usize]) -> String {
+    v.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+}
+
 /// `tokentap replay` options.
 #[derive(clap::Args, Clone, Debug, Serialize)]
 pub struct Opts {
@@ -222,9 +226,10 @@ pub struct Opts {
     /// MLPerf agentic dataset (JSONL, one row per message).
     #[arg(long)]
     pub dataset: PathBuf,
-    /// Target concurrency: number of active conversations (closed loop).
-    #[arg(long, default_value_t = 1)]
-    pub concurrency: usize,
+    /// Target concurrency: number of active conversations (closed loop). Default 1.
+    /// `tokentap sweep` takes a list (`1,4,16,64`): one measurement point each.
+    #[arg(long, value_delimiter = ',', num_args = 1, value_name = "N")]
+    pub concurrency: Vec<usize>,
     /// Trajectories to issue (official: a multiple of the dataset size). Default: one pass.
     #[arg(long)]
     pub trajectories: Option<u64>,
@@ -321,6 +326,12 @@ pub struct Opts {
     /// ultra-low and anything higher is assumed to be above C_min.
     #[arg(long, value_name = "N")]
     pub c_min: Option<u64>,
+    /// Run for at least the rules' minimum steady-state duration of the point's region (600 s
+    /// ultra-low, 1200 s elsewhere) times F: whole passes of the dataset are issued until it
+    /// has elapsed. F = 1 is the official length; anything else marks the point not official
+    /// (tuning runs). Without it the run is `--trajectories` long and the rule only checked.
+    #[arg(long, value_name = "F")]
+    pub min_duration_scale: Option<f64>,
     /// Warmup: issue this many trajectories before performance tracking starts (excluded from
     /// every result, recorded in warmup.jsonl and declared in the summary).
     #[arg(long, value_name = "N")]
@@ -486,6 +497,8 @@ pub struct ReplayConfig {
     pub tokenizer: Option<PathBuf>,
     /// `--c-min`: the submission's C_min, for the point's region.
     pub c_min: Option<u64>,
+    /// `--min-duration-scale`: extend the run to the region's minimum duration × this.
+    pub min_duration_scale: Option<f64>,
     /// `--record-outputs`: outputs kept in the records.
     pub record_outputs: bool,
     pub warmup: Option<WarmupConfig>,
@@ -520,6 +533,7 @@ impl ReplayConfig {
             byte_compatible: true,
             tokenizer: None,
             c_min: None,
+            min_duration_scale: None,
             record_outputs: false,
             warmup: None,
         })
@@ -554,7 +568,17 @@ impl ReplayConfig {
         c.sampling = s;
         c.model = opts.model.clone();
         c.preset = opts.preset;
-        c.concurrency = opts.concurrency;
+        c.concurrency = match opts.concurrency[..] {
+            [] => 1,
+            [c] => c,
+            _ => {
+                return Err(ReplayError::Config(format!(
+                    "--concurrency {}: a list of concurrencies is a sweep (`tokentap sweep --concurrency {}`)",
+                    list(&opts.concurrency),
+                    list(&opts.concurrency)
+                )))
+            }
+        };
         c.trajectories = opts.trajectories;
         c.salt = opts.salt;
         c.delays = opts.delays;
@@ -575,13 +599,14 @@ impl ReplayConfig {
         c.kernel_rx_timestamps = !opts.user_rx_timestamps;
         c.tokenizer = opts.tokenizer.clone();
         c.c_min = opts.c_min;
+        c.min_duration_scale = opts.min_duration_scale;
         c.record_outputs = opts.record_outputs;
         if opts.warmup_trajectories.is_some() || opts.warmup_duration.is_some() {
             c.warmup = Some(WarmupConfig {
                 trajectories: opts.warmup_trajectories,
                 duration: opts.warmup_duration,
                 dataset: opts.warmup_dataset.clone(),
-                concurrency: opts.warmup_concurrency.unwrap_or(opts.concurrency),
+                concurrency: opts.warmup_concurrency.unwrap_or(c.concurrency),
             });
         } else if opts.warmup_dataset.is_some() || opts.warmup_concurrency.is_some() {
             return Err(ReplayError::Config(
@@ -640,6 +665,16 @@ impl ReplayConfig {
         }
         if self.c_min == Some(0) {
             return bad("--c-min must be at least 1".into());
+        }
+        if let Some(f) = self.min_duration_scale {
+            if !(f.is_finite() && f >= 0.0) {
+                return bad(format!(
+                    "--min-duration-scale must be a number ≥ 0, found {f}"
+                ));
+            }
+            if self.shard.count > 1 {
+                return bad("--min-duration-scale with --shard: each shard would extend on its own clock and the union need not be a multiple of the dataset; give --trajectories".into());
+            }
         }
         if let Some(w) = &self.warmup {
             if w.trajectories == Some(0) {
@@ -721,6 +756,15 @@ impl ReplayConfig {
             None if self.concurrency == 1 => Some(true),
             None => None,
         }
+    }
+
+    /// `--min-duration-scale`: how long the run keeps issuing whole passes — the rules' minimum
+    /// steady-state duration of the point's region times the scale.
+    pub fn min_duration(&self) -> Option<Duration> {
+        self.min_duration_scale.map(|s| {
+            let need = tokentap_mlperf::validity::min_duration_s(self.ultra_low().unwrap_or(false));
+            Duration::from_secs_f64(need * s)
+        })
     }
 
     /// Rows with a role that become requests; used for sizing.

@@ -60,8 +60,11 @@ pub(crate) struct Run {
     pub settings: RequestSettings,
     pub dataset: Arc<Dataset>,
     pub target: Target,
-    /// Trajectories this process (shard) issues.
-    pub budget_local: u64,
+    /// Trajectories this process (shard) issues; grows by whole passes of the dataset while
+    /// `extend_until` has not passed.
+    budget_local: AtomicU64,
+    /// `--min-duration-scale`: keep issuing whole passes until this instant.
+    extend_until: Option<MonoNs>,
     next: AtomicU64,
     window_open: AtomicBool,
     /// Monotonic ns at which the window closed (0 = still open).
@@ -99,13 +102,17 @@ impl Run {
         } else {
             0
         };
+        let extend_until = cfg
+            .min_duration()
+            .map(|d| clock::now().saturating_add(d.as_nanos().min(u128::from(u64::MAX)) as u64));
         Run {
             settings: RequestSettings::from(&cfg),
             expected_chunks: cfg.max_tokens_hint(),
             cfg,
             dataset,
             target,
-            budget_local,
+            budget_local: AtomicU64::new(budget_local),
+            extend_until,
             next: AtomicU64::new(0),
             window_open: AtomicBool::new(true),
             window_closed: AtomicU64::new(0),
@@ -146,10 +153,31 @@ impl Run {
         }
     }
 
-    /// Local claim → global FIFO number.
+    /// Trajectories this process issues (so far: it grows while the minimum duration runs).
+    pub fn budget_local(&self) -> u64 {
+        self.budget_local.load(Relaxed)
+    }
+
+    /// Local claim → global FIFO number. Past the budget, before `extend_until`, the budget
+    /// grows by one whole pass of the dataset (so the total stays a multiple of it).
     fn claim(&self) -> Option<u64> {
         let j = self.next.fetch_add(1, Relaxed);
-        (j < self.budget_local).then(|| j * self.cfg.shard.count + self.cfg.shard.index)
+        loop {
+            let b = self.budget_local.load(Relaxed);
+            if j < b {
+                return Some(j * self.cfg.shard.count + self.cfg.shard.index);
+            }
+            match self.extend_until {
+                Some(t) if clock::now() < t => {
+                    let pass = self.dataset.conversations.len() as u64;
+                    // Concurrent claims past the end extend once: the loser re-reads.
+                    let _ =
+                        self.budget_local
+                            .compare_exchange(b, b + pass.max(1), Relaxed, Relaxed);
+                }
+                _ => return None,
+            }
+        }
     }
 }
 

@@ -88,21 +88,7 @@ pub struct RunOutcome {
 /// write everything recorded). Prints the summary to stdout.
 pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Result<RunOutcome> {
     let mut config = ReplayConfig::from_opts(&opts)?;
-    let path = opts.dataset.clone();
-    let (dataset, hash) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
-        let bytes = std::fs::read(&path).map_err(|source| ReplayError::Io {
-            what: "cannot read the dataset",
-            path: path.clone(),
-            source,
-        })?;
-        let hash = file_hash(&bytes);
-        let text = String::from_utf8(bytes)
-            .map_err(|e| ReplayError::Config(format!("{}: not UTF-8: {e}", path.display())))?;
-        let ds = Dataset::parse(&path, &text).map_err(ReplayError::Dataset)?;
-        Ok((ds, hash))
-    })
-    .await
-    .context("loading the dataset")??;
+    let (dataset, hash) = load_dataset(&opts.dataset).await?;
     config.bind_dataset(&dataset, Some(hash))?;
     let progress = if opts.quiet {
         ProgressMode::Off
@@ -115,6 +101,26 @@ pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Resu
         println!("records: {}", d.display());
     }
     Ok(outcome)
+}
+
+/// Reads and checks a dataset file; returns it with its `blake2b-256` hash (recorded in
+/// `config.json`).
+pub async fn load_dataset(path: &Path) -> anyhow::Result<(Dataset, String)> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        let bytes = std::fs::read(&path).map_err(|source| ReplayError::Io {
+            what: "cannot read the dataset",
+            path: path.clone(),
+            source,
+        })?;
+        let hash = file_hash(&bytes);
+        let text = String::from_utf8(bytes)
+            .map_err(|e| ReplayError::Config(format!("{}: not UTF-8: {e}", path.display())))?;
+        let ds = Dataset::parse(&path, &text).map_err(ReplayError::Dataset)?;
+        Ok((ds, hash))
+    })
+    .await
+    .context("loading the dataset")?
 }
 
 /// `blake2b-256:<hex>` of a file's bytes.
@@ -194,9 +200,15 @@ pub async fn run_with(
                     wcfg.concurrency
                 );
             }
+            // A run extended to its minimum duration may take more passes than its budget.
             let max_pass = config
                 .budget(&dataset)
-                .div_ceil(dataset.conversations.len().max(1) as u64);
+                .div_ceil(dataset.conversations.len().max(1) as u64)
+                + if config.min_duration_scale.is_some() {
+                    64
+                } else {
+                    0
+                };
             let concurrency = wcfg.concurrency;
             let ran = phase::Phase {
                 config: wcfg,

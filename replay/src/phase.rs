@@ -111,7 +111,7 @@ impl Phase {
         let printer = (self.progress == ProgressMode::Line).then(|| {
             tokio::spawn(progress::print(
                 counters.clone(),
-                run.budget_local,
+                run.budget_local(),
                 start.mono_ns,
                 printer_done.clone(),
             ))
@@ -160,7 +160,7 @@ impl Phase {
         }
         let window_closed = run.window_closed_at();
         let stopped_by = run.stop_reason.get().copied();
-        let budget_local = run.budget_local;
+        let budget_local = run.budget_local();
         // Dropping the last `Run` drops the job sender: the pool drains, then the collector.
         drop(run);
         let mut agg = collector

@@ -647,7 +647,12 @@ fn validity(
         delays: cfg.delays,
         delay_scale: cfg.delay_scale,
         dataset_size: f.dataset_size,
-        budget: cfg.trajectories.unwrap_or(f.dataset_size),
+        // Unsharded, the run's own final budget (it grows with --min-duration-scale).
+        budget: if cfg.shard.count > 1 {
+            cfg.trajectories.unwrap_or(f.dataset_size)
+        } else {
+            f.budget_local
+        },
         trajectories_started: f.trajectories_started,
         trajectories_finished: f.trajectories_finished,
         shards: cfg.shard.count,
@@ -668,7 +673,7 @@ fn validity(
         osl_without_tokenizer,
         tracked_duration_s: m.primary.tracked_duration_s,
         ultra_low: cfg.ultra_low(),
-        min_duration_scale: 1.0,
+        min_duration_scale: cfg.min_duration_scale.unwrap_or(1.0),
     };
     let v = validity::evaluate(official.as_ref(), &facts);
     let mut notes = Vec::new();

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use tokentap_core::record::Status;
 
-const CSS: &str = r#"
+/// The page style, shared with the sweep report.
+pub const CSS: &str = r#"
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1560px;color:#222;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
 .grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(760px,1fr));gap:12px}
@@ -24,7 +25,8 @@ th{background:#f5f5f5}td:first-child,th:first-child{text-align:left}
 .muted{color:#666}pre{background:#f7f7f7;padding:8px;overflow:auto;max-height:420px}
 "#;
 
-const SCRIPT: &str = r#"
+/// The self-check, shared with the sweep report.
+pub const SCRIPT: &str = r#"
 (function(){
   var plots=document.querySelectorAll('svg.plot');
   var empty=[];
@@ -266,6 +268,7 @@ fn plots_section(o: &mut String, run: &Run) {
     );
     o.push_str(
         &Lines {
+            bands: Vec::new(),
             name: "itl_cdf",
             title: "ITL distribution (CDF, one sample per token)",
             x_label: "ITL (ms, log)",
@@ -278,6 +281,7 @@ fn plots_section(o: &mut String, run: &Run) {
     let (tps, share) = run.over_time();
     o.push_str(
         &Lines {
+            bands: Vec::new(),
             name: "output_tps",
             title: "Output tokens/s over time (by completion)",
             x_label: "seconds since run start",
@@ -289,6 +293,7 @@ fn plots_section(o: &mut String, run: &Run) {
     );
     o.push_str(
         &Lines {
+            bands: Vec::new(),
             name: "cached_share",
             title: "Cached-token share over time (needs usage)",
             x_label: "seconds since run start",

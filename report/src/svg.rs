@@ -261,6 +261,8 @@ pub struct Lines<'a> {
     pub y_label: &'a str,
     pub log_x: bool,
     pub series: Vec<(String, Vec<(f64, f64)>)>,
+    /// Shaded x ranges behind the data, each labelled (the sweep's regions).
+    pub bands: Vec<(f64, f64, String)>,
 }
 
 impl Lines<'_> {
@@ -276,6 +278,22 @@ impl Lines<'_> {
         let marks: usize = series.iter().map(|s| s.1.len()).sum();
         let mut o = String::with_capacity(400 + marks * 40);
         open(&mut o, self.name, marks);
+        for (i, (a, b, label)) in self.bands.iter().enumerate() {
+            let (pa, pb) = (x.px(*a).max(ML), x.px(*b).min(W - MR));
+            if pb <= pa {
+                continue;
+            }
+            let _ = write!(
+                o,
+                r##"<rect class="band" x="{pa:.1}" y="{MT}" width="{:.1}" height="{}" fill="{}" fill-opacity=".10"/><text x="{:.1}" y="{}" text-anchor="middle" fill="#777">{}</text>"##,
+                pb - pa,
+                H - MB - MT,
+                BAND[i % BAND.len()],
+                (pa + pb) / 2.0,
+                H - MB - 5.0,
+                esc(label)
+            );
+        }
         frame(
             &mut o,
             self.name,
@@ -318,6 +336,87 @@ impl Lines<'_> {
                 r##"<text x="{}" y="{}" fill="{color}" text-anchor="end">{}</text>"##,
                 W - MR,
                 18.0 + 14.0 * i as f64,
+                esc(label)
+            );
+        }
+        o.push_str("</svg>");
+        o
+    }
+}
+
+const BAND: &[&str] = &["#9467bd", "#2ca02c", "#ff7f0e", "#d62728"];
+
+/// A Pareto chart: labelled points and the frontier drawn as a step function — at each x, the
+/// best y of any point at that x or beyond (no interpolation between points, as the official
+/// curve is drawn). Dominated points are drawn but stay below the steps.
+pub struct Steps<'a> {
+    pub name: &'a str,
+    pub title: &'a str,
+    pub x_label: &'a str,
+    pub y_label: &'a str,
+    /// `(x, y, label)`.
+    pub points: Vec<(f64, f64, String)>,
+}
+
+impl Steps<'_> {
+    /// The frontier's corners: points sorted by x with y replaced by the best y at x or beyond.
+    pub fn frontier(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+        let mut p: Vec<(f64, f64)> = points
+            .iter()
+            .copied()
+            .filter(|(a, b)| a.is_finite() && b.is_finite())
+            .collect();
+        p.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut best = f64::NEG_INFINITY;
+        for q in p.iter_mut().rev() {
+            best = best.max(q.1);
+            q.1 = best;
+        }
+        p
+    }
+
+    pub fn render(&self) -> String {
+        let pts: Vec<&(f64, f64, String)> = self
+            .points
+            .iter()
+            .filter(|p| p.0.is_finite() && p.1.is_finite())
+            .collect();
+        let x = Axis::new(pts.iter().map(|p| p.0), false, ML, W - MR, true);
+        let y = Axis::new(pts.iter().map(|p| p.1), false, H - MB, MT, true);
+        let mut o = String::with_capacity(600 + pts.len() * 160);
+        open(&mut o, self.name, pts.len());
+        frame(
+            &mut o,
+            self.name,
+            self.title,
+            &x,
+            &y,
+            self.x_label,
+            self.y_label,
+        );
+        let f = Steps::frontier(&pts.iter().map(|p| (p.0, p.1)).collect::<Vec<_>>());
+        if let Some(first) = f.first() {
+            let mut d = format!("M{:.1},{:.1}", x.px(first.0), y.px(first.1));
+            for q in &f[1..] {
+                let _ = write!(d, "V{:.1}H{:.1}", y.px(q.1), x.px(q.0));
+            }
+            let _ = write!(
+                o,
+                r##"<path class="frontier" d="{d}" fill="none" stroke="{}" stroke-width="2"/>"##,
+                PALETTE[0]
+            );
+        }
+        for (a, b, label) in &pts {
+            let (px, py) = (x.px(*a), y.px(*b));
+            let _ = write!(
+                o,
+                r##"<circle class="pt" cx="{px:.1}" cy="{py:.1}" r="3.5" fill="{}"><title>{}: {}, {}</title></circle><text x="{:.1}" y="{:.1}">{}</text>"##,
+                PALETTE[1],
+                esc(label),
+                num(*a),
+                num(*b),
+                px + 5.0,
+                py - 5.0,
                 esc(label)
             );
         }
@@ -476,6 +575,7 @@ mod tests {
             (false, vec![(1e17, 1e17)]),
         ] {
             let s = Lines {
+                bands: Vec::new(),
                 name: "n",
                 title: "t",
                 x_label: "x",

@@ -1,0 +1,656 @@
+//! The engine's view of a point (`--engine-metrics URL`, repeatable): the server's own
+//! Prometheus endpoint (vLLM `vllm:*`, SGLang `sglang:*`) scraped at the start and the end of
+//! the point and every `--engine-interval` in between. The raw engine samples (only the
+//! `vllm:`/`sglang:` lines of each scrape) go to `r<C>/engine-metrics.jsonl`; the point's view is
+//! the change between the first and the last good scrape of each endpoint, summed over
+//! endpoints (several replicas) and label sets: the engine's TTFT, ITL, E2E and queue-time
+//! quantiles from its histograms, and its prefix-cache hit rate.
+//!
+//! Quantiles from histogram buckets interpolate linearly inside the bucket, as PromQL's
+//! `histogram_quantile` does; they are as coarse as the engine's buckets. The engine's TTFT
+//! starts at tokenization and excludes HTTP and network time (SPEC §8): the client's TTFT minus
+//! the engine's is the time spent outside the engine.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Empty};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// Quantiles of one engine histogram over the point, ms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Quantiles {
+    /// Observations during the point.
+    pub count: f64,
+    pub mean_ms: Option<f64>,
+    pub p50_ms: Option<f64>,
+    pub p90_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    /// The series it came from.
+    pub series: String,
+}
+
+/// What scraping cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScrapeCost {
+    pub scrapes: u64,
+    pub failed: u64,
+    /// Response bytes read.
+    pub bytes: u64,
+    /// Wall time spent fetching and parsing, ms (a bound on the CPU it took).
+    pub busy_ms: f64,
+}
+
+/// The engine's own numbers for one point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineView {
+    /// `vllm`, `sglang`, or `unknown` (no known series).
+    pub flavor: String,
+    pub endpoints: Vec<String>,
+    pub ttft: Option<Quantiles>,
+    pub itl: Option<Quantiles>,
+    pub e2e: Option<Quantiles>,
+    pub queue: Option<Quantiles>,
+    /// vLLM: Δ prefix_cache_hits / Δ prefix_cache_queries (tokens); SGLang: Δ cached_tokens /
+    /// Δ prompt_tokens.
+    pub prefix_cache_hit_rate: Option<f64>,
+    pub cost: ScrapeCost,
+    /// The raw samples, relative to the point's directory.
+    pub samples_file: String,
+    /// The last scrape error, if any scrape failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+pub const SAMPLES_FILE: &str = "engine-metrics.jsonl";
+
+/// One sample line of the text exposition format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub name: String,
+    pub labels: Vec<(String, String)>,
+    pub value: f64,
+}
+
+/// Parses the Prometheus text format (0.0.4): comments and blank lines skipped, label values
+/// unescaped, timestamps ignored. Lines that do not parse are skipped (a scrape is evidence,
+/// not input we own); the count of skipped lines is returned.
+pub fn parse(text: &str) -> (Vec<Sample>, usize) {
+    let mut out = Vec::new();
+    let mut bad = 0;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        match parse_line(line) {
+            Some(s) => out.push(s),
+            None => bad += 1,
+        }
+    }
+    (out, bad)
+}
+
+fn parse_line(line: &str) -> Option<Sample> {
+    let name_end = line.find(['{', ' ', '\t'])?;
+    let name = &line[..name_end];
+    let mut rest = &line[name_end..];
+    let mut labels = Vec::new();
+    if rest.starts_with('{') {
+        let mut chars = rest.char_indices().skip(1).peekable();
+        let mut key = String::new();
+        loop {
+            let (_, c) = chars.next()?;
+            match c {
+                '}' => break,
+                ',' | ' ' => continue,
+                '=' => {
+                    let (_, q) = chars.next()?;
+                    if q != '"' {
+                        return None;
+                    }
+                    let mut val = String::new();
+                    loop {
+                        let (_, c) = chars.next()?;
+                        match c {
+                            '\\' => match chars.next()?.1 {
+                                'n' => val.push('\n'),
+                                other => val.push(other),
+                            },
+                            '"' => break,
+                            c => val.push(c),
+                        }
+                    }
+                    labels.push((std::mem::take(&mut key), val));
+                }
+                c => key.push(c),
+            }
+        }
+        let at = chars.peek().map_or(rest.len(), |(i, _)| *i);
+        rest = &rest[at..];
+    }
+    let value = rest.split_whitespace().next()?;
+    let value = match value {
+        "+Inf" | "Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        v => v.parse().ok()?,
+    };
+    Some(Sample {
+        name: name.to_string(),
+        labels,
+        value,
+    })
+}
+
+/// One scrape reduced to what the view needs: histograms by family (buckets by bound, count,
+/// sum) and counters, summed over label sets.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    /// family → (le → cumulative count).
+    buckets: BTreeMap<String, Vec<(f64, f64)>>,
+    counts: BTreeMap<String, f64>,
+    sums: BTreeMap<String, f64>,
+    counters: BTreeMap<String, f64>,
+}
+
+impl Snapshot {
+    pub fn of(samples: &[Sample]) -> Snapshot {
+        let mut s = Snapshot::default();
+        for x in samples {
+            if let Some(f) = x.name.strip_suffix("_bucket") {
+                let Some(le) = x.labels.iter().find(|(k, _)| k == "le") else {
+                    continue;
+                };
+                let le = match le.1.as_str() {
+                    "+Inf" | "Inf" => f64::INFINITY,
+                    v => match v.parse() {
+                        Ok(v) => v,
+                        Err(_) => continue,
+                    },
+                };
+                let b = s.buckets.entry(f.to_string()).or_default();
+                match b.iter_mut().find(|(l, _)| *l == le) {
+                    Some(e) => e.1 += x.value,
+                    None => b.push((le, x.value)),
+                }
+            } else if let Some(f) = x.name.strip_suffix("_count") {
+                *s.counts.entry(f.to_string()).or_default() += x.value;
+            } else if let Some(f) = x.name.strip_suffix("_sum") {
+                *s.sums.entry(f.to_string()).or_default() += x.value;
+            } else {
+                *s.counters.entry(x.name.clone()).or_default() += x.value;
+            }
+        }
+        for b in s.buckets.values_mut() {
+            b.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        s
+    }
+
+    /// `later − self` (a counter that went down — an engine restart — counts from 0).
+    pub fn delta(&self, later: &Snapshot) -> Snapshot {
+        let d = |a: Option<&f64>, b: f64| {
+            let a = a.copied().unwrap_or(0.0);
+            if b >= a {
+                b - a
+            } else {
+                b
+            }
+        };
+        let map = |a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>| {
+            b.iter()
+                .map(|(k, v)| (k.clone(), d(a.get(k), *v)))
+                .collect()
+        };
+        let mut buckets = BTreeMap::new();
+        for (k, bs) in &later.buckets {
+            let before = self.buckets.get(k);
+            let v: Vec<(f64, f64)> = bs
+                .iter()
+                .map(|(le, c)| {
+                    let a = before
+                        .and_then(|b| b.iter().find(|(l, _)| l == le))
+                        .map(|x| &x.1);
+                    (*le, d(a, *c))
+                })
+                .collect();
+            buckets.insert(k.clone(), v);
+        }
+        Snapshot {
+            buckets,
+            counts: map(&self.counts, &later.counts),
+            sums: map(&self.sums, &later.sums),
+            counters: map(&self.counters, &later.counters),
+        }
+    }
+
+    /// Adds another endpoint's delta.
+    pub fn add(&mut self, o: &Snapshot) {
+        for (k, bs) in &o.buckets {
+            let b = self.buckets.entry(k.clone()).or_default();
+            for (le, c) in bs {
+                match b.iter_mut().find(|(l, _)| l == le) {
+                    Some(e) => e.1 += c,
+                    None => b.push((*le, *c)),
+                }
+            }
+            b.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        for (dst, src) in [
+            (&mut self.counts, &o.counts),
+            (&mut self.sums, &o.sums),
+            (&mut self.counters, &o.counters),
+        ] {
+            for (k, v) in src {
+                *dst.entry(k.clone()).or_default() += v;
+            }
+        }
+    }
+
+    fn quantiles(&self, families: &[&str]) -> Option<Quantiles> {
+        let (f, b) = families
+            .iter()
+            .find_map(|f| self.buckets.get(*f).map(|b| (*f, b)))?;
+        let count = self
+            .counts
+            .get(f)
+            .copied()
+            .or_else(|| b.last().map(|x| x.1))?;
+        let sum = self.sums.get(f).copied();
+        let q = |q: f64| histogram_quantile(b, q).map(|s| s * 1e3);
+        Some(Quantiles {
+            count,
+            mean_ms: sum.filter(|_| count > 0.0).map(|s| s / count * 1e3),
+            p50_ms: q(0.5),
+            p90_ms: q(0.9),
+            p99_ms: q(0.99),
+            series: f.to_string(),
+        })
+    }
+
+    fn counter(&self, names: &[&str]) -> Option<f64> {
+        names.iter().find_map(|n| self.counters.get(*n).copied())
+    }
+
+    /// The view (cost and file filled in by the scraper).
+    pub fn view(&self) -> EngineView {
+        let has = |p: &str| {
+            self.buckets
+                .keys()
+                .chain(self.counters.keys())
+                .any(|k| k.starts_with(p))
+        };
+        let flavor = if has("vllm:") {
+            "vllm"
+        } else if has("sglang:") {
+            "sglang"
+        } else {
+            "unknown"
+        };
+        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        let hit_rate = match flavor {
+            "vllm" => ratio(
+                self.counter(&[
+                    "vllm:prefix_cache_hits_total",
+                    "vllm:gpu_prefix_cache_hits_total",
+                ]),
+                self.counter(&[
+                    "vllm:prefix_cache_queries_total",
+                    "vllm:gpu_prefix_cache_queries_total",
+                ]),
+            ),
+            "sglang" => ratio(
+                self.counter(&["sglang:cached_tokens_total"]),
+                self.counter(&["sglang:prompt_tokens_total"]),
+            ),
+            _ => None,
+        };
+        EngineView {
+            flavor: flavor.into(),
+            endpoints: Vec::new(),
+            ttft: self.quantiles(&[
+                "vllm:time_to_first_token_seconds",
+                "sglang:time_to_first_token_seconds",
+            ]),
+            itl: self.quantiles(&[
+                "vllm:inter_token_latency_seconds",
+                "vllm:time_per_output_token_seconds",
+                "sglang:inter_token_latency_seconds",
+            ]),
+            e2e: self.quantiles(&[
+                "vllm:e2e_request_latency_seconds",
+                "sglang:e2e_request_latency_seconds",
+            ]),
+            queue: self.quantiles(&[
+                "vllm:request_queue_time_seconds",
+                "sglang:queue_time_seconds",
+            ]),
+            prefix_cache_hit_rate: hit_rate,
+            cost: ScrapeCost::default(),
+            samples_file: SAMPLES_FILE.into(),
+            last_error: None,
+        }
+    }
+}
+
+/// PromQL's `histogram_quantile` over cumulative `(le, count)` pairs sorted by `le`: linear
+/// interpolation inside the bucket the rank falls in (from 0 for the first bucket); a rank in
+/// the +Inf bucket gives the highest finite bound. `None` without observations.
+pub fn histogram_quantile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
+    let total = buckets.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = q * total;
+    let mut prev = (0.0, 0.0);
+    for &(le, c) in buckets {
+        if c >= rank {
+            if le.is_infinite() {
+                return Some(prev.0);
+            }
+            let width = c - prev.1;
+            let f = if width > 0.0 {
+                (rank - prev.1) / width
+            } else {
+                1.0
+            };
+            return Some(prev.0 + (le - prev.0) * f);
+        }
+        prev = (le, c);
+    }
+    Some(prev.0)
+}
+
+/// Engine lines of a scrape: `vllm:` and `sglang:` series only (a real server's endpoint also
+/// serves Python process metrics we do not keep).
+fn engine_lines(text: &str) -> String {
+    let mut o = String::new();
+    for l in text.lines() {
+        let t = l
+            .trim_start_matches("# HELP ")
+            .trim_start_matches("# TYPE ");
+        if (t.starts_with("vllm:") || t.starts_with("sglang:")) && !l.starts_with("# HELP") {
+            o.push_str(l);
+            o.push('\n');
+        }
+    }
+    o
+}
+
+/// `GET url` over HTTP/1.1 (a new connection each time, `TCP_NODELAY`), the body as text.
+pub async fn get(url: &http::Uri, timeout: Duration) -> Result<Bytes, String> {
+    let fut = async {
+        let host = url.host().ok_or("no host")?;
+        let port = url.port_u16().unwrap_or(80);
+        let stream = tokio::net::TcpStream::connect((host, port))
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        let (mut send, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .map_err(|e| format!("handshake: {e}"))?;
+        tokio::spawn(conn);
+        let authority = url.authority().map_or(host.to_string(), |a| a.to_string());
+        let req = http::Request::get(url.path_and_query().map_or("/metrics", |p| p.as_str()))
+            .header(http::header::HOST, authority)
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| e.to_string())?;
+        let res = send
+            .send_request(req)
+            .await
+            .map_err(|e| format!("request: {e}"))?;
+        if !res.status().is_success() {
+            return Err(format!("HTTP {}", res.status()));
+        }
+        let body = res
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("body: {e}"))?;
+        Ok::<_, String>(body.to_bytes())
+    };
+    tokio::time::timeout(timeout, fut)
+        .await
+        .map_err(|_| format!("no answer in {timeout:?}"))?
+}
+
+/// Checks and normalizes `--engine-metrics` URLs (http only; a bare host:port gets
+/// `http://…/metrics`).
+pub fn parse_url(s: &str) -> Result<http::Uri, String> {
+    let full = if s.contains("://") {
+        s.to_string()
+    } else {
+        format!("http://{s}")
+    };
+    let mut uri: http::Uri = full
+        .parse()
+        .map_err(|e| format!("--engine-metrics {s:?}: not a URL: {e}"))?;
+    if uri.scheme_str() != Some("http") {
+        return Err(format!(
+            "--engine-metrics {s:?}: only http:// is supported (TLS comes with the https replay)"
+        ));
+    }
+    if uri.host().is_none() {
+        return Err(format!("--engine-metrics {s:?}: no host"));
+    }
+    if uri.path() == "/" || uri.path().is_empty() {
+        uri = format!("{}/metrics", full.trim_end_matches('/'))
+            .parse()
+            .map_err(|e| format!("--engine-metrics {s:?}: {e}"))?;
+    }
+    Ok(uri)
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    url: &'a str,
+    wall_ns: u64,
+    mono_ns: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<&'a str>,
+}
+
+/// Scrapes `urls` now, every `interval` until `stop`, and once more after it; writes every
+/// scrape to `dir/engine-metrics.jsonl` and returns the point's view. `None` when no endpoint
+/// answered twice.
+pub async fn scrape_point(
+    urls: Vec<http::Uri>,
+    interval: Duration,
+    stop: CancellationToken,
+    dir: PathBuf,
+) -> Result<Option<EngineView>, crate::error::SweepError> {
+    let path = dir.join(SAMPLES_FILE);
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&path).map_err(|source| {
+        crate::error::SweepError::Io {
+            what: "cannot create",
+            path: path.clone(),
+            source,
+        }
+    })?);
+    let n = urls.len();
+    let mut first: Vec<Option<Snapshot>> = vec![None; n];
+    let mut last: Vec<Option<Snapshot>> = vec![None; n];
+    let mut cost = ScrapeCost::default();
+    let mut last_error = None;
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut stopping = false;
+    loop {
+        if !stopping {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = stop.cancelled() => stopping = true,
+            }
+        }
+        for (i, url) in urls.iter().enumerate() {
+            let t0 = Instant::now();
+            let got = get(url, Duration::from_secs(5)).await;
+            let anchor = tokentap_core::clock::Anchor::now();
+            let u = url.to_string();
+            cost.scrapes += 1;
+            let line = match &got {
+                Ok(body) => {
+                    cost.bytes += body.len() as u64;
+                    let text = String::from_utf8_lossy(body);
+                    let kept = engine_lines(&text);
+                    let snap = Snapshot::of(&parse(&kept).0);
+                    if first[i].is_none() {
+                        first[i] = Some(snap.clone());
+                    }
+                    last[i] = Some(snap);
+                    serde_json::to_string(&Line {
+                        url: &u,
+                        wall_ns: anchor.wall_ns,
+                        mono_ns: anchor.mono_ns,
+                        bytes: Some(body.len()),
+                        error: None,
+                        text: Some(&kept),
+                    })
+                }
+                Err(e) => {
+                    cost.failed += 1;
+                    last_error = Some(format!("{u}: {e}"));
+                    serde_json::to_string(&Line {
+                        url: &u,
+                        wall_ns: anchor.wall_ns,
+                        mono_ns: anchor.mono_ns,
+                        bytes: None,
+                        error: Some(e),
+                        text: None,
+                    })
+                }
+            };
+            cost.busy_ms += t0.elapsed().as_secs_f64() * 1e3;
+            let line = line.map_err(|e| crate::error::SweepError::Internal(e.to_string()))?;
+            writeln!(file, "{line}").map_err(|source| crate::error::SweepError::Io {
+                what: "cannot write",
+                path: path.clone(),
+                source,
+            })?;
+        }
+        if stopping {
+            break;
+        }
+    }
+    file.flush()
+        .map_err(|source| crate::error::SweepError::Io {
+            what: "cannot write",
+            path: path.clone(),
+            source,
+        })?;
+    let mut total: Option<Snapshot> = None;
+    for (a, b) in first.iter().zip(&last) {
+        if let (Some(a), Some(b)) = (a, b) {
+            total.get_or_insert_with(Snapshot::default).add(&a.delta(b));
+        }
+    }
+    Ok(total.map(|t| {
+        let mut v = t.view();
+        v.endpoints = urls.iter().map(|u| u.to_string()).collect();
+        v.cost = cost;
+        v.last_error = last_error;
+        v
+    }))
+}
+
+/// Re-reads a point's raw samples (for a report of a directory copied elsewhere).
+pub fn samples_path(point_dir: &Path) -> PathBuf {
+    point_dir.join(SAMPLES_FILE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = r#"# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{le="0.01",model_name="m"} 0.0
+vllm:time_to_first_token_seconds_bucket{le="0.1",model_name="m"} 10.0
+vllm:time_to_first_token_seconds_bucket{le="1.0",model_name="m"} 20.0
+vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 20.0
+vllm:time_to_first_token_seconds_count{model_name="m"} 20.0
+vllm:time_to_first_token_seconds_sum{model_name="m"} 5.0
+vllm:prefix_cache_queries_total{model_name="m"} 1000.0
+vllm:prefix_cache_hits_total{model_name="m"} 100.0
+process_cpu_seconds_total 3.5
+"#;
+    const B: &str = r#"vllm:time_to_first_token_seconds_bucket{le="0.01",model_name="m"} 0.0
+vllm:time_to_first_token_seconds_bucket{le="0.1",model_name="m"} 110.0
+vllm:time_to_first_token_seconds_bucket{le="1.0",model_name="m"} 120.0
+vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 120.0
+vllm:time_to_first_token_seconds_count{model_name="m"} 120.0
+vllm:time_to_first_token_seconds_sum{model_name="m"} 10.0
+vllm:prefix_cache_queries_total{model_name="m"} 3000.0
+vllm:prefix_cache_hits_total{model_name="m"} 1600.0
+"#;
+
+    #[test]
+    fn parses_labels_escapes_and_specials() {
+        let (s, bad) =
+            parse("a{x=\"1,}\\\"2\",le=\"+Inf\"} 3 1700000000\nb 4.5\nc{} NaN\nbroken{x=1} 2\n");
+        assert_eq!(bad, 1);
+        assert_eq!(
+            s[0].labels,
+            [("x".into(), "1,}\"2".into()), ("le".into(), "+Inf".into())]
+        );
+        assert_eq!(s[0].value, 3.0);
+        assert_eq!(s[1].value, 4.5);
+        assert!(s[2].value.is_nan());
+    }
+
+    #[test]
+    fn delta_view_and_quantiles() {
+        let a = Snapshot::of(&parse(&engine_lines(A)).0);
+        let b = Snapshot::of(&parse(B).0);
+        let v = a.delta(&b).view();
+        assert_eq!(v.flavor, "vllm");
+        let t = v.ttft.unwrap();
+        assert_eq!(t.count, 100.0);
+        // 100 observations all in (0.01, 0.1]: p50 at rank 50 → 0.01 + 0.09 · 50/100.
+        assert!((t.p50_ms.unwrap() - 55.0).abs() < 1e-9, "{t:?}");
+        assert!((t.mean_ms.unwrap() - 50.0).abs() < 1e-9);
+        assert!((v.prefix_cache_hit_rate.unwrap() - 0.75).abs() < 1e-12);
+        assert!(v.itl.is_none());
+        // Two replicas add up; a reset counter counts from zero.
+        let mut two = a.delta(&b);
+        two.add(&b.delta(&a));
+        assert_eq!(two.view().ttft.unwrap().count, 120.0);
+    }
+
+    #[test]
+    fn quantile_edges() {
+        assert_eq!(
+            histogram_quantile(&[(1.0, 0.0), (f64::INFINITY, 0.0)], 0.5),
+            None
+        );
+        assert_eq!(
+            histogram_quantile(&[(1.0, 1.0), (f64::INFINITY, 10.0)], 0.9),
+            Some(1.0)
+        );
+        assert_eq!(
+            histogram_quantile(&[(2.0, 4.0), (f64::INFINITY, 4.0)], 0.5),
+            Some(1.0)
+        );
+    }
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            parse_url("127.0.0.1:8000").unwrap().to_string(),
+            "http://127.0.0.1:8000/metrics"
+        );
+        assert_eq!(parse_url("http://h:1/m").unwrap().path(), "/m");
+        assert!(parse_url("https://h/metrics").is_err());
+    }
+}

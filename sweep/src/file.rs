@@ -1,0 +1,231 @@
+//! `OUT/sweep.json`: the regions, the points and the curve's verdict. Written from the plan on
+//! (before the first point runs) and rewritten after every point, atomically (a temporary file
+//! renamed over the old one), so a reader or a resumed sweep never sees half a file.
+
+use crate::engine::EngineView;
+use crate::error::SweepError;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use tokentap_mlperf::pareto::{CurveVerdict, RegionName, Regions};
+use tokentap_mlperf::{Primary, Verdict};
+
+pub const FILE: &str = "sweep.json";
+/// `sweep.json` format version.
+pub const VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PointStatus {
+    /// In the plan, not started.
+    Pending,
+    /// Started; a sweep that died leaves this (rerun on resume).
+    Running,
+    Done,
+    /// Stopped by Ctrl-C: what it recorded is in its directory; rerun on resume.
+    Interrupted,
+    /// The run returned an error (named in `error`); rerun on resume.
+    Failed,
+}
+
+/// The wire's view of a point (`--wire DIR`: the proxy's records), joined to the client's
+/// tracked turns by session id and turn index within the point's time span.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireView {
+    /// Tracked, completed client turns with a proxy record.
+    pub turns_joined: u64,
+    pub client_turns: u64,
+    /// p90 of the proxy's TTFT over the joined turns (tokentap's quantile, linear
+    /// interpolation; not the reference's "lower" percentile), ms.
+    pub ttft_p90_ms: Option<f64>,
+    /// p90 of the client's TTFT over the same turns, ms (for the difference).
+    pub client_ttft_p90_ms: Option<f64>,
+}
+
+/// One measurement point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    pub concurrency: u64,
+    /// `None`: outside every region (or regions unknown).
+    pub region: Option<RegionName>,
+    /// Directory under OUT: `r<C>`.
+    pub dir: String,
+    pub status: PointStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_wall_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_wall_ns: Option<u64>,
+    /// The rules' primary metrics (MLPerf definitions, SPEC §10.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary: Option<Primary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    /// The point's failed validity rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline_accuracy: Option<f64>,
+    /// Minimum steady-state duration the point was run to (region × scale), s.
+    pub min_duration_s: f64,
+    /// Mean TTFT of the point's tracked, completed turns (tokentap's own, `summary.json`
+    /// `latency_ms.ttft.mean`), ms: exact, so it can be set against the engine's histogram mean
+    /// (also exact: its sum over its count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_ttft_mean_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns_ok: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trajectories: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<WireView>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineView>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Point {
+    pub fn new(concurrency: u64, region: Option<RegionName>, min_duration_s: f64) -> Point {
+        Point {
+            concurrency,
+            region,
+            dir: format!("r{concurrency}"),
+            status: PointStatus::Pending,
+            started_wall_ns: None,
+            ended_wall_ns: None,
+            primary: None,
+            verdict: None,
+            reasons: Vec::new(),
+            inline_accuracy: None,
+            min_duration_s,
+            client_ttft_mean_ms: None,
+            turns_ok: None,
+            trajectories: None,
+            wire: None,
+            engine: None,
+            error: None,
+        }
+    }
+
+    pub fn done(&self) -> bool {
+        self.status == PointStatus::Done
+    }
+}
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepFile {
+    pub version: u32,
+    pub tokentap_version: String,
+    /// `None` when C_min/C_max are unknown and cannot be inferred.
+    pub regions: Option<Regions>,
+    /// Where C_min/C_max came from: `given` or `inferred from the points`.
+    pub regions_source: String,
+    /// Minimum-duration scale; anything but 1 is a tuning sweep, not official.
+    pub min_duration_scale: f64,
+    pub official: bool,
+    /// The official model preset whose gates apply, if any.
+    pub gates: Option<String>,
+    /// SWE-bench accuracy per mandatory region (from the separate phase), as given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub swe_bench: Vec<(RegionName, f64)>,
+    /// The proxy's records directory (`--wire`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_dir: Option<PathBuf>,
+    /// Engine metrics endpoints scraped per point (`--engine-metrics`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub engine_metrics: Vec<String>,
+    pub points: Vec<Point>,
+    pub verdict: CurveVerdict,
+    /// The replay configuration shared by every point (concurrency and output directory
+    /// aside); a resumed sweep must match it.
+    pub config: serde_json::Value,
+}
+
+impl SweepFile {
+    pub fn load(dir: &Path) -> Result<SweepFile, SweepError> {
+        let path = dir.join(FILE);
+        let text = std::fs::read_to_string(&path).map_err(|source| SweepError::Io {
+            what: "cannot read",
+            path: path.clone(),
+            source,
+        })?;
+        let f: SweepFile = serde_json::from_str(&text).map_err(|e| SweepError::Parse {
+            path: path.clone(),
+            line: e.line(),
+            message: e.to_string(),
+        })?;
+        if f.version != VERSION {
+            return Err(SweepError::Parse {
+                path,
+                line: 1,
+                message: format!("version {} (this tokentap reads {VERSION})", f.version),
+            });
+        }
+        Ok(f)
+    }
+
+    /// Writes `dir/sweep.json` atomically.
+    pub fn save(&self, dir: &Path) -> Result<(), SweepError> {
+        let path = dir.join(FILE);
+        let tmp = dir.join(".sweep.json.tmp");
+        let mut text = serde_json::to_string_pretty(self)
+            .map_err(|e| SweepError::Internal(format!("serializing sweep.json: {e}")))?;
+        text.push('\n');
+        let io = |what, source| SweepError::Io {
+            what,
+            path: path.clone(),
+            source,
+        };
+        std::fs::write(&tmp, text).map_err(|e| io("cannot write", e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| io("cannot replace", e))?;
+        Ok(())
+    }
+
+    pub fn point_mut(&mut self, c: u64) -> Option<&mut Point> {
+        self.points.iter_mut().find(|p| p.concurrency == c)
+    }
+
+    /// Recomputes the curve's verdict from the points.
+    pub fn judge(&mut self) {
+        let official = self.gates.as_deref().and_then(official_by_name);
+        let facts: Vec<_> = self
+            .points
+            .iter()
+            .map(|p| tokentap_mlperf::pareto::PointFacts {
+                concurrency: p.concurrency,
+                finished: p.done(),
+                verdict: p.verdict.unwrap_or(Verdict::Incomplete),
+                reasons: p.reasons.clone(),
+                inline_accuracy: p.inline_accuracy,
+            })
+            .collect();
+        let mut v = tokentap_mlperf::pareto::verdict(
+            self.regions.as_ref(),
+            official.as_ref(),
+            &facts,
+            &self.swe_bench,
+        );
+        if !self.official {
+            v.rules.push(tokentap_mlperf::pareto::CurveRule {
+                rule: "official_length".into(),
+                status: tokentap_mlperf::validity::Status::Fail,
+                message: format!(
+                    "minimum durations scaled by {} for tuning: not an official curve",
+                    self.min_duration_scale
+                ),
+            });
+            v.verdict = Verdict::Invalid;
+        }
+        self.verdict = v;
+    }
+}
+
+/// The official gates by the preset's model name.
+pub fn official_by_name(name: &str) -> Option<tokentap_mlperf::Official> {
+    [
+        tokentap_mlperf::validity::kimi_k3(),
+        tokentap_mlperf::validity::qwen36(),
+    ]
+    .into_iter()
+    .find(|o| o.model == name)
+}

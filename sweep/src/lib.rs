@@ -1,0 +1,773 @@
+//! # tokentap-sweep — the benchmark as a curve
+//!
+//! An MLPerf Endpoints submission is a Pareto curve, not a number: 7 to 32 measurement points,
+//! each a full replay at one target concurrency, placed in regions computed from the
+//! submitter's C_min and C_max (SPEC §10.5). `tokentap sweep` runs that curve: it plans the
+//! points (or takes them), prints the regions, runs every point as `tokentap replay` would
+//! (same options, same meaning, each point measured the benchmark's way), judges the curve,
+//! and draws it.
+//!
+//! ## Layout
+//! - this file: [`Opts`], the plan ([`plan`]), and the loop over points ([`run_with`]):
+//!   resume, Ctrl-C, per-point files, `sweep.json` after every point.
+//! - [`file`]: `sweep.json` (regions, points, verdict), written atomically.
+//! - [`engine`]: `--engine-metrics`: the server's own Prometheus view per point.
+//! - [`wire`]: `--wire`: the proxy's TTFT beside the client's per point.
+//! - [`report`]: the sweep report (HTML with the Pareto plots, Markdown, JSON) and the terminal
+//!   table.
+//!
+//! The regions, the proposed plan and the curve's verdict are the benchmark's rules and live
+//! in `tokentap_mlperf::pareto`.
+//!
+//! ## Files
+//! ```text
+//!  OUT/sweep.json                 plan, regions, per point: status, primary metrics, verdict;
+//!                                 the curve's verdict — rewritten after every point
+//!  OUT/report.html                the sweep report (also `tokentap report OUT`)
+//!  OUT/r<C>/point.json            concurrency, region, start/end, warmup, config, version
+//!  OUT/r<C>/{records.jsonl, summary.json, result_summary.json, scores.json, report.html, …}
+//!  OUT/r<C>/engine-metrics.jsonl  raw engine samples (with --engine-metrics)
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod engine;
+pub mod error;
+pub mod file;
+pub mod report;
+pub mod wire;
+
+pub use error::SweepError;
+pub use file::{Point, PointStatus, SweepFile};
+
+use anyhow::Context as _;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokentap_dataset::Dataset;
+use tokentap_mlperf::pareto::{self, RegionName, Regions};
+use tokentap_replay::{ProgressMode, ReplayConfig};
+use tokio_util::sync::CancellationToken;
+
+/// Exit code of a sweep that ran but whose curve is not valid.
+pub const EXIT_NOT_VALID: i32 = 3;
+
+/// `tokentap sweep` options: every `tokentap replay` option with the same meaning (per point),
+/// plus the points.
+#[derive(clap::Args, Debug, Clone)]
+#[group(id = "SweepOpts")]
+pub struct Opts {
+    #[command(flatten)]
+    pub run: tokentap_replay::Opts,
+    /// The submission's C_max. With --c-min and without --concurrency: a plan is proposed
+    /// (one ultra-low point and the rest spread evenly over low, medium and high).
+    #[arg(long, value_name = "N")]
+    pub c_max: Option<u64>,
+    /// Points of the proposed plan (7 to 32; default 7, the minimum 1 + 3 + 3).
+    #[arg(long, value_name = "K")]
+    pub points: Option<usize>,
+    /// Print the regions and the plan, write OUT/sweep.json, and run nothing.
+    #[arg(long)]
+    pub plan: bool,
+    /// The server's Prometheus endpoint (vLLM `vllm:*`, SGLang `sglang:*`), e.g.
+    /// http://127.0.0.1:8000/metrics; repeatable (one per replica). Scraped at the start and end
+    /// of every point and every --engine-interval in between.
+    #[arg(long = "engine-metrics", value_name = "URL")]
+    pub engine_metrics: Vec<String>,
+    /// Time between engine scrapes within a point.
+    #[arg(long, value_parser = tokentap_replay::config::parse_duration, default_value = "5s", value_name = "DURATION")]
+    pub engine_interval: Duration,
+    /// The records directory of a tokentap proxy in the path (`tokentap proxy --records DIR`):
+    /// the wire's TTFT p90 is shown beside the client's per point.
+    #[arg(long, value_name = "DIR")]
+    pub wire: Option<PathBuf>,
+    /// SWE-bench accuracy of the run in a mandatory region (from the separate SWE-bench phase),
+    /// e.g. `ultra_low=0.95`; one per region (comma-separated or repeated). Their mean decides
+    /// the curve's SWE-bench gate.
+    #[arg(long = "swe-bench-accuracy", value_name = "REGION=FRACTION", value_delimiter = ',', value_parser = parse_swe)]
+    pub swe_bench: Vec<(RegionName, f64)>,
+}
+
+impl Opts {
+    /// Parses options from an argument list (without a program name), as `tokentap sweep`
+    /// would. For tests and embedding (the demo).
+    pub fn try_parse_from_args<I, T>(args: I) -> Result<Opts, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            opts: Opts,
+        }
+        let args = std::iter::once(std::ffi::OsString::from("sweep"))
+            .chain(args.into_iter().map(Into::into));
+        Ok(Wrap::try_parse_from(args)?.opts)
+    }
+}
+
+fn parse_swe(s: &str) -> Result<(RegionName, f64), String> {
+    let (r, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected REGION=FRACTION, e.g. low=0.94"))?;
+    let region = RegionName::parse(r.trim())
+        .ok_or_else(|| format!("{r:?}: not a region (ultra_low, low, medium, high)"))?;
+    let v: f64 = v
+        .trim()
+        .parse()
+        .map_err(|_| format!("{v:?}: expected a fraction 0…1"))?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!("{v}: expected a fraction 0…1"));
+    }
+    Ok((region, v))
+}
+
+/// The points and their regions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub regions: Option<Regions>,
+    /// `given` or how C_min/C_max were inferred.
+    pub regions_source: String,
+    pub concurrencies: Vec<u64>,
+    /// What the plan itself lacks to make a valid curve (empty when valid).
+    pub problems: Vec<String>,
+}
+
+impl Plan {
+    pub fn region_of(&self, c: u64) -> Option<RegionName> {
+        self.regions.as_ref().and_then(|r| r.region_of(c))
+    }
+
+    /// The plan for the terminal: regions, then the points by region.
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        match &self.regions {
+            Some(r) => {
+                s += &r.describe();
+                if self.regions_source != "given" {
+                    s += &format!("\n  ({})", self.regions_source);
+                }
+            }
+            None => s += &format!("regions: unknown ({})", self.regions_source),
+        }
+        s += &format!("\nplan: {} points:", self.concurrencies.len());
+        for c in &self.concurrencies {
+            s += &format!(
+                " {c}{}",
+                self.region_of(*c)
+                    .map_or(String::from("(outside)"), |r| format!("({r})"))
+            );
+        }
+        if self.problems.is_empty() {
+            s += "\n  a valid curve shape (1 + 3 + 3 or more, at most 32)";
+        } else {
+            for p in &self.problems {
+                s += &format!("\n  not a valid curve: {p}");
+            }
+        }
+        s
+    }
+}
+
+/// The plan of a sweep: `--concurrency` as given (sorted, duplicates dropped), or proposed
+/// from `--c-min`/`--c-max` (`--points`). The regions come from `--c-min`/`--c-max`; with a
+/// list and without them, C_min is taken as the lowest point (when ≤ 32) and C_max as the
+/// highest, and the plan says so.
+pub fn plan(
+    concurrency: &[usize],
+    c_min: Option<u64>,
+    c_max: Option<u64>,
+    points: Option<usize>,
+) -> Result<Plan, SweepError> {
+    let cfg = |e: pareto::PlanError| SweepError::Config(e.to_string());
+    let mut list: Vec<u64> = concurrency.iter().map(|&c| c as u64).collect();
+    if list.contains(&0) {
+        return Err(SweepError::Config(
+            "--concurrency: every point needs at least 1".into(),
+        ));
+    }
+    list.sort_unstable();
+    list.dedup();
+    if !list.is_empty() && points.is_some() {
+        return Err(SweepError::Config(
+            "--points proposes a plan from --c-min/--c-max; with --concurrency the points are given".into(),
+        ));
+    }
+    let (regions, source) =
+        match (c_min, c_max) {
+            (Some(a), Some(b)) => (
+                Some(pareto::regions(a, b).map_err(cfg)?),
+                "given".to_string(),
+            ),
+            (Some(_), None) | (None, Some(_)) if list.is_empty() => {
+                return Err(SweepError::Config(
+                    "a proposed plan needs both --c-min and --c-max".into(),
+                ))
+            }
+            _ if list.is_empty() => return Err(SweepError::Config(
+                "no points: give --concurrency 1,4,16,64 or --c-min N --c-max M (a proposed plan)"
+                    .into(),
+            )),
+            _ => {
+                let lo = c_min.unwrap_or(list[0]);
+                let hi = c_max.unwrap_or(*list.last().unwrap_or(&1));
+                match pareto::regions(lo, hi) {
+                    Ok(r) => {
+                        (
+                            Some(r),
+                            format!(
+                        "C_min {lo} {} and C_max {hi} {}: give --c-min and --c-max to set them",
+                        if c_min.is_some() { "given" } else { "= the lowest point" },
+                        if c_max.is_some() { "given" } else { "= the highest point" }
+                    ),
+                        )
+                    }
+                    Err(e) => (None, format!("{e}; give --c-min and --c-max")),
+                }
+            }
+        };
+    let concurrencies = if list.is_empty() {
+        // Invariant: regions are known here (both bounds given).
+        let r = regions
+            .as_ref()
+            .ok_or_else(|| SweepError::Internal("plan without regions".into()))?;
+        pareto::propose(r, points.unwrap_or(pareto::MIN_POINTS)).map_err(cfg)?
+    } else {
+        list
+    };
+    let problems = match &regions {
+        Some(r) => pareto::check_points(r, &concurrencies),
+        None => vec!["regions unknown".into()],
+    };
+    Ok(Plan {
+        regions,
+        regions_source: source,
+        concurrencies,
+        problems,
+    })
+}
+
+/// Everything a sweep needs, options already checked.
+pub struct Sweep {
+    /// The replay configuration every point shares (bound to the dataset).
+    pub base: ReplayConfig,
+    /// `--warmup-concurrency` was given (else a point's warmup runs at its concurrency).
+    pub warmup_concurrency_given: bool,
+    pub dataset: Arc<Dataset>,
+    pub plan: Plan,
+    pub out: PathBuf,
+    pub engine: Vec<http::Uri>,
+    pub engine_interval: Duration,
+    pub wire: Option<PathBuf>,
+    pub swe_bench: Vec<(RegionName, f64)>,
+    pub min_duration_scale: f64,
+    pub progress: ProgressMode,
+}
+
+/// What a sweep produced.
+#[derive(Debug, Clone)]
+pub struct SweepOutcome {
+    pub file: SweepFile,
+    pub interrupted: bool,
+    /// Points run by this invocation (not skipped as already done).
+    pub ran: Vec<u64>,
+}
+
+impl Sweep {
+    /// From the command line: the plan, the base replay config, the dataset.
+    pub async fn from_opts(opts: &Opts) -> anyhow::Result<Sweep> {
+        let plan = plan(
+            &opts.run.concurrency,
+            opts.run.c_min,
+            opts.c_max,
+            opts.points,
+        )?;
+        let mut ro = opts.run.clone();
+        ro.concurrency = Vec::new();
+        ro.out = None;
+        let mut base = ReplayConfig::from_opts(&ro)?;
+        if let Some(r) = &plan.regions {
+            base.c_min = Some(r.c_min);
+        }
+        let scale = opts.run.min_duration_scale.unwrap_or(1.0);
+        base.min_duration_scale = Some(scale);
+        base.check()?;
+        let engine = opts
+            .engine_metrics
+            .iter()
+            .map(|u| engine::parse_url(u))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(SweepError::Config)?;
+        if opts.engine_interval.is_zero() {
+            return Err(SweepError::Config("--engine-interval must be more than 0".into()).into());
+        }
+        let (dataset, hash) = tokentap_replay::load_dataset(&opts.run.dataset).await?;
+        base.bind_dataset(&dataset, Some(hash))?;
+        Ok(Sweep {
+            base,
+            warmup_concurrency_given: opts.run.warmup_concurrency.is_some(),
+            dataset: Arc::new(dataset),
+            plan,
+            out: opts
+                .run
+                .out
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("tokentap-sweep")),
+            engine,
+            engine_interval: opts.engine_interval,
+            wire: opts.wire.clone(),
+            swe_bench: opts.swe_bench.clone(),
+            min_duration_scale: scale,
+            progress: if opts.run.quiet {
+                ProgressMode::Off
+            } else {
+                ProgressMode::Line
+            },
+        })
+    }
+
+    /// The shared config as stored in `sweep.json` (what a resumed sweep must match).
+    fn config_value(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(&self.base).unwrap_or_default();
+        if let Some(m) = v.as_object_mut() {
+            for k in ["concurrency", "out", "metrics"] {
+                m.remove(k);
+            }
+            if let Some(w) = m.get_mut("warmup").and_then(|w| w.as_object_mut()) {
+                if !self.warmup_concurrency_given {
+                    w.remove("concurrency");
+                }
+            }
+        }
+        v
+    }
+
+    /// A fresh `sweep.json` for the plan, or the one in OUT merged with the plan (resume).
+    fn open(&self) -> Result<SweepFile, SweepError> {
+        let config = self.config_value();
+        let gates = self.base.preset.map(|p| p.official().model.to_string());
+        let fresh_point = |c: u64| {
+            let region = self.plan.region_of(c);
+            let mut cfg = self.base.clone();
+            cfg.concurrency = c as usize;
+            let min = cfg.min_duration().map_or(0.0, |d| d.as_secs_f64());
+            Point::new(c, region, min)
+        };
+        if self.out.join(file::FILE).exists() {
+            let mut f = SweepFile::load(&self.out)?;
+            let differs = diff_keys(&f.config, &config);
+            if !differs.is_empty() || f.regions != self.plan.regions {
+                let mut fields = differs;
+                if f.regions != self.plan.regions {
+                    fields.push("regions (--c-min/--c-max)".into());
+                }
+                return Err(SweepError::Mismatch {
+                    dir: self.out.clone(),
+                    fields: fields.join(", "),
+                });
+            }
+            for &c in &self.plan.concurrencies {
+                if f.point_mut(c).is_none() {
+                    f.points.push(fresh_point(c));
+                }
+            }
+            f.points.sort_by_key(|p| p.concurrency);
+            f.swe_bench = if self.swe_bench.is_empty() {
+                f.swe_bench
+            } else {
+                self.swe_bench.clone()
+            };
+            f.wire_dir = self.wire.clone().or(f.wire_dir);
+            f.engine_metrics = self.engine.iter().map(|u| u.to_string()).collect();
+            f.judge();
+            return Ok(f);
+        }
+        let mut f = SweepFile {
+            version: file::VERSION,
+            tokentap_version: env!("CARGO_PKG_VERSION").to_string(),
+            regions: self.plan.regions.clone(),
+            regions_source: self.plan.regions_source.clone(),
+            min_duration_scale: self.min_duration_scale,
+            official: self.min_duration_scale == 1.0,
+            gates,
+            swe_bench: self.swe_bench.clone(),
+            wire_dir: self.wire.clone(),
+            engine_metrics: self.engine.iter().map(|u| u.to_string()).collect(),
+            points: self
+                .plan
+                .concurrencies
+                .iter()
+                .map(|&c| fresh_point(c))
+                .collect(),
+            verdict: pareto::verdict(None, None, &[], &[]),
+            config,
+        };
+        f.judge();
+        Ok(f)
+    }
+}
+
+/// Top-level keys whose values differ.
+fn diff_keys(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return if a == b {
+            vec![]
+        } else {
+            vec!["config".into()]
+        };
+    };
+    let mut keys: Vec<String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .cloned()
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// `tokentap sweep`: the exit code (0 valid curve, [`EXIT_NOT_VALID`] when it is not, 130 on
+/// Ctrl-C).
+pub async fn run(
+    opts: Opts,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<i32> {
+    let sweep = Sweep::from_opts(&opts).await?;
+    println!(
+        "tokentap sweep — {} → {}",
+        sweep.base.endpoint.url,
+        sweep.out.display()
+    );
+    println!("{}", sweep.plan.describe());
+    if opts.plan {
+        std::fs::create_dir_all(&sweep.out)
+            .with_context(|| format!("creating {}", sweep.out.display()))?;
+        let f = sweep.open()?;
+        f.save(&sweep.out)?;
+        println!(
+            "plan written to {} (nothing run)",
+            sweep.out.join(file::FILE).display()
+        );
+        return Ok(0);
+    }
+    let out = sweep.out.clone();
+    let outcome = run_with(sweep, shutdown).await?;
+    println!("\n{}", report::terminal(&outcome.file));
+    println!("report: {}", out.join("report.html").display());
+    Ok(if outcome.interrupted {
+        130
+    } else if outcome.file.verdict.verdict == tokentap_mlperf::Verdict::Valid {
+        0
+    } else {
+        EXIT_NOT_VALID
+    })
+}
+
+/// Runs the sweep's points in order of concurrency, skipping points already done in OUT.
+/// `sweep.json` is written before the first point and after each; each point's directory has
+/// everything `tokentap replay --out` writes plus `point.json`. Stops cleanly when `shutdown`
+/// resolves (the running point writes what it recorded and is marked interrupted).
+pub async fn run_with(
+    sweep: Sweep,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<SweepOutcome> {
+    std::fs::create_dir_all(&sweep.out)
+        .with_context(|| format!("creating {}", sweep.out.display()))?;
+    let mut f = sweep.open()?;
+    f.save(&sweep.out)?;
+    let stop = CancellationToken::new();
+    let _stop_guard = stop.clone().drop_guard();
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = shutdown => stop.cancel(),
+                _ = stop.cancelled() => {}
+            }
+        });
+    }
+    let todo: Vec<u64> = f
+        .points
+        .iter()
+        .filter(|p| !p.done())
+        .map(|p| p.concurrency)
+        .collect();
+    let skipped = f.points.len() - todo.len();
+    if skipped > 0 && sweep.progress == ProgressMode::Line {
+        eprintln!(
+            "resuming: {skipped} points already done, {} to run",
+            todo.len()
+        );
+    }
+    let mut ran = Vec::new();
+    let mut interrupted = false;
+    for (i, &c) in todo.iter().enumerate() {
+        if stop.is_cancelled() {
+            interrupted = true;
+            break;
+        }
+        let (point_interrupted, result) = run_point(&sweep, &mut f, c, i, todo.len(), &stop).await;
+        ran.push(c);
+        f.judge();
+        f.save(&sweep.out)?;
+        if let Err(e) = report::write_html(&sweep.out, &f) {
+            tracing::warn!("sweep report not written: {e}");
+        }
+        result?;
+        if sweep.progress == ProgressMode::Line && i + 1 < todo.len() {
+            eprintln!("{}", report::terminal_table(&f));
+        }
+        if point_interrupted {
+            interrupted = true;
+            break;
+        }
+    }
+    f.judge();
+    f.save(&sweep.out)?;
+    if let Err(e) = report::write_html(&sweep.out, &f) {
+        tracing::warn!("sweep report not written: {e}");
+    }
+    Ok(SweepOutcome {
+        file: f,
+        interrupted,
+        ran,
+    })
+}
+
+/// `point.json`: what the point was and how it ran.
+#[derive(serde::Serialize)]
+struct PointMeta<'a> {
+    tokentap_version: &'static str,
+    concurrency: u64,
+    region: Option<RegionName>,
+    /// C_min/C_max of the regions, if known.
+    regions: Option<&'a Regions>,
+    status: PointStatus,
+    start: Option<tokentap_core::clock::Anchor>,
+    end: Option<tokentap_core::clock::Anchor>,
+    official_length: bool,
+    min_duration_s: f64,
+    warmup: Option<&'a tokentap_replay::summary::WarmupDeclaration>,
+    engine_metrics: &'a [String],
+    config: &'a ReplayConfig,
+}
+
+/// Runs one point; returns whether it was interrupted, and an error that must stop the sweep
+/// (the point is already marked failed in `f`).
+async fn run_point(
+    sweep: &Sweep,
+    f: &mut SweepFile,
+    c: u64,
+    i: usize,
+    n: usize,
+    stop: &CancellationToken,
+) -> (bool, anyhow::Result<()>) {
+    let dir = sweep.out.join(format!("r{c}"));
+    let region = sweep
+        .plan
+        .region_of(c)
+        .or(f.point_mut(c).and_then(|p| p.region));
+    let mut cfg = sweep.base.clone();
+    cfg.concurrency = c as usize;
+    cfg.out = Some(dir.clone());
+    if let Some(w) = cfg.warmup.as_mut() {
+        if !sweep.warmup_concurrency_given {
+            w.concurrency = c as usize;
+        }
+    }
+    let min_s = cfg.min_duration().map_or(0.0, |d| d.as_secs_f64());
+    if sweep.progress == ProgressMode::Line {
+        eprintln!(
+            "\n── point {}/{n}: concurrency {c} ({}), at least {} ──",
+            i + 1,
+            region.map_or("outside the regions", RegionName::as_str),
+            if min_s > 0.0 {
+                format!("{min_s:.0} s and one pass")
+            } else {
+                "one pass".into()
+            }
+        );
+    }
+    // A directory left by an interrupted or failed attempt is kept beside, not mixed in.
+    if dir.exists() {
+        let old = sweep.out.join(format!("r{c}.interrupted"));
+        let _ = std::fs::remove_dir_all(&old);
+        if let Err(e) = std::fs::rename(&dir, &old) {
+            return (
+                false,
+                Err(anyhow::anyhow!("moving {} aside: {e}", dir.display())),
+            );
+        }
+    }
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        return (
+            false,
+            Err(anyhow::anyhow!("creating {}: {e}", dir.display())),
+        );
+    }
+    let start = tokentap_core::clock::Anchor::now();
+    {
+        let p = f.point_mut(c).expect("the point is in the file");
+        p.status = PointStatus::Running;
+        p.started_wall_ns = Some(start.wall_ns);
+        p.ended_wall_ns = None;
+        p.error = None;
+        p.region = region;
+        p.min_duration_s = min_s;
+    }
+    if let Err(e) = f.save(&sweep.out) {
+        return (false, Err(e.into()));
+    }
+    let engine_stop = CancellationToken::new();
+    let scraper = (!sweep.engine.is_empty()).then(|| {
+        tokio::spawn(engine::scrape_point(
+            sweep.engine.clone(),
+            sweep.engine_interval,
+            engine_stop.clone(),
+            dir.clone(),
+        ))
+    });
+    let outcome = tokentap_replay::run_with(
+        cfg.clone(),
+        sweep.dataset.clone(),
+        sweep.progress,
+        stop.clone().cancelled_owned(),
+    )
+    .await;
+    engine_stop.cancel();
+    let engine_view = match scraper {
+        Some(h) => match h.await {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                tracing::warn!("engine metrics of r{c}: {e}");
+                None
+            }
+            Err(e) => {
+                tracing::warn!("engine scraper of r{c}: {e}");
+                None
+            }
+        },
+        None => None,
+    };
+    let end = tokentap_core::clock::Anchor::now();
+    let p = f.point_mut(c).expect("the point is in the file");
+    p.ended_wall_ns = Some(end.wall_ns);
+    p.engine = engine_view;
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            p.status = PointStatus::Failed;
+            p.error = Some(format!("{e:#}"));
+            return (false, Err(e.context(format!("point r{c}"))));
+        }
+    };
+    let s = &outcome.summary;
+    p.status = if outcome.interrupted {
+        PointStatus::Interrupted
+    } else {
+        PointStatus::Done
+    };
+    p.primary = Some(s.mlperf.primary);
+    p.verdict = Some(s.validity.verdict);
+    p.reasons = s.validity.reasons.clone();
+    p.inline_accuracy = s.accuracy.inline_accuracy;
+    p.turns_ok = s.counts.turns.get("ok").copied();
+    p.client_ttft_mean_ms = s.latency_ms.ttft.as_ref().map(|t| t.mean);
+    p.trajectories = Some(s.run.trajectories_finished);
+    let meta = PointMeta {
+        tokentap_version: env!("CARGO_PKG_VERSION"),
+        concurrency: c,
+        region,
+        regions: sweep.plan.regions.as_ref(),
+        status: p.status,
+        start: Some(start),
+        end: Some(end),
+        official_length: sweep.min_duration_scale == 1.0,
+        min_duration_s: min_s,
+        warmup: s.warmup.as_ref(),
+        engine_metrics: &f.engine_metrics,
+        config: &cfg,
+    };
+    if let Err(e) = write_json(&dir.join("point.json"), &meta) {
+        return (outcome.interrupted, Err(e));
+    }
+    if let Some(w) = &sweep.wire {
+        let p = f.point_mut(c).expect("the point is in the file");
+        match wire::load(w).and_then(|recs| wire::view(p, &dir, &recs)) {
+            Ok(v) => p.wire = v,
+            Err(e) => tracing::warn!("--wire {}: {e:#}", w.display()),
+        }
+    }
+    (outcome.interrupted, Ok(()))
+}
+
+fn write_json(path: &Path, v: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut text = serde_json::to_string_pretty(v).context("serializing")?;
+    text.push('\n');
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Joins the proxy's records (`wire_dir`) to every finished point of the sweep in `out` and
+/// rewrites `sweep.json` and the report: for a proxy whose records were complete only after
+/// the sweep (the demo's, shut down at the end).
+pub fn attach_wire(out: &Path, wire_dir: &Path) -> anyhow::Result<SweepFile> {
+    let mut f = SweepFile::load(out)?;
+    let recs = wire::load(wire_dir)?;
+    for p in f.points.iter_mut().filter(|p| p.done()) {
+        let dir = out.join(&p.dir);
+        p.wire = wire::view(p, &dir, &recs)?;
+    }
+    f.wire_dir = Some(wire_dir.to_path_buf());
+    f.save(out)?;
+    report::write_html(out, &f)?;
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans() {
+        let p = plan(&[], Some(1), Some(256), None).unwrap();
+        assert_eq!(p.concurrencies, [1, 4, 7, 17, 41, 102, 256]);
+        assert!(p.problems.is_empty());
+        assert_eq!(
+            plan(&[], Some(1), Some(256), Some(10))
+                .unwrap()
+                .concurrencies
+                .len(),
+            10
+        );
+        let p = plan(&[16, 1, 4, 4], None, None, None).unwrap();
+        assert_eq!(p.concurrencies, [1, 4, 16]);
+        assert!(p.regions_source.contains("lowest point"));
+        assert!(
+            p.problems.iter().any(|m| m.contains("3 points")),
+            "{:?}",
+            p.problems
+        );
+        assert!(plan(&[], None, None, None).is_err());
+        assert!(plan(&[], Some(1), None, None).is_err());
+        assert!(plan(&[1, 2], None, None, Some(7)).is_err());
+        assert!(plan(&[0, 2], None, None, None).is_err());
+        // A list too narrow for regions still runs, regions unknown.
+        let p = plan(&[1, 2], None, None, None).unwrap();
+        assert!(p.regions.is_none());
+        assert!(p.describe().contains("regions: unknown"));
+    }
+
+    #[test]
+    fn swe_values() {
+        assert_eq!(
+            parse_swe("ultra-low=0.9").unwrap(),
+            (RegionName::UltraLow, 0.9)
+        );
+        assert!(parse_swe("mid=0.9").is_err());
+        assert!(parse_swe("low=93").is_err());
+        assert!(parse_swe("low").is_err());
+    }
+}
