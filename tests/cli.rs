@@ -53,7 +53,7 @@ fn help_lists_every_subcommand_and_each_help_works() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     for sub in [
-        "demo", "replay", "proxy", "sim", "dataset", "compare", "report",
+        "demo", "replay", "sweep", "proxy", "sim", "dataset", "compare", "report",
     ] {
         assert!(text.contains(sub), "--help does not mention {sub}:\n{text}");
         let out = tokentap(&[sub, "--help"]);
@@ -197,7 +197,7 @@ fn demo_runs_end_to_end_and_writes_a_complete_run() {
             "--decode-ms",
             "0.2",
         ])
-        .args(["--delay-scale", "0", "--concurrency", "2", "--out"])
+        .args(["--delay-scale", "0", "--concurrency", "1,2", "--out"])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -208,11 +208,24 @@ fn demo_runs_end_to_end_and_writes_a_complete_run() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("TTFT"), "{stdout}");
-    let summary: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("run/summary.json")).unwrap(),
+    // The demo is a sweep: the curve in the terminal, the wire beside every point.
+    assert!(stdout.contains("curve: INVALID"), "{stdout}");
+    assert!(stdout.contains("wire p90"), "{stdout}");
+    let sweep: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("sweep/sweep.json")).unwrap(),
     )
     .unwrap();
-    let records = read_jsonl(&dir.path().join("run/records.jsonl"));
+    for p in sweep["points"].as_array().unwrap() {
+        assert_eq!(p["status"], "done", "{p}");
+        assert!(p["wire"]["turns_joined"].as_u64() > Some(0), "{p}");
+        assert!(p["engine"]["ttft"]["count"].as_f64() > Some(0.0), "{p}");
+    }
+    assert!(dir.path().join("sweep/report.html").is_file());
+    let summary: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("sweep/r2/summary.json")).unwrap(),
+    )
+    .unwrap();
+    let records = read_jsonl(&dir.path().join("sweep/r2/records.jsonl"));
     let client_turns = records.len() as u64;
     assert!(
         client_turns >= 4,

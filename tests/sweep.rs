@@ -1,0 +1,467 @@
+//! `tokentap sweep` (issue 10) against the real sim on 127.0.0.1:0: a curve with the expected
+//! shape, every point's files, the engine's view scraped from the sim's `/metrics`, resume after
+//! an interrupted point, the sweep report in headless Chromium, and the CLI (`--plan`,
+//! `report --format md|json` on a sweep directory, the exit code of a curve that is not valid).
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use tokentap_dataset::synth::{synth, SynthConfig};
+use tokentap_sim::{SimConfig, SimServer};
+use tokentap_sweep::{PointStatus, Sweep};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tokentap");
+
+/// Writes a small synthesized dataset (`coding` + `workflow` trajectories); returns its client
+/// turns.
+fn write_dataset(path: &Path, coding: usize, workflow: usize) -> usize {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create dataset"));
+    let made = synth(
+        &SynthConfig {
+            coding,
+            workflow,
+            scale: 0.1,
+            ..SynthConfig::default()
+        },
+        &mut f,
+    )
+    .expect("synth");
+    std::io::Write::flush(&mut f).expect("flush");
+    made.client_turns as usize
+}
+
+/// A sim whose decode slows by 15 % per extra concurrent request: throughput rises with
+/// concurrency, per-user speed falls.
+fn sim_config() -> SimConfig {
+    let mut c = SimConfig::zero_delay();
+    c.timing.prefill_base_ms = 2.0;
+    c.timing.decode_ms = 1.0;
+    c.timing.decode_slowdown = 0.15;
+    c.output.mean_tokens = 40.0;
+    c.output.sigma = 0.0;
+    c.output.max_tokens = 64;
+    c
+}
+
+fn args(sim: &SimServer, data: &Path, out: &Path, points: &str) -> Vec<String> {
+    [
+        "--endpoint",
+        &sim.base_url(),
+        "--dataset",
+        &data.display().to_string(),
+        "--concurrency",
+        points,
+        "--salt",
+        "--model",
+        "tokentap-sim",
+        "--min-duration-scale",
+        "0",
+        "--quiet",
+        "--out",
+        &out.display().to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+async fn sweep(args: &[String]) -> Sweep {
+    let opts = tokentap_sweep::Opts::try_parse_from_args(args).expect("sweep options parse");
+    Sweep::from_opts(&opts).await.expect("the sweep is set up")
+}
+
+fn read(path: &Path) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn chromium_dom(page: &Path) -> String {
+    let profile = tempfile::tempdir().expect("temp dir");
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run `chromium` ({e}): run scripts/install-test-deps"));
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_on_the_sim_gives_the_curve_the_engine_view_and_a_report() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("d.jsonl");
+    write_dataset(&data, 2, 6);
+    let sim = SimServer::start(sim_config()).await.expect("sim starts");
+    let out = dir.path().join("sweep");
+    let mut a = args(&sim, &data, &out, "1,2,4,8");
+    a.extend(
+        [
+            "--engine-metrics",
+            &format!("{}/metrics", sim.base_url()),
+            "--engine-interval",
+            "100ms",
+        ]
+        .map(String::from),
+    );
+    let s = sweep(&a).await;
+    let o = tokentap_sweep::run_with(s, std::future::pending())
+        .await
+        .expect("the sweep runs");
+    assert!(!o.interrupted);
+    assert_eq!(o.ran, [1, 2, 4, 8]);
+
+    // The curve's shape: throughput rises with concurrency, per-user speed falls.
+    let p = &o.file.points;
+    assert!(p.iter().all(|p| p.status == PointStatus::Done), "{p:?}");
+    let tps: Vec<f64> = p
+        .iter()
+        .map(|p| p.primary.unwrap().system_tps.unwrap())
+        .collect();
+    let per_user: Vec<f64> = p
+        .iter()
+        .map(|p| p.primary.unwrap().tps_per_user.unwrap())
+        .collect();
+    let inter: Vec<f64> = p
+        .iter()
+        .map(|p| p.primary.unwrap().e2e_interactivity.unwrap())
+        .collect();
+    assert!(tps.windows(2).all(|w| w[1] > w[0]), "system_tps {tps:?}");
+    assert!(
+        per_user.windows(2).all(|w| w[1] < w[0]),
+        "tps_per_user {per_user:?}"
+    );
+    assert!(inter[3] < inter[0], "e2e_interactivity {inter:?}");
+
+    // Regions inferred from the points and said so; each point in one.
+    let f: Value = read(&out.join("sweep.json"));
+    assert_eq!(f["regions"]["c_min"], 1);
+    assert_eq!(f["regions"]["c_max"], 8);
+    assert!(f["regions_source"]
+        .as_str()
+        .unwrap()
+        .contains("lowest point"));
+    let regions: Vec<&str> = f["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["region"].as_str().unwrap())
+        .collect();
+    assert_eq!(regions, ["ultra_low", "low", "medium", "high"]);
+    // Not valid: four points, a tuning sweep; both named.
+    assert_eq!(f["verdict"]["verdict"], "invalid");
+    let reasons = serde_json::to_string(&f["verdict"]["rules"]).unwrap();
+    assert!(reasons.contains("at least 7"), "{reasons}");
+    assert!(reasons.contains("official_length"), "{reasons}");
+
+    // Every point's directory is a whole run plus its metadata and the engine's samples.
+    for c in [1, 2, 4, 8] {
+        let d = out.join(format!("r{c}"));
+        for file in [
+            "records.jsonl",
+            "summary.json",
+            "result_summary.json",
+            "scores.json",
+            "config.json",
+            "report.html",
+            "point.json",
+            "engine-metrics.jsonl",
+        ] {
+            assert!(d.join(file).is_file(), "r{c}/{file} missing");
+        }
+        let meta = read(&d.join("point.json"));
+        assert_eq!(meta["concurrency"], c);
+        assert_eq!(meta["config"]["concurrency"], c);
+        assert_eq!(meta["official_length"], false);
+        assert!(meta["end"]["wall_ns"].as_u64() > meta["start"]["wall_ns"].as_u64());
+        let summary = read(&d.join("summary.json"));
+        assert_eq!(summary["config"]["concurrency"], c);
+        // The engine's view: the sim served exactly the point's turns while it was scraped.
+        let point = o.file.points.iter().find(|p| p.concurrency == c).unwrap();
+        let e = point.engine.as_ref().expect("engine view");
+        assert_eq!(e.flavor, "vllm");
+        let turns = point.turns_ok.unwrap() as f64;
+        assert_eq!(e.ttft.as_ref().unwrap().count, turns, "r{c}");
+        assert_eq!(e.e2e.as_ref().unwrap().count, turns, "r{c}");
+        assert!(e.itl.as_ref().unwrap().p50_ms.unwrap() > 0.0);
+        assert!(e.prefix_cache_hit_rate.is_some());
+        assert!(e.cost.scrapes >= 2 && e.cost.failed == 0 && e.cost.bytes > 0);
+        let lines = std::fs::read_to_string(d.join("engine-metrics.jsonl")).unwrap();
+        assert_eq!(lines.lines().count() as u64, e.cost.scrapes);
+        assert!(lines.contains("vllm:time_to_first_token_seconds_bucket"));
+    }
+
+    // The sweep report: every plot has points, in a real browser.
+    let page = out.join("report.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("r8/report.html"), "points link their reports");
+    let dom = chromium_dom(&page);
+    assert!(
+        dom.contains("data-report-ready=\"1\""),
+        "the page's script did not run"
+    );
+    assert!(
+        dom.contains("data-empty-plots=\"\""),
+        "a plot has no data marks"
+    );
+    assert!(dom.contains("data-plots=\"5\""));
+    for plot in [
+        "pareto_interactivity",
+        "pareto_tps_per_user",
+        "system_tps_by_concurrency",
+        "ttft_p90_by_concurrency",
+        "tps_per_user_by_concurrency",
+    ] {
+        let at = dom
+            .find(&format!("data-plot=\"{plot}\""))
+            .unwrap_or_else(|| panic!("plot {plot} missing"));
+        assert!(
+            !dom[at..].starts_with(&format!("data-plot=\"{plot}\" data-points=\"0\"")),
+            "{plot} has no points"
+        );
+    }
+    assert!(
+        dom.contains("class=\"frontier\""),
+        "the step function is drawn"
+    );
+    assert!(
+        dom.contains("C=8 high"),
+        "points are labelled by concurrency and region"
+    );
+    assert!(dom.contains("id=\"engine\""), "the engine's view is shown");
+
+    // `tokentap report` reads a sweep directory: md and json.
+    let md = Command::new(BIN)
+        .args(["report", "--format", "md"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(md.status.success());
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(md.contains("| r8 | high |"), "{md}");
+    let js = Command::new(BIN)
+        .args(["report", "--format", "json"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(js.status.success());
+    let js: Value = serde_json::from_slice(&js.stdout).unwrap();
+    assert_eq!(js["points"].as_array().unwrap().len(), 4);
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_sweep_resumes_where_it_stopped() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("d.jsonl");
+    let turns = write_dataset(&data, 1, 4);
+    let mut cfg = sim_config();
+    cfg.timing.decode_ms = 3.0;
+    let sim = Arc::new(SimServer::start(cfg).await.expect("sim starts"));
+    let out = dir.path().join("sweep");
+    let a = args(&sim, &data, &out, "1,2,4");
+
+    // Ctrl-C once the second point has had two requests answered.
+    let stop = {
+        let sim = sim.clone();
+        async move { sim.wait_finished(turns + 2).await }
+    };
+    let o = tokentap_sweep::run_with(sweep(&a).await, stop)
+        .await
+        .expect("the sweep stops cleanly");
+    assert!(o.interrupted);
+    assert_eq!(o.ran, [1, 2]);
+    let st: Vec<PointStatus> = o.file.points.iter().map(|p| p.status).collect();
+    assert_eq!(
+        st,
+        [
+            PointStatus::Done,
+            PointStatus::Interrupted,
+            PointStatus::Pending
+        ]
+    );
+    let on_disk = read(&out.join("sweep.json"));
+    assert_eq!(on_disk["points"][1]["status"], "interrupted");
+    // What the interrupted point recorded is on disk.
+    let r2 = std::fs::read_to_string(out.join("r2/records.jsonl")).unwrap();
+    assert!(r2.lines().count() >= 2, "{r2}");
+    assert!(out.join("r2/summary.json").is_file());
+    let r1_before = std::fs::read(out.join("r1/records.jsonl")).unwrap();
+
+    // The rerun skips the finished point and reruns the interrupted one.
+    let o = tokentap_sweep::run_with(sweep(&a).await, std::future::pending())
+        .await
+        .expect("the resumed sweep runs");
+    assert!(!o.interrupted);
+    assert_eq!(o.ran, [2, 4]);
+    assert!(o.file.points.iter().all(|p| p.done()));
+    assert_eq!(
+        std::fs::read(out.join("r1/records.jsonl")).unwrap(),
+        r1_before
+    );
+    assert!(
+        out.join("r2.interrupted/records.jsonl").is_file(),
+        "the interrupted attempt is kept beside"
+    );
+    let r2 = std::fs::read_to_string(out.join("r2/records.jsonl")).unwrap();
+    assert_eq!(r2.lines().count(), turns, "the rerun point is whole");
+
+    // A resume with other settings is refused, naming what differs.
+    let mut other = a.clone();
+    other.extend(["--max-tokens".to_string(), "9".to_string()]);
+    let opts = tokentap_sweep::Opts::try_parse_from_args(&other).unwrap();
+    let err = match tokentap_sweep::run_with(
+        Sweep::from_opts(&opts).await.unwrap(),
+        std::future::pending(),
+    )
+    .await
+    {
+        Ok(_) => panic!("a mismatched resume ran"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        err.contains("other settings") && err.contains("sampling"),
+        "{err}"
+    );
+}
+
+#[test]
+fn plan_prints_the_regions_and_writes_the_plan_without_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d.jsonl");
+    write_dataset(&data, 1, 1);
+    let out = dir.path().join("plan");
+    let o = Command::new(BIN)
+        .args([
+            "sweep",
+            // Nothing listens here: --plan must not connect.
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--dataset",
+        ])
+        .arg(&data)
+        .args([
+            "--c-min", "32", "--c-max", "8192", "--points", "10", "--plan", "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout
+            .contains("ultra_low 1–32  low 33–52  medium 53–437  high 438–8192 (+ margin to 9012)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("plan: 10 points: 32(ultra_low)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("a valid curve shape"), "{stdout}");
+    let f = read(&out.join("sweep.json"));
+    assert_eq!(f["points"].as_array().unwrap().len(), 10);
+    assert!(f["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["status"] == "pending"));
+    assert_eq!(f["points"][9]["concurrency"], 8192);
+    // The rules' official lengths: 600 s ultra-low, 1200 s elsewhere.
+    assert_eq!(f["points"][0]["min_duration_s"], 600.0);
+    assert_eq!(f["points"][1]["min_duration_s"], 1200.0);
+    assert!(!out.join("r32").exists());
+
+    // Bad plans are named before anything runs.
+    for (extra, want) in [
+        (
+            &["--c-min", "40", "--c-max", "100"][..],
+            "C_min must be 1 to 32",
+        ),
+        (
+            &["--c-min", "1", "--c-max", "256", "--points", "40"][..],
+            "7 to 32 points",
+        ),
+        (&["--c-min", "4"][..], "needs both --c-min and --c-max"),
+        (
+            &["--concurrency", "1,2", "--points", "8"][..],
+            "with --concurrency the points are given",
+        ),
+        (&["--swe-bench-accuracy", "mid=0.9"][..], "not a region"),
+    ] {
+        let o = Command::new(BIN)
+            .args([
+                "sweep",
+                "--endpoint",
+                "http://127.0.0.1:9",
+                "--model",
+                "m",
+                "--dataset",
+            ])
+            .arg(&data)
+            .args(extra)
+            .args(["--plan", "--out"])
+            .arg(dir.path().join("bad"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{extra:?} was accepted");
+        assert!(err.contains(want), "{extra:?}: {err}");
+    }
+    // A list is a sweep, not a replay.
+    let o = Command::new(BIN)
+        .args(["replay", "--endpoint", "http://127.0.0.1:9", "--dataset"])
+        .arg(&data)
+        .args(["--concurrency", "1,4"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("tokentap sweep --concurrency 1,4"));
+}
+
+#[test]
+fn a_curve_that_is_not_valid_exits_3_and_says_why() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sim = rt.block_on(SimServer::start(sim_config())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d.jsonl");
+    write_dataset(&data, 1, 2);
+    let out = dir.path().join("s");
+    let o = Command::new(BIN)
+        .arg("sweep")
+        .args(args(&sim, &data, &out, "1,2"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("curve: INVALID"), "{stdout}");
+    assert!(stdout.contains("FAIL official_length"), "{stdout}");
+    assert!(stdout.contains("regions: unknown"), "{stdout}");
+    rt.block_on(sim.shutdown());
+}
