@@ -118,6 +118,8 @@ async fn a_sweep_on_the_sim_gives_the_curve_the_engine_view_and_a_report() {
             &format!("{}/metrics", sim.base_url()),
             "--engine-interval",
             "100ms",
+            "--warmup-trajectories",
+            "2",
         ]
         .map(String::from),
     );
@@ -191,9 +193,16 @@ async fn a_sweep_on_the_sim_gives_the_curve_the_engine_view_and_a_report() {
         assert_eq!(meta["config"]["concurrency"], c);
         assert_eq!(meta["official_length"], false);
         assert!(meta["end"]["wall_ns"].as_u64() > meta["start"]["wall_ns"].as_u64());
+        // The declared warmup ran at the point's concurrency, before it.
+        assert_eq!(meta["warmup"]["concurrency"], c);
+        assert!(
+            meta["warmup"]["requests_issued"].as_u64() > Some(0),
+            "{meta}"
+        );
         let summary = read(&d.join("summary.json"));
         assert_eq!(summary["config"]["concurrency"], c);
-        // The engine's view: the sim served exactly the point's turns while it was scraped.
+        // The engine's view: the sim served exactly the point's turns while it was scraped
+        // (the warmup before them is not in it).
         let point = o.file.points.iter().find(|p| p.concurrency == c).unwrap();
         let e = point.engine.as_ref().expect("engine view");
         assert_eq!(e.flavor, "vllm");
@@ -464,4 +473,51 @@ fn a_curve_that_is_not_valid_exits_3_and_says_why() {
     assert!(stdout.contains("FAIL official_length"), "{stdout}");
     assert!(stdout.contains("regions: unknown"), "{stdout}");
     rt.block_on(sim.shutdown());
+}
+
+#[test]
+fn a_point_where_nothing_completes_stops_the_sweep_and_names_the_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d.jsonl");
+    write_dataset(&data, 1, 2);
+    let out = dir.path().join("s");
+    let o = Command::new(BIN)
+        .args([
+            "sweep",
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--dataset",
+        ])
+        .arg(&data)
+        .args([
+            "--concurrency",
+            "1,2",
+            "--min-duration-scale",
+            "0",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("no turn completed at concurrency 1"), "{err}");
+    assert!(err.contains("127.0.0.1:9"), "{err}");
+    let f = read(&out.join("sweep.json"));
+    assert_eq!(f["points"][0]["status"], "failed");
+    assert!(f["points"][0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("connect"));
+    assert_eq!(
+        f["points"][1]["status"], "pending",
+        "the sweep stopped at the dead point"
+    );
+    assert!(
+        out.join("r1/records.jsonl").is_file(),
+        "the failed point's records are kept"
+    );
 }

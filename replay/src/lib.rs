@@ -144,10 +144,29 @@ fn file_hash(bytes: &[u8]) -> String {
 /// declared warmup if any, writes `config.json` before the first request and `records.jsonl`,
 /// `summary.json`, `result_summary.json` and `scores.json` at the end (also after `shutdown`).
 pub async fn run_with(
+    config: ReplayConfig,
+    dataset: Arc<Dataset>,
+    progress: ProgressMode,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<RunOutcome> {
+    run_with_hooks(config, dataset, progress, shutdown, Hooks::default()).await
+}
+
+/// Moments of a run an embedding program can wait for (the sweep scrapes the engine's metrics
+/// over the measured phase only, the warmup excluded).
+#[derive(Debug, Default)]
+pub struct Hooks {
+    /// Sent just before the measured phase's first request (after the warmup, if any).
+    pub measured_start: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// [`run_with`], telling `hooks` when the measured phase starts.
+pub async fn run_with_hooks(
     mut config: ReplayConfig,
     dataset: Arc<Dataset>,
     progress: ProgressMode,
     shutdown: impl Future<Output = ()>,
+    mut hooks: Hooks,
 ) -> anyhow::Result<RunOutcome> {
     let hash = config.dataset.as_ref().and_then(|d| d.hash.clone());
     config.bind_dataset(&dataset, hash)?;
@@ -257,6 +276,9 @@ pub async fn run_with(
         }
         None => None,
     };
+    if let Some(tx) = hooks.measured_start.take() {
+        let _ = tx.send(());
+    }
     let ran = phase::Phase {
         config: config.clone(),
         dataset: dataset.clone(),

@@ -47,7 +47,8 @@ pub struct ScrapeCost {
 /// The engine's own numbers for one point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EngineView {
-    /// `vllm`, `sglang`, or `unknown` (no known series).
+    /// `vllm`, `sglang`, `llamacpp` (no latency histograms: only the cost is reported), or
+    /// `unknown` (no known series).
     pub flavor: String,
     pub endpoints: Vec<String>,
     pub ttft: Option<Quantiles>,
@@ -287,6 +288,9 @@ impl Snapshot {
             "vllm"
         } else if has("sglang:") {
             "sglang"
+        } else if has("llamacpp:") {
+            // llama.cpp's server: counters and gauges only, no latency histograms.
+            "llamacpp"
         } else {
             "unknown"
         };
@@ -461,15 +465,21 @@ struct Line<'a> {
     text: Option<&'a str>,
 }
 
-/// Scrapes `urls` now, every `interval` until `stop`, and once more after it; writes every
-/// scrape to `dir/engine-metrics.jsonl` and returns the point's view. `None` when no endpoint
-/// answered twice.
+/// Scrapes `urls` once `start` fires (the measured phase begins; a warmup before it is not in
+/// the view), every `interval` until `stop`, and once more after it; writes every scrape to
+/// `dir/engine-metrics.jsonl` and returns the point's view. `None` when no endpoint answered
+/// twice, or the measured phase never started.
 pub async fn scrape_point(
     urls: Vec<http::Uri>,
     interval: Duration,
+    start: tokio::sync::oneshot::Receiver<()>,
     stop: CancellationToken,
     dir: PathBuf,
 ) -> Result<Option<EngineView>, crate::error::SweepError> {
+    tokio::select! {
+        r = start => if r.is_err() { return Ok(None) },
+        _ = stop.cancelled() => return Ok(None),
+    }
     let path = dir.join(SAMPLES_FILE);
     let mut file = std::io::BufWriter::new(std::fs::File::create(&path).map_err(|source| {
         crate::error::SweepError::Io {

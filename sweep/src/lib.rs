@@ -195,25 +195,26 @@ pub fn plan(
             "--points proposes a plan from --c-min/--c-max; with --concurrency the points are given".into(),
         ));
     }
-    let (regions, source) =
-        match (c_min, c_max) {
-            (Some(a), Some(b)) => (
-                Some(pareto::regions(a, b).map_err(cfg)?),
-                "given".to_string(),
-            ),
-            (Some(_), None) | (None, Some(_)) if list.is_empty() => {
-                return Err(SweepError::Config(
-                    "a proposed plan needs both --c-min and --c-max".into(),
-                ))
-            }
-            _ if list.is_empty() => return Err(SweepError::Config(
+    let (regions, source) = match (c_min, c_max) {
+        (Some(a), Some(b)) => (
+            Some(pareto::regions(a, b).map_err(cfg)?),
+            "given".to_string(),
+        ),
+        (Some(_), None) | (None, Some(_)) if list.is_empty() => {
+            return Err(SweepError::Config(
+                "a proposed plan needs both --c-min and --c-max".into(),
+            ))
+        }
+        _ if list.is_empty() => {
+            return Err(SweepError::Config(
                 "no points: give --concurrency 1,4,16,64 or --c-min N --c-max M (a proposed plan)"
                     .into(),
-            )),
-            _ => {
-                let lo = c_min.unwrap_or(list[0]);
-                let hi = c_max.unwrap_or(*list.last().unwrap_or(&1));
-                match pareto::regions(lo, hi) {
+            ))
+        }
+        _ => {
+            let lo = c_min.unwrap_or(list[0]);
+            let hi = c_max.unwrap_or(*list.last().unwrap_or(&1));
+            match pareto::regions(lo, hi) {
                     Ok(r) => {
                         (
                             Some(r),
@@ -224,10 +225,13 @@ pub fn plan(
                     ),
                         )
                     }
-                    Err(e) => (None, format!("{e}; give --c-min and --c-max")),
+                    Err(e) => (
+                    None,
+                    format!("not from the points alone (taking C_min {lo}, C_max {hi}: {e}); give --c-min and --c-max"),
+                ),
                 }
-            }
-        };
+        }
+    };
     let concurrencies = if list.is_empty() {
         // Invariant: regions are known here (both bounds given).
         let r = regions
@@ -622,19 +626,24 @@ async fn run_point(
         return (false, Err(e.into()));
     }
     let engine_stop = CancellationToken::new();
+    let mut hooks = tokentap_replay::Hooks::default();
     let scraper = (!sweep.engine.is_empty()).then(|| {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        hooks.measured_start = Some(tx);
         tokio::spawn(engine::scrape_point(
             sweep.engine.clone(),
             sweep.engine_interval,
+            rx,
             engine_stop.clone(),
             dir.clone(),
         ))
     });
-    let outcome = tokentap_replay::run_with(
+    let outcome = tokentap_replay::run_with_hooks(
         cfg.clone(),
         sweep.dataset.clone(),
         sweep.progress,
         stop.clone().cancelled_owned(),
+        hooks,
     )
     .await;
     engine_stop.cancel();
@@ -665,8 +674,13 @@ async fn run_point(
         }
     };
     let s = &outcome.summary;
+    let ok = s.counts.turns.get("ok").copied().unwrap_or(0);
     p.status = if outcome.interrupted {
         PointStatus::Interrupted
+    } else if ok == 0 {
+        // Nothing completed (a dead endpoint, a wrong model name): the next points would
+        // only repeat it. The point's records say why; the first reason is named here.
+        PointStatus::Failed
     } else {
         PointStatus::Done
     };
@@ -691,8 +705,16 @@ async fn run_point(
         engine_metrics: &f.engine_metrics,
         config: &cfg,
     };
+    let status = meta.status;
     if let Err(e) = write_json(&dir.join("point.json"), &meta) {
         return (outcome.interrupted, Err(e));
+    }
+    if status == PointStatus::Failed {
+        let why =
+            first_error(&dir.join("records.jsonl")).unwrap_or_else(|| "no turn was issued".into());
+        let msg = format!("no turn completed at concurrency {c}; first error: {why}");
+        f.point_mut(c).expect("the point is in the file").error = Some(msg.clone());
+        return (false, Err(anyhow::anyhow!(msg)));
     }
     if let Some(w) = &sweep.wire {
         let p = f.point_mut(c).expect("the point is in the file");
@@ -702,6 +724,18 @@ async fn run_point(
         }
     }
     (outcome.interrupted, Ok(()))
+}
+
+/// The first failed turn's error in a records file, as `kind: message`.
+fn first_error(records: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(records).ok()?;
+    text.lines().find_map(|l| {
+        let r: tokentap_core::record::TurnRecord = serde_json::from_str(l).ok()?;
+        let e = r
+            .error
+            .filter(|_| r.status != tokentap_core::record::Status::Aborted)?;
+        Some(format!("{}: {}", e.kind, e.message))
+    })
 }
 
 fn write_json(path: &Path, v: &impl serde::Serialize) -> anyhow::Result<()> {

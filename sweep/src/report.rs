@@ -42,7 +42,7 @@ pub fn terminal_table(file: &SweepFile) -> String {
         "C", "region", "status", "system_tps", "tps/user", "interactiv.", "TTFT p90"
     );
     if wire {
-        s += &format!(" {:>10}", "wire p90");
+        s += &format!(" {:>10} {:>9}", "wire p90", "cl−wire");
     }
     if engine {
         s += &format!(" {:>10}", "engine p90");
@@ -77,7 +77,7 @@ pub fn terminal_table(file: &SweepFile) -> String {
         }
         let _ = writeln!(s, "  {}", p.verdict.map_or("–", |v| v.as_str()));
     }
-    s.push_str("(tok/s; ms)");
+    s.push_str("(tok/s; ms. TTFT p90 is the MLPerf number; wire p90 is the proxy's over the same\n tracked turns, and cl−wire the client's minus the wire's p90 over those turns, both tokentap's quantile)");
     s
 }
 
@@ -277,7 +277,7 @@ fn table(o: &mut String, file: &SweepFile) {
     let wire = file.points.iter().any(|p| p.wire.is_some());
     o.push_str(r#"<h2>Points</h2><table id="points"><tr><th>point</th><th>region</th><th>status</th><th>system_tps</th><th>tps_per_user</th><th>e2e_interactivity</th><th>ttft_p90_ms</th><th>tpot_p90_ms</th><th>qps</th><th>tracked s (min)</th><th>inline acc.</th>"#);
     if wire {
-        o.push_str("<th>wire TTFT p90 (joined)</th>");
+        o.push_str("<th>wire TTFT p90 (client's, same turns)</th>");
     }
     o.push_str("<th>verdict</th><th>report</th></tr>");
     for p in &file.points {
@@ -305,8 +305,9 @@ fn table(o: &mut String, file: &SweepFile) {
                 o,
                 "<td>{}</td>",
                 p.wire.as_ref().map_or("–".into(), |w| format!(
-                    "{} ({} of {})",
+                    "{} (client {}; {} of {} turns)",
                     f(w.ttft_p90_ms, 1),
+                    f(w.client_ttft_p90_ms, 1),
                     w.turns_joined,
                     w.client_turns
                 ))
