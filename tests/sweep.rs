@@ -110,8 +110,16 @@ async fn a_sweep_on_the_sim_gives_the_curve_the_engine_view_and_a_report() {
     let data = dir.path().join("d.jsonl");
     write_dataset(&data, 2, 6);
     let sim = SimServer::start(sim_config()).await.expect("sim starts");
+    // The measurement proxy in the path; its records are joined after the sweep.
+    let wire_dir = dir.path().join("wire");
+    let mut pc = tokentap_proxy::Config::new([sim.base_url()]);
+    pc.records_dir = Some(wire_dir.clone());
+    let proxy = tokentap_proxy::Proxy::start(pc)
+        .await
+        .expect("proxy starts");
     let out = dir.path().join("sweep");
     let mut a = args(&sim, &data, &out, "1,2,4,8");
+    a[1] = proxy.base_url();
     a.extend(
         [
             "--engine-metrics",
@@ -256,15 +264,37 @@ async fn a_sweep_on_the_sim_gives_the_curve_the_engine_view_and_a_report() {
     );
     assert!(dom.contains("id=\"engine\""), "the engine's view is shown");
 
-    // `tokentap report` reads a sweep directory: md and json.
+    // `tokentap report` reads a sweep directory: md and json; `--wire` joins the proxy's
+    // records (complete once the proxy has stopped) to every point.
+    let report = proxy.shutdown(std::time::Duration::from_secs(5)).await;
+    assert_eq!(report.dropped, 0);
     let md = Command::new(BIN)
-        .args(["report", "--format", "md"])
+        .args(["report", "--format", "md", "--wire"])
+        .arg(&wire_dir)
         .arg(&out)
         .output()
         .unwrap();
-    assert!(md.status.success());
+    assert!(
+        md.status.success(),
+        "{}",
+        String::from_utf8_lossy(&md.stderr)
+    );
     let md = String::from_utf8_lossy(&md.stdout);
     assert!(md.contains("| r8 | high |"), "{md}");
+    let f = read(&out.join("sweep.json"));
+    for p in f["points"].as_array().unwrap() {
+        let w = &p["wire"];
+        assert_eq!(
+            w["turns_joined"], w["client_turns"],
+            "every tracked turn seen on the wire: {p}"
+        );
+        assert!(w["turns_joined"].as_u64() > Some(0));
+        // The proxy sits between: the client's TTFT includes the proxy's hop, never less.
+        assert!(
+            w["client_ttft_p90_ms"].as_f64() >= w["ttft_p90_ms"].as_f64(),
+            "{w}"
+        );
+    }
     let js = Command::new(BIN)
         .args(["report", "--format", "json"])
         .arg(&out)
@@ -520,4 +550,74 @@ fn a_point_where_nothing_completes_stops_the_sweep_and_names_the_cause() {
         out.join("r1/records.jsonl").is_file(),
         "the failed point's records are kept"
     );
+}
+
+/// A point's length by the rules: whole passes of the dataset until the region's minimum
+/// duration (scaled down here) has passed — the trajectory count stays a multiple of the dataset
+/// and the tracked duration reaches the minimum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_point_runs_whole_passes_until_its_minimum_duration() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d.jsonl");
+    write_dataset(&data, 1, 3);
+    let (ds, hash) = tokentap_replay::load_dataset(&data).await.unwrap();
+    let n = ds.conversations.len() as u64;
+    let sim = SimServer::start(sim_config()).await.unwrap();
+    let opts = tokentap_replay::Opts::try_parse_from_args([
+        "--endpoint",
+        &sim.base_url(),
+        "--dataset",
+        &data.display().to_string(),
+        "--model",
+        "m",
+        "--concurrency",
+        "2",
+        "--c-min",
+        "1",
+        // 1200 s × 0.0005 = 0.6 s: several passes of this small dataset.
+        "--min-duration-scale",
+        "0.0005",
+    ])
+    .unwrap();
+    let mut cfg = tokentap_replay::ReplayConfig::from_opts(&opts).unwrap();
+    cfg.bind_dataset(&ds, Some(hash)).unwrap();
+    let o = tokentap_replay::run_with(
+        cfg,
+        Arc::new(ds),
+        tokentap_replay::ProgressMode::Off,
+        std::future::pending(),
+    )
+    .await
+    .unwrap();
+    let s = &o.summary;
+    let done = s.run.trajectories_finished;
+    assert!(
+        done >= 2 * n,
+        "{done} trajectories of a {n}-trajectory dataset"
+    );
+    assert_eq!(done % n, 0, "{done} is not whole passes of {n}");
+    assert_eq!(s.run.trajectory_budget, done);
+    let tracked = s.mlperf.primary.tracked_duration_s.unwrap();
+    assert!(tracked >= 0.6, "tracked {tracked} s");
+    let rule = s
+        .validity
+        .rules
+        .iter()
+        .find(|r| r.rule == "min_duration")
+        .unwrap();
+    assert!(
+        rule.message.contains("scaled minimum 0.6 s, reached"),
+        "{}",
+        rule.message
+    );
+    assert!(rule.message.contains("not official"));
+    // The trajectory rule sees the whole, extended budget.
+    let t = s
+        .validity
+        .rules
+        .iter()
+        .find(|r| r.rule == "trajectories")
+        .unwrap();
+    assert!(t.message.contains("all finished"), "{}", t.message);
+    sim.shutdown().await;
 }

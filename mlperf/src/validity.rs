@@ -353,8 +353,13 @@ pub fn evaluate(official: Option<&Official>, f: &Facts) -> Validity {
                 // The same words at every point of a tuning sweep (the measured duration is in
                 // the point's own numbers), so a curve's verdict names the rule once.
                 format!(
-                    "minimum duration scaled by {} for tuning: not official (scaled minimum {need:.0} s{})",
+                    "minimum duration scaled by {} for tuning: not official (scaled minimum {} s{})",
                     f.min_duration_scale,
+                    if need.fract() == 0.0 {
+                        format!("{need:.0}")
+                    } else {
+                        format!("{need:.1}")
+                    },
                     if d >= need { ", reached" } else { ", NOT reached" }
                 )
             } else {

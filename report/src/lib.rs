@@ -66,6 +66,11 @@ pub struct Opts {
     /// those counts. Read locally; nothing is downloaded.
     #[arg(long, value_name = "DIR")]
     pub tokenizer: Option<PathBuf>,
+    /// A sweep directory only: the records directory of the tokentap proxy that was in the path
+    /// (`tokentap proxy --records DIR`). The wire's TTFT is joined to every point, written to
+    /// `sweep.json`, and shown beside the client's. (For one run: `tokentap compare`.)
+    #[arg(long, value_name = "DIR")]
+    pub wire: Option<PathBuf>,
 }
 
 /// Renders the report of `run_dir` as HTML.
@@ -87,6 +92,12 @@ pub fn write_html(run_dir: &Path) -> Result<PathBuf, ReportError> {
 
 /// `tokentap report`: exit code 0 on success.
 pub fn run(opts: Opts) -> anyhow::Result<i32> {
+    if opts.wire.is_some() {
+        anyhow::bail!(
+            "--wire joins a proxy's records to a sweep directory; {} is one run: use `tokentap compare`",
+            opts.run_dir.display()
+        );
+    }
     let mut run = Run::load(&opts.run_dir)?;
     if let Some(dir) = &opts.tokenizer {
         let tok = tokentap_mlperf::RefTokenizer::load(dir)

@@ -593,6 +593,10 @@ vllm:time_to_first_token_seconds_count{model_name="m"} 20.0
 vllm:time_to_first_token_seconds_sum{model_name="m"} 5.0
 vllm:prefix_cache_queries_total{model_name="m"} 1000.0
 vllm:prefix_cache_hits_total{model_name="m"} 100.0
+vllm:request_queue_time_seconds_bucket{le="0.5",model_name="m"} 20.0
+vllm:request_queue_time_seconds_bucket{le="+Inf",model_name="m"} 20.0
+vllm:request_queue_time_seconds_count{model_name="m"} 20.0
+vllm:request_queue_time_seconds_sum{model_name="m"} 1.0
 process_cpu_seconds_total 3.5
 "#;
     const B: &str = r#"vllm:time_to_first_token_seconds_bucket{le="0.01",model_name="m"} 0.0
@@ -603,6 +607,10 @@ vllm:time_to_first_token_seconds_count{model_name="m"} 120.0
 vllm:time_to_first_token_seconds_sum{model_name="m"} 10.0
 vllm:prefix_cache_queries_total{model_name="m"} 3000.0
 vllm:prefix_cache_hits_total{model_name="m"} 1600.0
+vllm:request_queue_time_seconds_bucket{le="0.5",model_name="m"} 30.0
+vllm:request_queue_time_seconds_bucket{le="+Inf",model_name="m"} 40.0
+vllm:request_queue_time_seconds_count{model_name="m"} 40.0
+vllm:request_queue_time_seconds_sum{model_name="m"} 21.0
 "#;
 
     #[test]
@@ -632,6 +640,14 @@ vllm:prefix_cache_hits_total{model_name="m"} 1600.0
         assert!((t.mean_ms.unwrap() - 50.0).abs() < 1e-9);
         assert!((v.prefix_cache_hit_rate.unwrap() - 0.75).abs() < 1e-12);
         assert!(v.itl.is_none());
+        // Queue time: 20 more, 10 of them above the last finite bound (→ that bound, 0.5 s).
+        let q = v.queue.unwrap();
+        assert_eq!(q.count, 20.0);
+        assert_eq!(q.mean_ms, Some(1000.0));
+        assert_eq!(q.p90_ms, Some(500.0));
+        assert_eq!(q.series, "vllm:request_queue_time_seconds");
+        // process_* series are not kept in the raw samples.
+        assert!(!engine_lines(A).contains("process_cpu"));
         // Two replicas add up; a reset counter counts from zero.
         let mut two = a.delta(&b);
         two.add(&b.delta(&a));

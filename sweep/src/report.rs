@@ -426,7 +426,10 @@ pub fn is_sweep(dir: &Path) -> bool {
 
 /// `tokentap report DIR` for a sweep directory.
 pub fn run(opts: &tokentap_report::Opts) -> anyhow::Result<i32> {
-    let file = SweepFile::load(&opts.run_dir)?;
+    let file = match &opts.wire {
+        Some(w) => crate::attach_wire(&opts.run_dir, w)?,
+        None => SweepFile::load(&opts.run_dir)?,
+    };
     if opts.tokenizer.is_some() {
         anyhow::bail!(
             "--tokenizer recounts one run: give a point's directory ({}/r<C>)",
