@@ -167,9 +167,10 @@ impl Snapshot {
                 };
                 let le = match le.1.as_str() {
                     "+Inf" | "Inf" => f64::INFINITY,
-                    v => match v.parse() {
-                        Ok(v) => v,
-                        Err(_) => continue,
+                    v => match v.parse::<f64>() {
+                        // A bound is a finite number (or +Inf): anything else is not a bucket.
+                        Ok(v) if v.is_finite() => v,
+                        _ => continue,
                     },
                 };
                 let b = s.buckets.entry(f.to_string()).or_default();
@@ -652,6 +653,42 @@ vllm:request_queue_time_seconds_sum{model_name="m"} 21.0
         let mut two = a.delta(&b);
         two.add(&b.delta(&a));
         assert_eq!(two.view().ttft.unwrap().count, 120.0);
+    }
+
+    /// Outside input (an engine's response): mutated scrapes never panic, and a quantile is
+    /// always one of the finite bucket bounds' span.
+    #[test]
+    fn mutated_scrapes_never_panic() {
+        let seeds = [A.as_bytes(), B.as_bytes()];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let alphabet = b"{}=\",\\ \n#+-.0123456789eEInfNa_le:";
+        for round in 0..3000 {
+            let mut v = seeds[round % 2].to_vec();
+            for _ in 0..(1 + next() % 8) {
+                let at = (next() % v.len() as u64) as usize;
+                match next() % 3 {
+                    0 => v[at] = alphabet[(next() % alphabet.len() as u64) as usize],
+                    1 => {
+                        v.remove(at);
+                    }
+                    _ => v.insert(at, alphabet[(next() % alphabet.len() as u64) as usize]),
+                }
+            }
+            let text = String::from_utf8_lossy(&v);
+            let a = Snapshot::of(&parse(&engine_lines(&text)).0);
+            let view = Snapshot::default().delta(&a).view();
+            for q in [&view.ttft, &view.queue].into_iter().flatten() {
+                for p in [q.p50_ms, q.p90_ms, q.p99_ms].into_iter().flatten() {
+                    assert!(!p.is_infinite(), "{text}");
+                }
+            }
+        }
     }
 
     #[test]
