@@ -62,7 +62,7 @@ pub(crate) struct Run {
     pub target: Target,
     /// Trajectories this process (shard) issues; grows by whole passes of the dataset while
     /// `extend_until` has not passed.
-    budget_local: AtomicU64,
+    budget_local: Arc<AtomicU64>,
     /// `--min-duration-scale`: keep issuing whole passes until this instant.
     extend_until: Option<MonoNs>,
     next: AtomicU64,
@@ -111,7 +111,7 @@ impl Run {
             cfg,
             dataset,
             target,
-            budget_local: AtomicU64::new(budget_local),
+            budget_local: Arc::new(AtomicU64::new(budget_local)),
             extend_until,
             next: AtomicU64::new(0),
             window_open: AtomicBool::new(true),
@@ -156,6 +156,11 @@ impl Run {
     /// Trajectories this process issues (so far: it grows while the minimum duration runs).
     pub fn budget_local(&self) -> u64 {
         self.budget_local.load(Relaxed)
+    }
+
+    /// The live budget, for the progress line.
+    pub fn budget_handle(&self) -> Arc<AtomicU64> {
+        self.budget_local.clone()
     }
 
     /// Local claim → global FIFO number. Past the budget, before `extend_until`, the budget

@@ -111,7 +111,7 @@ impl Phase {
         let printer = (self.progress == ProgressMode::Line).then(|| {
             tokio::spawn(progress::print(
                 counters.clone(),
-                run.budget_local(),
+                run.budget_handle(),
                 start.mono_ns,
                 printer_done.clone(),
             ))

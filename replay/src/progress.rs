@@ -112,7 +112,7 @@ impl Counters {
 /// Prints progress until `done` is cancelled.
 pub(crate) async fn print(
     counters: Arc<Counters>,
-    budget: u64,
+    budget: Arc<std::sync::atomic::AtomicU64>,
     start: u64,
     done: CancellationToken,
 ) {
@@ -131,7 +131,8 @@ pub(crate) async fn print(
             _ = tick.tick() => {}
         }
         let elapsed = (clock::now().saturating_sub(start)) as f64 / 1e9;
-        let line = counters.line(elapsed, budget, &mut last);
+        // Live: a run extended to its minimum duration grows its budget by whole passes.
+        let line = counters.line(elapsed, budget.load(Relaxed), &mut last);
         let mut err = std::io::stderr().lock();
         // Progress is best effort: a closed stderr must not stop the run.
         let _ = if tty {
