@@ -211,6 +211,18 @@ fn demo_runs_end_to_end_and_writes_a_complete_run() {
     // The demo is a sweep: the curve in the terminal, the wire beside every point.
     assert!(stdout.contains("curve: INVALID"), "{stdout}");
     assert!(stdout.contains("wire p90"), "{stdout}");
+    // One value per column: the curve's rows line up with the header (no column left out).
+    let header = stdout.lines().find(|l| l.contains("wire p90")).unwrap();
+    let row = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("2 "))
+        .unwrap();
+    assert_eq!(
+        // Four two-word headings: TTFT p90, wire p90, engine p90, point verdict.
+        header.split_whitespace().count() - 4,
+        row.split_whitespace().count(),
+        "{header}\n{row}"
+    );
     let sweep: Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("sweep/sweep.json")).unwrap(),
     )

@@ -62,10 +62,13 @@ pub fn terminal_table(file: &SweepFile) -> String {
             f(m.ttft_p90_ms, 1),
         );
         if wire {
+            let w = p.wire.as_ref();
+            let d = w.and_then(|w| Some(w.client_ttft_p90_ms? - w.ttft_p90_ms?));
             let _ = write!(
                 s,
-                " {:>10}",
-                f(p.wire.as_ref().and_then(|w| w.ttft_p90_ms), 1)
+                " {:>10} {:>9}",
+                f(w.and_then(|w| w.ttft_p90_ms), 1),
+                f(d, 2)
             );
         }
         if engine {
