@@ -289,11 +289,11 @@ async fn a_sweep_on_the_sim_gives_the_curve_the_engine_view_and_a_report() {
             "every tracked turn seen on the wire: {p}"
         );
         assert!(w["turns_joined"].as_u64() > Some(0));
-        // The proxy sits between: the client's TTFT includes the proxy's hop, never less.
-        assert!(
-            w["client_ttft_p90_ms"].as_f64() >= w["ttft_p90_ms"].as_f64(),
-            "{w}"
-        );
+        // Both sides measured the same turns. (Not ordered: the proxy stamps a chunk after
+        // writing it, the client at the kernel's receive time, so under load either p90 can
+        // be the larger.)
+        assert!(w["ttft_p90_ms"].as_f64() > Some(0.0), "{w}");
+        assert!(w["client_ttft_p90_ms"].as_f64() > Some(0.0), "{w}");
     }
     let js = Command::new(BIN)
         .args(["report", "--format", "json"])

@@ -8,8 +8,11 @@
 //! and draws it.
 //!
 //! ## Layout
-//! - this file: [`Opts`], the plan ([`plan`]), and the loop over points ([`run_with`]):
-//!   resume, Ctrl-C, per-point files, `sweep.json` after every point.
+//! - this file: [`Opts`], [`Sweep`] (options checked, the dataset loaded), and the loop over
+//!   points ([`run_with`]): resume, Ctrl-C, `sweep.json` and the report after every point.
+//! - `plan`: [`Plan`] — the points and their regions, given or proposed ([`plan()`]).
+//! - `point`: one point — its replay, `point.json`, the engine scraped over its measured phase,
+//!   the wire's view.
 //! - [`file`]: `sweep.json` (regions, points, verdict), written atomically.
 //! - [`engine`]: `--engine-metrics`: the server's own Prometheus view per point.
 //! - [`wire`]: `--wire`: the proxy's TTFT beside the client's per point.
@@ -33,11 +36,14 @@
 pub mod engine;
 pub mod error;
 pub mod file;
+mod plan;
+mod point;
 pub mod report;
 pub mod wire;
 
 pub use error::SweepError;
 pub use file::{Point, PointStatus, SweepFile};
+pub use plan::{plan, Plan};
 
 use anyhow::Context as _;
 use std::future::Future;
@@ -45,7 +51,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokentap_dataset::Dataset;
-use tokentap_mlperf::pareto::{self, RegionName, Regions};
+use tokentap_mlperf::pareto::{self, RegionName};
 use tokentap_replay::{ProgressMode, ReplayConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -122,135 +128,6 @@ fn parse_swe(s: &str) -> Result<(RegionName, f64), String> {
         return Err(format!("{v}: expected a fraction 0…1"));
     }
     Ok((region, v))
-}
-
-/// The points and their regions.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    pub regions: Option<Regions>,
-    /// `given` or how C_min/C_max were inferred.
-    pub regions_source: String,
-    pub concurrencies: Vec<u64>,
-    /// What the plan itself lacks to make a valid curve (empty when valid).
-    pub problems: Vec<String>,
-}
-
-impl Plan {
-    pub fn region_of(&self, c: u64) -> Option<RegionName> {
-        self.regions.as_ref().and_then(|r| r.region_of(c))
-    }
-
-    /// The plan for the terminal: regions, then the points by region.
-    pub fn describe(&self) -> String {
-        let mut s = String::new();
-        match &self.regions {
-            Some(r) => {
-                s += &r.describe();
-                if self.regions_source != "given" {
-                    s += &format!("\n  ({})", self.regions_source);
-                }
-            }
-            None => s += &format!("regions: unknown ({})", self.regions_source),
-        }
-        s += &format!("\nplan: {} points:", self.concurrencies.len());
-        for c in &self.concurrencies {
-            s += &format!(
-                " {c}{}",
-                self.region_of(*c)
-                    .map_or(String::from("(outside)"), |r| format!("({r})"))
-            );
-        }
-        if self.problems.is_empty() {
-            s += "\n  a valid curve shape (1 + 3 + 3 or more, at most 32)";
-        } else {
-            for p in &self.problems {
-                s += &format!("\n  not a valid curve: {p}");
-            }
-        }
-        s
-    }
-}
-
-/// The plan of a sweep: `--concurrency` as given (sorted, duplicates dropped), or proposed
-/// from `--c-min`/`--c-max` (`--points`). The regions come from `--c-min`/`--c-max`; with a
-/// list and without them, C_min is taken as the lowest point (when ≤ 32) and C_max as the
-/// highest, and the plan says so.
-pub fn plan(
-    concurrency: &[usize],
-    c_min: Option<u64>,
-    c_max: Option<u64>,
-    points: Option<usize>,
-) -> Result<Plan, SweepError> {
-    let cfg = |e: pareto::PlanError| SweepError::Config(e.to_string());
-    let mut list: Vec<u64> = concurrency.iter().map(|&c| c as u64).collect();
-    if list.contains(&0) {
-        return Err(SweepError::Config(
-            "--concurrency: every point needs at least 1".into(),
-        ));
-    }
-    list.sort_unstable();
-    list.dedup();
-    if !list.is_empty() && points.is_some() {
-        return Err(SweepError::Config(
-            "--points proposes a plan from --c-min/--c-max; with --concurrency the points are given".into(),
-        ));
-    }
-    let (regions, source) = match (c_min, c_max) {
-        (Some(a), Some(b)) => (
-            Some(pareto::regions(a, b).map_err(cfg)?),
-            "given".to_string(),
-        ),
-        (Some(_), None) | (None, Some(_)) if list.is_empty() => {
-            return Err(SweepError::Config(
-                "a proposed plan needs both --c-min and --c-max".into(),
-            ))
-        }
-        _ if list.is_empty() => {
-            return Err(SweepError::Config(
-                "no points: give --concurrency 1,4,16,64 or --c-min N --c-max M (a proposed plan)"
-                    .into(),
-            ))
-        }
-        _ => {
-            let lo = c_min.unwrap_or(list[0]);
-            let hi = c_max.unwrap_or(*list.last().unwrap_or(&1));
-            match pareto::regions(lo, hi) {
-                    Ok(r) => {
-                        (
-                            Some(r),
-                            format!(
-                        "C_min {lo} {} and C_max {hi} {}: give --c-min and --c-max to set them",
-                        if c_min.is_some() { "given" } else { "= the lowest point" },
-                        if c_max.is_some() { "given" } else { "= the highest point" }
-                    ),
-                        )
-                    }
-                    Err(e) => (
-                    None,
-                    format!("not from the points alone (taking C_min {lo}, C_max {hi}: {e}); give --c-min and --c-max"),
-                ),
-                }
-        }
-    };
-    let concurrencies = if list.is_empty() {
-        // Invariant: regions are known here (both bounds given).
-        let r = regions
-            .as_ref()
-            .ok_or_else(|| SweepError::Internal("plan without regions".into()))?;
-        pareto::propose(r, points.unwrap_or(pareto::MIN_POINTS)).map_err(cfg)?
-    } else {
-        list
-    };
-    let problems = match &regions {
-        Some(r) => pareto::check_points(r, &concurrencies),
-        None => vec!["regions unknown".into()],
-    };
-    Ok(Plan {
-        regions,
-        regions_source: source,
-        concurrencies,
-        problems,
-    })
 }
 
 /// Everything a sweep needs, options already checked.
@@ -513,7 +390,8 @@ pub async fn run_with(
             interrupted = true;
             break;
         }
-        let (point_interrupted, result) = run_point(&sweep, &mut f, c, i, todo.len(), &stop).await;
+        let (point_interrupted, result) =
+            point::run_point(&sweep, &mut f, c, i, todo.len(), &stop).await;
         ran.push(c);
         f.judge();
         f.save(&sweep.out)?;
@@ -541,209 +419,6 @@ pub async fn run_with(
     })
 }
 
-/// `point.json`: what the point was and how it ran.
-#[derive(serde::Serialize)]
-struct PointMeta<'a> {
-    tokentap_version: &'static str,
-    concurrency: u64,
-    region: Option<RegionName>,
-    /// C_min/C_max of the regions, if known.
-    regions: Option<&'a Regions>,
-    status: PointStatus,
-    start: Option<tokentap_core::clock::Anchor>,
-    end: Option<tokentap_core::clock::Anchor>,
-    official_length: bool,
-    min_duration_s: f64,
-    warmup: Option<&'a tokentap_replay::summary::WarmupDeclaration>,
-    engine_metrics: &'a [String],
-    config: &'a ReplayConfig,
-}
-
-/// Runs one point; returns whether it was interrupted, and an error that must stop the sweep
-/// (the point is already marked failed in `f`).
-async fn run_point(
-    sweep: &Sweep,
-    f: &mut SweepFile,
-    c: u64,
-    i: usize,
-    n: usize,
-    stop: &CancellationToken,
-) -> (bool, anyhow::Result<()>) {
-    let dir = sweep.out.join(format!("r{c}"));
-    let region = sweep
-        .plan
-        .region_of(c)
-        .or(f.point_mut(c).and_then(|p| p.region));
-    let mut cfg = sweep.base.clone();
-    cfg.concurrency = c as usize;
-    cfg.out = Some(dir.clone());
-    if let Some(w) = cfg.warmup.as_mut() {
-        if !sweep.warmup_concurrency_given {
-            w.concurrency = c as usize;
-        }
-    }
-    let min_s = cfg.min_duration().map_or(0.0, |d| d.as_secs_f64());
-    if sweep.progress == ProgressMode::Line {
-        eprintln!(
-            "\n── point {}/{n}: concurrency {c} ({}), at least {} ──",
-            i + 1,
-            region.map_or("outside the regions", RegionName::as_str),
-            if min_s > 0.0 {
-                format!("{min_s:.0} s and one pass")
-            } else {
-                "one pass".into()
-            }
-        );
-    }
-    // A directory left by an interrupted or failed attempt is kept beside, not mixed in.
-    if dir.exists() {
-        let old = sweep.out.join(format!("r{c}.interrupted"));
-        let _ = std::fs::remove_dir_all(&old);
-        if let Err(e) = std::fs::rename(&dir, &old) {
-            return (
-                false,
-                Err(anyhow::anyhow!("moving {} aside: {e}", dir.display())),
-            );
-        }
-    }
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        return (
-            false,
-            Err(anyhow::anyhow!("creating {}: {e}", dir.display())),
-        );
-    }
-    let start = tokentap_core::clock::Anchor::now();
-    {
-        let p = f.point_mut(c).expect("the point is in the file");
-        p.status = PointStatus::Running;
-        p.started_wall_ns = Some(start.wall_ns);
-        p.ended_wall_ns = None;
-        p.error = None;
-        p.region = region;
-        p.min_duration_s = min_s;
-    }
-    if let Err(e) = f.save(&sweep.out) {
-        return (false, Err(e.into()));
-    }
-    let engine_stop = CancellationToken::new();
-    let mut hooks = tokentap_replay::Hooks::default();
-    let scraper = (!sweep.engine.is_empty()).then(|| {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        hooks.measured_start = Some(tx);
-        tokio::spawn(engine::scrape_point(
-            sweep.engine.clone(),
-            sweep.engine_interval,
-            rx,
-            engine_stop.clone(),
-            dir.clone(),
-        ))
-    });
-    let outcome = tokentap_replay::run_with_hooks(
-        cfg.clone(),
-        sweep.dataset.clone(),
-        sweep.progress,
-        stop.clone().cancelled_owned(),
-        hooks,
-    )
-    .await;
-    engine_stop.cancel();
-    let engine_view = match scraper {
-        Some(h) => match h.await {
-            Ok(Ok(v)) => v,
-            Ok(Err(e)) => {
-                tracing::warn!("engine metrics of r{c}: {e}");
-                None
-            }
-            Err(e) => {
-                tracing::warn!("engine scraper of r{c}: {e}");
-                None
-            }
-        },
-        None => None,
-    };
-    let end = tokentap_core::clock::Anchor::now();
-    let p = f.point_mut(c).expect("the point is in the file");
-    p.ended_wall_ns = Some(end.wall_ns);
-    p.engine = engine_view;
-    let outcome = match outcome {
-        Ok(o) => o,
-        Err(e) => {
-            p.status = PointStatus::Failed;
-            p.error = Some(format!("{e:#}"));
-            return (false, Err(e.context(format!("point r{c}"))));
-        }
-    };
-    let s = &outcome.summary;
-    let ok = s.counts.turns.get("ok").copied().unwrap_or(0);
-    p.status = if outcome.interrupted {
-        PointStatus::Interrupted
-    } else if ok == 0 {
-        // Nothing completed (a dead endpoint, a wrong model name): the next points would
-        // only repeat it. The point's records say why; the first reason is named here.
-        PointStatus::Failed
-    } else {
-        PointStatus::Done
-    };
-    p.primary = Some(s.mlperf.primary);
-    p.verdict = Some(s.validity.verdict);
-    p.reasons = s.validity.reasons.clone();
-    p.inline_accuracy = s.accuracy.inline_accuracy;
-    p.turns_ok = s.counts.turns.get("ok").copied();
-    p.client_ttft_mean_ms = s.latency_ms.ttft.as_ref().map(|t| t.mean);
-    p.trajectories = Some(s.run.trajectories_finished);
-    let meta = PointMeta {
-        tokentap_version: env!("CARGO_PKG_VERSION"),
-        concurrency: c,
-        region,
-        regions: sweep.plan.regions.as_ref(),
-        status: p.status,
-        start: Some(start),
-        end: Some(end),
-        official_length: sweep.min_duration_scale == 1.0,
-        min_duration_s: min_s,
-        warmup: s.warmup.as_ref(),
-        engine_metrics: &f.engine_metrics,
-        config: &cfg,
-    };
-    let status = meta.status;
-    if let Err(e) = write_json(&dir.join("point.json"), &meta) {
-        return (outcome.interrupted, Err(e));
-    }
-    if status == PointStatus::Failed {
-        let why =
-            first_error(&dir.join("records.jsonl")).unwrap_or_else(|| "no turn was issued".into());
-        let msg = format!("no turn completed at concurrency {c}; first error: {why}");
-        f.point_mut(c).expect("the point is in the file").error = Some(msg.clone());
-        return (false, Err(anyhow::anyhow!(msg)));
-    }
-    if let Some(w) = &sweep.wire {
-        let p = f.point_mut(c).expect("the point is in the file");
-        match wire::load(w).and_then(|recs| wire::view(p, &dir, &recs)) {
-            Ok(v) => p.wire = v,
-            Err(e) => tracing::warn!("--wire {}: {e:#}", w.display()),
-        }
-    }
-    (outcome.interrupted, Ok(()))
-}
-
-/// The first failed turn's error in a records file, as `kind: message`.
-fn first_error(records: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(records).ok()?;
-    text.lines().find_map(|l| {
-        let r: tokentap_core::record::TurnRecord = serde_json::from_str(l).ok()?;
-        let e = r
-            .error
-            .filter(|_| r.status != tokentap_core::record::Status::Aborted)?;
-        Some(format!("{}: {}", e.kind, e.message))
-    })
-}
-
-fn write_json(path: &Path, v: &impl serde::Serialize) -> anyhow::Result<()> {
-    let mut text = serde_json::to_string_pretty(v).context("serializing")?;
-    text.push('\n');
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
-}
-
 /// Joins the proxy's records (`wire_dir`) to every finished point of the sweep in `out` and
 /// rewrites `sweep.json` and the report: for a proxy whose records were complete only after
 /// the sweep (the demo's, shut down at the end).
@@ -763,36 +438,6 @@ pub fn attach_wire(out: &Path, wire_dir: &Path) -> anyhow::Result<SweepFile> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn plans() {
-        let p = plan(&[], Some(1), Some(256), None).unwrap();
-        assert_eq!(p.concurrencies, [1, 4, 7, 17, 41, 102, 256]);
-        assert!(p.problems.is_empty());
-        assert_eq!(
-            plan(&[], Some(1), Some(256), Some(10))
-                .unwrap()
-                .concurrencies
-                .len(),
-            10
-        );
-        let p = plan(&[16, 1, 4, 4], None, None, None).unwrap();
-        assert_eq!(p.concurrencies, [1, 4, 16]);
-        assert!(p.regions_source.contains("lowest point"));
-        assert!(
-            p.problems.iter().any(|m| m.contains("3 points")),
-            "{:?}",
-            p.problems
-        );
-        assert!(plan(&[], None, None, None).is_err());
-        assert!(plan(&[], Some(1), None, None).is_err());
-        assert!(plan(&[1, 2], None, None, Some(7)).is_err());
-        assert!(plan(&[0, 2], None, None, None).is_err());
-        // A list too narrow for regions still runs, regions unknown.
-        let p = plan(&[1, 2], None, None, None).unwrap();
-        assert!(p.regions.is_none());
-        assert!(p.describe().contains("regions: unknown"));
-    }
 
     #[test]
     fn swe_values() {

@@ -1,0 +1,218 @@
+//! One measurement point: its replay (with the engine scraped over the measured phase), its
+//! `point.json`, its entry in `sweep.json`, and the wire's view of it.
+
+use crate::engine;
+use crate::file::{PointStatus, SweepFile};
+use crate::wire;
+use crate::Sweep;
+use anyhow::Context as _;
+use std::path::Path;
+use tokentap_mlperf::pareto::{RegionName, Regions};
+use tokentap_replay::{ProgressMode, ReplayConfig};
+use tokio_util::sync::CancellationToken;
+
+/// `point.json`: what the point was and how it ran.
+#[derive(serde::Serialize)]
+struct PointMeta<'a> {
+    tokentap_version: &'static str,
+    concurrency: u64,
+    region: Option<RegionName>,
+    /// C_min/C_max of the regions, if known.
+    regions: Option<&'a Regions>,
+    status: PointStatus,
+    start: Option<tokentap_core::clock::Anchor>,
+    end: Option<tokentap_core::clock::Anchor>,
+    official_length: bool,
+    min_duration_s: f64,
+    warmup: Option<&'a tokentap_replay::summary::WarmupDeclaration>,
+    engine_metrics: &'a [String],
+    config: &'a ReplayConfig,
+}
+
+/// Runs one point; returns whether it was interrupted, and an error that must stop the sweep
+/// (the point is already marked failed in `f`).
+///
+/// Invariant (the `expect`s below): `c` comes from `f.points` (`run_with` runs the points of
+/// the file), so `f.point_mut(c)` finds it.
+pub(crate) async fn run_point(
+    sweep: &Sweep,
+    f: &mut SweepFile,
+    c: u64,
+    i: usize,
+    n: usize,
+    stop: &CancellationToken,
+) -> (bool, anyhow::Result<()>) {
+    let dir = sweep.out.join(format!("r{c}"));
+    let region = sweep
+        .plan
+        .region_of(c)
+        .or(f.point_mut(c).and_then(|p| p.region));
+    let mut cfg = sweep.base.clone();
+    cfg.concurrency = c as usize;
+    cfg.out = Some(dir.clone());
+    if let Some(w) = cfg.warmup.as_mut() {
+        if !sweep.warmup_concurrency_given {
+            w.concurrency = c as usize;
+        }
+    }
+    let min_s = cfg.min_duration().map_or(0.0, |d| d.as_secs_f64());
+    if sweep.progress == ProgressMode::Line {
+        eprintln!(
+            "\n── point {}/{n}: concurrency {c} ({}), at least {} ──",
+            i + 1,
+            region.map_or("outside the regions", RegionName::as_str),
+            if min_s > 0.0 {
+                format!("{min_s:.0} s and one pass")
+            } else {
+                "one pass".into()
+            }
+        );
+    }
+    // A directory left by an interrupted or failed attempt is kept beside, not mixed in.
+    if dir.exists() {
+        let old = sweep.out.join(format!("r{c}.interrupted"));
+        let _ = std::fs::remove_dir_all(&old);
+        if let Err(e) = std::fs::rename(&dir, &old) {
+            return (
+                false,
+                Err(anyhow::anyhow!("moving {} aside: {e}", dir.display())),
+            );
+        }
+    }
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        return (
+            false,
+            Err(anyhow::anyhow!("creating {}: {e}", dir.display())),
+        );
+    }
+    let start = tokentap_core::clock::Anchor::now();
+    {
+        let p = f.point_mut(c).expect("the point is in the file");
+        p.status = PointStatus::Running;
+        p.started_wall_ns = Some(start.wall_ns);
+        p.ended_wall_ns = None;
+        p.error = None;
+        p.region = region;
+        p.min_duration_s = min_s;
+    }
+    if let Err(e) = f.save(&sweep.out) {
+        return (false, Err(e.into()));
+    }
+    let engine_stop = CancellationToken::new();
+    let mut hooks = tokentap_replay::Hooks::default();
+    let scraper = (!sweep.engine.is_empty()).then(|| {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        hooks.measured_start = Some(tx);
+        tokio::spawn(engine::scrape_point(
+            sweep.engine.clone(),
+            sweep.engine_interval,
+            rx,
+            engine_stop.clone(),
+            dir.clone(),
+        ))
+    });
+    let outcome = tokentap_replay::run_with_hooks(
+        cfg.clone(),
+        sweep.dataset.clone(),
+        sweep.progress,
+        stop.clone().cancelled_owned(),
+        hooks,
+    )
+    .await;
+    engine_stop.cancel();
+    let engine_view = match scraper {
+        Some(h) => match h.await {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                tracing::warn!("engine metrics of r{c}: {e}");
+                None
+            }
+            Err(e) => {
+                tracing::warn!("engine scraper of r{c}: {e}");
+                None
+            }
+        },
+        None => None,
+    };
+    let end = tokentap_core::clock::Anchor::now();
+    let p = f.point_mut(c).expect("the point is in the file");
+    p.ended_wall_ns = Some(end.wall_ns);
+    p.engine = engine_view;
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            p.status = PointStatus::Failed;
+            p.error = Some(format!("{e:#}"));
+            return (false, Err(e.context(format!("point r{c}"))));
+        }
+    };
+    let s = &outcome.summary;
+    let ok = s.counts.turns.get("ok").copied().unwrap_or(0);
+    p.status = if outcome.interrupted {
+        PointStatus::Interrupted
+    } else if ok == 0 {
+        // Nothing completed (a dead endpoint, a wrong model name): the next points would
+        // only repeat it. The point's records say why; the first reason is named here.
+        PointStatus::Failed
+    } else {
+        PointStatus::Done
+    };
+    p.primary = Some(s.mlperf.primary);
+    p.verdict = Some(s.validity.verdict);
+    p.reasons = s.validity.reasons.clone();
+    p.inline_accuracy = s.accuracy.inline_accuracy;
+    p.turns_ok = s.counts.turns.get("ok").copied();
+    p.client_ttft_mean_ms = s.latency_ms.ttft.as_ref().map(|t| t.mean);
+    p.trajectories = Some(s.run.trajectories_finished);
+    let meta = PointMeta {
+        tokentap_version: env!("CARGO_PKG_VERSION"),
+        concurrency: c,
+        region,
+        regions: sweep.plan.regions.as_ref(),
+        status: p.status,
+        start: Some(start),
+        end: Some(end),
+        official_length: sweep.min_duration_scale == 1.0,
+        min_duration_s: min_s,
+        warmup: s.warmup.as_ref(),
+        engine_metrics: &f.engine_metrics,
+        config: &cfg,
+    };
+    let status = meta.status;
+    if let Err(e) = write_json(&dir.join("point.json"), &meta) {
+        return (outcome.interrupted, Err(e));
+    }
+    if status == PointStatus::Failed {
+        let why =
+            first_error(&dir.join("records.jsonl")).unwrap_or_else(|| "no turn was issued".into());
+        let msg = format!("no turn completed at concurrency {c}; first error: {why}");
+        f.point_mut(c).expect("the point is in the file").error = Some(msg.clone());
+        return (false, Err(anyhow::anyhow!(msg)));
+    }
+    if let Some(w) = &sweep.wire {
+        let p = f.point_mut(c).expect("the point is in the file");
+        match wire::load(w).and_then(|recs| wire::view(p, &dir, &recs)) {
+            Ok(v) => p.wire = v,
+            Err(e) => tracing::warn!("--wire {}: {e:#}", w.display()),
+        }
+    }
+    (outcome.interrupted, Ok(()))
+}
+
+/// The first failed turn's error in a records file, as `kind: message`.
+fn first_error(records: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(records).ok()?;
+    text.lines().find_map(|l| {
+        let r: tokentap_core::record::TurnRecord = serde_json::from_str(l).ok()?;
+        let e = r
+            .error
+            .filter(|_| r.status != tokentap_core::record::Status::Aborted)?;
+        Some(format!("{}: {}", e.kind, e.message))
+    })
+}
+
+fn write_json(path: &Path, v: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut text = serde_json::to_string_pretty(v).context("serializing")?;
+    text.push('\n');
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
