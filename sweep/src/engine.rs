@@ -47,8 +47,8 @@ pub struct ScrapeCost {
 /// The engine's own numbers for one point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EngineView {
-    /// `vllm`, `sglang`, `llamacpp` (no latency histograms: only the cost is reported), or
-    /// `unknown` (no known series).
+    /// `vllm`, `sglang`, `llamacpp` (no latency histograms: the mean ITL from its generation-time
+    /// counter and the prefix-cache hit rate only), or `unknown` (no known series).
     pub flavor: String,
     pub endpoints: Vec<String>,
     pub ttft: Option<Quantiles>,
@@ -314,8 +314,30 @@ impl Snapshot {
                 self.counter(&["sglang:cached_tokens_total"]),
                 self.counter(&["sglang:prompt_tokens_total"]),
             ),
+            // llama.cpp counts prompt tokens excluding the cached ones.
+            "llamacpp" => {
+                let cached = self.counter(&["llamacpp:prompt_tokens_cached_total"]);
+                let fresh = self.counter(&["llamacpp:prompt_tokens_total"]);
+                ratio(cached, cached.zip(fresh).map(|(c, f)| c + f))
+            }
             _ => None,
         };
+        // llama.cpp has no latency histograms; its generation-time counter gives the mean time
+        // per generated token (per slot), which is the mean ITL.
+        let llama_itl = (flavor == "llamacpp")
+            .then(|| {
+                let n = self.counter(&["llamacpp:tokens_predicted_total"])?;
+                let t = self.counter(&["llamacpp:tokens_predicted_seconds_total"])?;
+                (n > 0.0).then(|| Quantiles {
+                    count: n,
+                    mean_ms: Some(t / n * 1e3),
+                    p50_ms: None,
+                    p90_ms: None,
+                    p99_ms: None,
+                    series: "llamacpp:tokens_predicted_seconds_total".into(),
+                })
+            })
+            .flatten();
         EngineView {
             flavor: flavor.into(),
             endpoints: Vec::new(),
@@ -323,11 +345,13 @@ impl Snapshot {
                 "vllm:time_to_first_token_seconds",
                 "sglang:time_to_first_token_seconds",
             ]),
-            itl: self.quantiles(&[
-                "vllm:inter_token_latency_seconds",
-                "vllm:time_per_output_token_seconds",
-                "sglang:inter_token_latency_seconds",
-            ]),
+            itl: self
+                .quantiles(&[
+                    "vllm:inter_token_latency_seconds",
+                    "vllm:time_per_output_token_seconds",
+                    "sglang:inter_token_latency_seconds",
+                ])
+                .or(llama_itl),
             e2e: self.quantiles(&[
                 "vllm:e2e_request_latency_seconds",
                 "sglang:e2e_request_latency_seconds",
@@ -372,15 +396,18 @@ pub fn histogram_quantile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
     Some(prev.0)
 }
 
-/// Engine lines of a scrape: `vllm:` and `sglang:` series only (a real server's endpoint also
-/// serves Python process metrics we do not keep).
+/// Engine lines of a scrape: `vllm:`, `sglang:` and `llamacpp:` series only (a real server's
+/// endpoint also serves Python process metrics we do not keep).
 fn engine_lines(text: &str) -> String {
     let mut o = String::new();
     for l in text.lines() {
         let t = l
             .trim_start_matches("# HELP ")
             .trim_start_matches("# TYPE ");
-        if (t.starts_with("vllm:") || t.starts_with("sglang:")) && !l.starts_with("# HELP") {
+        let engine = ["vllm:", "sglang:", "llamacpp:"]
+            .iter()
+            .any(|p| t.starts_with(p));
+        if engine && !l.starts_with("# HELP") {
             o.push_str(l);
             o.push('\n');
         }
@@ -689,6 +716,22 @@ vllm:request_queue_time_seconds_sum{model_name="m"} 21.0
                 }
             }
         }
+    }
+
+    #[test]
+    fn llama_cpp_counters() {
+        let a = "llamacpp:prompt_tokens_total 100\nllamacpp:prompt_tokens_cached_total 0\nllamacpp:tokens_predicted_total 10\nllamacpp:tokens_predicted_seconds_total 0.5\n";
+        let b = "llamacpp:prompt_tokens_total 200\nllamacpp:prompt_tokens_cached_total 300\nllamacpp:tokens_predicted_total 110\nllamacpp:tokens_predicted_seconds_total 1.5\n";
+        let snap = |t: &str| Snapshot::of(&parse(&engine_lines(t)).0);
+        let v = snap(a).delta(&snap(b)).view();
+        assert_eq!(v.flavor, "llamacpp");
+        assert_eq!(v.prefix_cache_hit_rate, Some(0.75));
+        let itl = v.itl.unwrap();
+        assert_eq!(
+            (itl.count, itl.mean_ms, itl.p50_ms),
+            (100.0, Some(10.0), None)
+        );
+        assert!(v.ttft.is_none());
     }
 
     #[test]
