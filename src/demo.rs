@@ -189,8 +189,14 @@ pub async fn run(
         "proxy: {} requests seen, {} records written{}",
         report.seen,
         report.written,
-        if report.dropped > 0 {
-            format!(", {} DROPPED", report.dropped)
+        if report.lost() > 0 {
+            format!(
+                ", {} LOST ({} dropped, {} not written: {})",
+                report.lost(),
+                report.dropped,
+                report.failed,
+                report.last_error.as_deref().unwrap_or("-")
+            )
         } else {
             String::new()
         }

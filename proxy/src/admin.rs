@@ -24,7 +24,7 @@ pub async fn handle(
     }
     let path = req.uri().path();
     Ok(match path {
-        "/health" => json(StatusCode::OK, &serde_json::json!({"status": "ok"})),
+        "/health" => json(StatusCode::OK, &health(&shared)),
         "/metrics" => {
             sync_counters(&shared);
             let mut r = Response::new(Full::new(Bytes::from(shared.metrics.render())));
@@ -52,6 +52,22 @@ pub async fn handle(
     })
 }
 
+/// `{"status": "ok"}`, or `"degraded"` once a record was lost (dropped or not written), with
+/// the counts and the last write error. Still 200: the proxy serves traffic; what it lost is
+/// said, and an orchestrator's probe does not restart it into losing more.
+fn health(s: &Shared) -> serde_json::Value {
+    let c = &s.writer.counts;
+    if c.lost() == 0 {
+        return serde_json::json!({"status": "ok"});
+    }
+    serde_json::json!({
+        "status": "degraded",
+        "records_dropped": c.dropped.load(Ordering::Relaxed),
+        "records_failed": c.failed.load(Ordering::Relaxed),
+        "last_error": c.last_error(),
+    })
+}
+
 /// Brings counters kept outside the registry (atomics owned by the writer and the session table)
 /// up to date before a scrape.
 fn sync_counters(s: &Shared) {
@@ -69,6 +85,10 @@ fn sync_counters(s: &Shared) {
     bump(
         &m.records_dropped,
         s.writer.counts.dropped.load(Ordering::Relaxed),
+    );
+    bump(
+        &m.records_failed,
+        s.writer.counts.failed.load(Ordering::Relaxed),
     );
     bump(
         &m.session_evictions,

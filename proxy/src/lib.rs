@@ -93,22 +93,36 @@ pub enum StartError {
     Upstream(#[from] upstream::UpstreamError),
     #[error("TLS {what}: {why}")]
     Tls { what: String, why: String },
-    #[error("records directory: {0}")]
-    Records(std::io::Error),
+    #[error("{0}")]
+    Records(#[from] records::DirError),
+    #[error("the tokenizer stage: {0}")]
+    TokenStage(std::io::Error),
     #[error("--tokenizer: {0}")]
     Tokenizer(String),
 }
 
-/// How a shutdown went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a shutdown went. `seen == written + dropped + failed` once every request ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShutdownReport {
     /// All streams finished within the grace period (false: the rest were cut).
     pub drained: bool,
     /// Requests the proxy saw.
     pub seen: u64,
-    /// Records written (equals `seen` unless records were dropped).
+    /// Records on disk (or counted, without `--records`).
     pub written: u64,
+    /// Records lost because the writer's queue was full.
     pub dropped: u64,
+    /// Records lost to a write error (cut back out of the file: no torn line).
+    pub failed: u64,
+    /// The last write error.
+    pub last_error: Option<String>,
+}
+
+impl ShutdownReport {
+    /// Records lost, dropped or failed.
+    pub fn lost(&self) -> u64 {
+        self.dropped + self.failed
+    }
 }
 
 /// A running proxy.
@@ -277,6 +291,8 @@ impl Proxy {
             seen: self.shared.seen.load(Ordering::Relaxed),
             written: c.written.load(Ordering::Relaxed),
             dropped: c.dropped.load(Ordering::Relaxed),
+            failed: c.failed.load(Ordering::Relaxed),
+            last_error: c.last_error(),
         }
     }
 }
@@ -297,8 +313,7 @@ pub fn shared(cfg: Config) -> Result<Arc<Shared>, StartError> {
         dir: cfg.records_dir.clone(),
         max_bytes: cfg.records_max_bytes,
         keep: cfg.keep_records,
-    })
-    .map_err(StartError::Records)?;
+    })?;
     let tokens = match &cfg.tokenizer {
         Some(dir) => {
             let tok = tokentap_mlperf::RefTokenizer::load(dir)
@@ -306,7 +321,7 @@ pub fn shared(cfg: Config) -> Result<Arc<Shared>, StartError> {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             Some(
                 tokens::Stage::start(Arc::new(tok), writer.clone(), (cores / 2).clamp(1, 4))
-                    .map_err(StartError::Records)?,
+                    .map_err(StartError::TokenStage)?,
             )
         }
         None => None,
@@ -341,7 +356,8 @@ impl Drop for Proxy {
 }
 
 /// `tokentap proxy`: starts, prints `listening on http://ADDR` and `admin on http://ADDR` as
-/// the first two stdout lines, serves until `shutdown` resolves, then drains within `--grace`.
+/// the first two stdout lines, serves until `shutdown` resolves, then drains within `--grace`,
+/// says on stderr what it saw and wrote, and fails (exit 1) when any record was lost.
 pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let cfg = Config::from_opts(&opts)?;
     let grace = cfg.grace;
@@ -355,7 +371,30 @@ pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Resu
         seen = r.seen,
         written = r.written,
         dropped = r.dropped,
+        failed = r.failed,
         "proxy stopped"
     );
+    eprintln!(
+        "proxy stopped: {} requests seen, {} records written, {} dropped, {} failed{}",
+        r.seen,
+        r.written,
+        r.dropped,
+        r.failed,
+        if r.drained {
+            ""
+        } else {
+            " (streams cut at the grace deadline)"
+        }
+    );
+    if r.lost() > 0 {
+        anyhow::bail!(
+            "{} of {} records were lost: {} dropped (the writer's queue was full), {} not written ({})",
+            r.lost(),
+            r.seen,
+            r.dropped,
+            r.failed,
+            r.last_error.as_deref().unwrap_or("no write error")
+        );
+    }
     Ok(())
 }

@@ -35,6 +35,7 @@ pub const CHUNK_SAMPLE_EVERY: u32 = 8;
 pub const REQUESTS_SEEN_TOTAL: &str = "tokentap_proxy_requests_seen_total";
 pub const RECORDS_WRITTEN_TOTAL: &str = "tokentap_proxy_records_written_total";
 pub const RECORDS_DROPPED_TOTAL: &str = "tokentap_proxy_records_dropped_total";
+pub const RECORDS_FAILED_TOTAL: &str = "tokentap_proxy_records_failed_total";
 pub const MALFORMED_EVENTS_TOTAL: &str = "tokentap_proxy_malformed_events_total";
 pub const USAGE_INJECTED_TOTAL: &str = "tokentap_proxy_usage_injected_total";
 
@@ -48,6 +49,8 @@ pub struct Metrics {
     pub in_flight: IntGauge,
     pub records_written: IntCounter,
     pub records_dropped: IntCounter,
+    /// Records not written because of a write error (full or read-only disk).
+    pub records_failed: IntCounter,
     pub session_evictions: IntCounter,
     pub sessions_active: IntGauge,
     /// Mean turns started per session in the table, set at scrape time.
@@ -107,6 +110,11 @@ impl Metrics {
                 &r,
                 RECORDS_DROPPED_TOTAL,
                 "Records lost because the writer channel was full",
+            ),
+            records_failed: counter(
+                &r,
+                RECORDS_FAILED_TOTAL,
+                "Records lost to a write error (disk full, read-only, I/O error)",
             ),
             session_evictions: counter(
                 &r,

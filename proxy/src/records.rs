@@ -2,9 +2,18 @@
 //!
 //! The data path never waits for the disk: a finished request `try_send`s its boxed record; if
 //! the channel is full the record is counted as dropped (the channel holds 65,536 records, far
-//! more than a test or a benchmark produces between two writer wake-ups). The writer flushes
+//! more than a test or a benchmark produces between two writer wake-ups). The writer writes
 //! whenever the channel runs empty, so records reach the file within one batch, and on
 //! [`Writer::flush`] (used at shutdown).
+//!
+//! Nothing is lost silently (a read-only or full disk once lost records with `written` still
+//! counting them). The directory is proven writable at start (the first file is created then,
+//! or the proxy does not start). Records are batched in a buffer of whole lines that the writer
+//! owns — no hidden `BufWriter` buffer — and a batch counts as `written` only once `write_all`
+//! returned; when it fails (`ENOSPC`, `EIO`, …) the file is truncated back to its length
+//! before the batch, so no torn line is left, the batch's records are counted as `failed`, the
+//! error is logged (the first at once, then at most once per [`LOG_EVERY`] with the count) and
+//! kept for `/health`. The next batch tries again (a disk with room again takes records again).
 //!
 //! Files: `DIR/records-<start unix seconds>-<n>.jsonl`, a new `n` once a file passes
 //! `--records-max-bytes`. With no directory the records are only counted (and kept in memory
@@ -12,15 +21,20 @@
 //! [`Writer::subscribe`]).
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokentap_core::record::TurnRecord;
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// Channel capacity, in records.
 pub const CHANNEL: usize = 65_536;
+/// Bytes of whole lines gathered before a write.
+const BATCH: usize = 256 * 1024;
+/// Write failures are logged at most this often (the first at once).
+pub const LOG_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Default)]
 pub struct WriterConfig {
@@ -36,15 +50,39 @@ enum Msg {
     Flush(oneshot::Sender<()>),
 }
 
-/// Counters shared with the rest of the proxy.
+/// Counters shared with the rest of the proxy. Every record handed to [`Writer::send`] ends in
+/// exactly one of `written`, `dropped`, `failed` (once flushed).
 #[derive(Debug, Default)]
 pub struct Counts {
-    /// Records handed to the writer and written (or counted, with no directory).
+    /// Records on disk (`write_all` of their batch returned), or counted with no directory.
     pub written: AtomicU64,
     /// Records lost because the channel was full or the writer had stopped.
     pub dropped: AtomicU64,
-    /// Records that could not be written to disk (I/O error); not counted in `written`.
-    pub io_errors: AtomicU64,
+    /// Records lost to a write error (their batch was truncated back out of the file).
+    pub failed: AtomicU64,
+    /// The last write error, for `/health` and the stop report.
+    pub last_error: Mutex<Option<String>>,
+}
+
+impl Counts {
+    /// Records lost so far (dropped or failed).
+    pub fn lost(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed) + self.failed.load(Ordering::Relaxed)
+    }
+
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().ok().and_then(|e| e.clone())
+    }
+}
+
+/// The records directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("records directory {}: {what}: {source}", dir.display())]
+pub struct DirError {
+    pub dir: PathBuf,
+    pub what: &'static str,
+    #[source]
+    pub source: std::io::Error,
 }
 
 /// Handle to the writer thread. Cheap to clone.
@@ -56,18 +94,42 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Starts the writer thread. Fails if the directory cannot be created.
-    pub fn start(cfg: WriterConfig) -> std::io::Result<Writer> {
-        if let Some(d) = &cfg.dir {
-            std::fs::create_dir_all(d)?;
-        }
+    /// Starts the writer thread. Fails if the directory cannot be created or written (the
+    /// first file is created here, so a read-only or missing directory stops the start).
+    pub fn start(cfg: WriterConfig) -> Result<Writer, DirError> {
+        let files = match &cfg.dir {
+            Some(d) => {
+                let err = |what, source| DirError {
+                    dir: d.clone(),
+                    what,
+                    source,
+                };
+                std::fs::create_dir_all(d).map_err(|e| err("cannot create it", e))?;
+                let mut f = Files {
+                    dir: d.clone(),
+                    start: tokentap_core::clock::wall_now() / 1_000_000_000,
+                    n: 0,
+                    max: cfg.max_bytes.max(1),
+                    cur: None,
+                };
+                f.open().map_err(|e| err("cannot write a file in it", e))?;
+                Some(f)
+            }
+            None => None,
+        };
         let (tx, rx) = mpsc::channel(CHANNEL);
         let counts = Arc::new(Counts::default());
         let (kept_tx, kept) = watch::channel(Vec::new());
         let c = counts.clone();
+        let keep = cfg.keep;
         std::thread::Builder::new()
             .name("tokentap-records".into())
-            .spawn(move || writer_loop(cfg, rx, c, kept_tx))?;
+            .spawn(move || writer_loop(files, keep, rx, c, kept_tx))
+            .map_err(|e| DirError {
+                dir: cfg.dir.clone().unwrap_or_default(),
+                what: "cannot start the writer thread",
+                source: e,
+            })?;
         Ok(Writer { tx, counts, kept })
     }
 
@@ -82,7 +144,7 @@ impl Writer {
         }
     }
 
-    /// Waits until every record sent before this call is written and the file flushed.
+    /// Waits until every record sent before this call is written (or failed) and flushed.
     pub async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
         if self.tx.send(Msg::Flush(tx)).await.is_ok() {
@@ -101,96 +163,190 @@ struct Files {
     start: u64,
     n: u32,
     max: u64,
-    cur: Option<(BufWriter<File>, u64)>,
+    /// The open file and its length (bytes known to be whole lines on disk).
+    cur: Option<(File, u64)>,
 }
 
 impl Files {
-    fn write(&mut self, line: &[u8]) -> std::io::Result<()> {
-        if self.cur.as_ref().is_some_and(|(_, b)| *b >= self.max) {
-            if let Some((mut w, _)) = self.cur.take() {
-                w.flush()?;
-            }
-            self.n += 1;
-        }
-        if self.cur.is_none() {
-            let p = self
-                .dir
-                .join(format!("records-{}-{}.jsonl", self.start, self.n));
-            let f = File::options().create(true).append(true).open(p)?;
-            self.cur = Some((BufWriter::with_capacity(256 * 1024, f), 0));
-        }
-        if let Some((w, b)) = self.cur.as_mut() {
-            w.write_all(line)?;
-            *b += line.len() as u64;
-        }
+    fn path(&self) -> PathBuf {
+        self.dir
+            .join(format!("records-{}-{}.jsonl", self.start, self.n))
+    }
+
+    /// Bytes in the current file (0 before the next one is opened).
+    fn len(&self) -> u64 {
+        self.cur.as_ref().map_or(0, |c| c.1)
+    }
+
+    fn open(&mut self) -> std::io::Result<()> {
+        let p = self.path();
+        let f = File::options().create(true).append(true).open(&p)?;
+        let len = f.metadata()?.len();
+        self.cur = Some((f, len));
         Ok(())
     }
 
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self.cur.as_mut() {
-            Some((w, _)) => w.flush(),
-            None => Ok(()),
+    /// Writes one batch of whole lines; on failure the file is cut back to its length before
+    /// the batch (no torn line) and the error returned.
+    fn write_batch(&mut self, batch: &[u8]) -> std::io::Result<()> {
+        if self.cur.as_ref().is_some_and(|(_, len)| *len >= self.max) {
+            self.cur = None;
+            self.n += 1;
         }
+        if self.cur.is_none() {
+            self.open()?;
+        }
+        let Some((f, len)) = self.cur.as_mut() else {
+            return Ok(());
+        };
+        match f.write_all(batch) {
+            Ok(()) => {
+                *len += batch.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                if let Err(t) = f.set_len(*len) {
+                    // The file may now end in a partial line; say so (a reader skips it).
+                    return Err(std::io::Error::new(
+                        e.kind(),
+                        format!("{e}; and cutting the partial batch back failed too: {t}"),
+                    ));
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Rate-limited logging of write failures.
+struct FailLog {
+    last: Option<Instant>,
+    since: u64,
+}
+
+impl FailLog {
+    fn failed(&mut self, n: u64, e: &std::io::Error, path: &std::path::Path) {
+        self.since += n;
+        if self.last.is_none_or(|t| t.elapsed() >= LOG_EVERY) {
+            tracing::error!(
+                records = self.since,
+                path = %path.display(),
+                "records NOT written: {e} (counted in tokentap_proxy_records_failed_total; /health is degraded)"
+            );
+            self.last = Some(Instant::now());
+            self.since = 0;
+        }
+    }
+}
+
+/// The writer thread's state.
+struct Loop {
+    files: Option<Files>,
+    keep: bool,
+    counts: Arc<Counts>,
+    kept: watch::Sender<Vec<TurnRecord>>,
+    /// Whole lines not yet written, and how many records they are.
+    batch: Vec<u8>,
+    in_batch: u64,
+    line: Vec<u8>,
+    log: FailLog,
+}
+
+impl Loop {
+    fn handle(&mut self, msg: Msg) {
+        match msg {
+            Msg::Record(r) => {
+                if self.files.is_some() {
+                    self.line.clear();
+                    // TurnRecord has only string-keyed maps, so serialising cannot fail; a
+                    // failure would still be counted rather than lost silently.
+                    if serde_json::to_writer(&mut self.line, &*r).is_err() {
+                        self.counts.failed.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        self.line.push(b'\n');
+                        self.batch.extend_from_slice(&self.line);
+                        self.in_batch += 1;
+                    }
+                } else {
+                    self.in_batch += 1;
+                }
+                if self.keep {
+                    self.kept.send_modify(|v| v.push(*r));
+                }
+                // A full batch, or a file that reaches its size with it (rotation is per file,
+                // so a file ends within one line of `--records-max-bytes`).
+                let rotate = self
+                    .files
+                    .as_ref()
+                    .is_some_and(|f| f.len() + self.batch.len() as u64 >= f.max);
+                if self.batch.len() >= BATCH || rotate {
+                    self.write();
+                }
+            }
+            Msg::Flush(ack) => {
+                self.write();
+                let _ = ack.send(());
+            }
+        }
+    }
+
+    /// Writes the batch: its records become written or failed, never both, never neither.
+    fn write(&mut self) {
+        if self.in_batch == 0 {
+            return;
+        }
+        let n = std::mem::take(&mut self.in_batch);
+        let Some(f) = self.files.as_mut() else {
+            self.counts.written.fetch_add(n, Ordering::Relaxed);
+            self.batch.clear();
+            return;
+        };
+        match f.write_batch(&self.batch) {
+            Ok(()) => {
+                self.counts.written.fetch_add(n, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.counts.failed.fetch_add(n, Ordering::Relaxed);
+                let path = f.path();
+                if let Ok(mut last) = self.counts.last_error.lock() {
+                    *last = Some(format!("{}: {e}", path.display()));
+                }
+                self.log.failed(n, &e, &path);
+            }
+        }
+        self.batch.clear();
     }
 }
 
 fn writer_loop(
-    cfg: WriterConfig,
+    files: Option<Files>,
+    keep: bool,
     mut rx: mpsc::Receiver<Msg>,
     counts: Arc<Counts>,
     kept: watch::Sender<Vec<TurnRecord>>,
 ) {
-    let mut files = cfg.dir.map(|dir| Files {
-        dir,
-        start: tokentap_core::clock::wall_now() / 1_000_000_000,
-        n: 0,
-        max: cfg.max_bytes.max(1),
-        cur: None,
-    });
-    let mut line = Vec::with_capacity(16 * 1024);
-    let mut handle = |msg: Msg, files: &mut Option<Files>| match msg {
-        Msg::Record(r) => {
-            let mut ok = true;
-            if let Some(f) = files.as_mut() {
-                line.clear();
-                // TurnRecord has only string-keyed maps, so serialising cannot fail; a failure
-                // would still be counted below rather than lost silently.
-                ok = serde_json::to_writer(&mut line, &*r).is_ok();
-                if ok {
-                    line.push(b'\n');
-                    ok = f.write(&line).is_ok();
-                }
-            }
-            if cfg.keep {
-                kept.send_modify(|v| v.push(*r));
-            }
-            if ok {
-                counts.written.fetch_add(1, Ordering::Relaxed);
-            } else {
-                counts.io_errors.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        Msg::Flush(ack) => {
-            if let Some(f) = files.as_mut() {
-                if f.flush().is_err() {
-                    counts.io_errors.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            let _ = ack.send(());
-        }
+    let mut l = Loop {
+        files,
+        keep,
+        counts,
+        kept,
+        batch: Vec::with_capacity(BATCH),
+        in_batch: 0,
+        line: Vec::with_capacity(16 * 1024),
+        log: FailLog {
+            last: None,
+            since: 0,
+        },
     };
     while let Some(msg) = rx.blocking_recv() {
-        handle(msg, &mut files);
-        // Drain what is queued, then flush once: one write syscall per batch.
+        l.handle(msg);
+        // Drain what is queued, then write once: one write syscall per batch.
         while let Ok(msg) = rx.try_recv() {
-            handle(msg, &mut files);
+            l.handle(msg);
         }
-        if let Some(f) = files.as_mut() {
-            if f.flush().is_err() {
-                counts.io_errors.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        l.write();
     }
+    l.write();
 }
 
 #[cfg(test)]
