@@ -35,6 +35,8 @@ enum Command {
     /// needed; takes under a minute.
     Demo(demo::Opts),
     /// Replay agentic trajectories against an OpenAI-compatible endpoint (MLPerf closed loop).
+    /// Exit 0 ran cleanly (valid or not evaluated), 3 invalid point, 4 turns failed, 130
+    /// interrupted, 1 error; --exit-zero for 0 whenever it ran.
     Replay(Box<tokentap_replay::Opts>),
     /// Run the benchmark as a curve: one replay per concurrency, placed in the MLPerf regions
     /// (C_min/C_max), judged as a Pareto curve, plotted. Exit 0 valid, 3 not valid, 130 Ctrl-C.
@@ -88,14 +90,16 @@ fn main() -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             Command::Demo(opts) => exit(demo::run(opts, shutdown::signal()).await),
-            Command::Replay(opts) => match tokentap_replay::run(*opts, shutdown::signal()).await {
-                Ok(outcome) if outcome.interrupted => ExitCode::from(130),
-                Ok(_) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    ExitCode::from(1)
+            Command::Replay(opts) => {
+                let exit_zero = opts.exit_zero;
+                match tokentap_replay::run(*opts, shutdown::signal()).await {
+                    Ok(outcome) => ExitCode::from(outcome.exit_code(exit_zero)),
+                    Err(e) => {
+                        eprintln!("error: {e:#}");
+                        ExitCode::from(1)
+                    }
                 }
-            },
+            }
             Command::Sweep(opts) => exit(tokentap_sweep::run(*opts, shutdown::signal()).await),
             Command::Proxy(opts) => exit(
                 tokentap_proxy::run(*opts, shutdown::signal())

@@ -81,6 +81,12 @@ impl Framer {
         self.stats
     }
 
+    /// Bytes held for the line and the event being assembled: what a stream that never ends
+    /// its line or event makes the framer keep (a caller bounds it).
+    pub fn buffered(&self) -> usize {
+        self.partial.len() + self.data.len() + self.event.len()
+    }
+
     /// True when bytes of an unfinished line or event are buffered.
     pub fn has_pending(&self) -> bool {
         !self.partial.is_empty() || self.has_data || (self.at_start && self.bom > 0)

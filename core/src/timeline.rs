@@ -220,6 +220,11 @@ impl Timeline {
         self.last_byte = Some(t);
     }
 
+    /// `data: [DONE]` was seen.
+    pub fn done(&self) -> bool {
+        self.m.done
+    }
+
     /// A `data: [DONE]` event.
     pub fn on_done(&mut self) {
         self.m.events += 1;

@@ -258,6 +258,20 @@ pub struct Scratch {
     pub rx: RxReport,
     /// Times the last exchange's request was sent again on a fresh connection.
     pub retries: u32,
+    /// The last exchange's response status, once its head arrived (kept for a turn that
+    /// times out or is cancelled after the head).
+    pub http_status: Option<u16>,
+}
+
+/// What one exchange is told besides the request.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnOpts {
+    /// Pre-sizes the timeline's chunk list.
+    pub expected_chunks: usize,
+    /// Which output text to keep (scoring, counting).
+    pub capture: Capture,
+    /// `--max-event-bytes`: the longest SSE event or line before the turn fails.
+    pub max_event: usize,
 }
 
 /// How an exchange ended (before timeouts and cancels, which the caller applies).
@@ -284,12 +298,12 @@ pub async fn exchange(
     target: &Target,
     req: Request<RequestBody>,
     tl: &mut Option<Timeline>,
-    expected_chunks: usize,
     scratch: &mut Scratch,
-    capture: Capture,
+    opts: TurnOpts,
 ) -> Exchange {
     scratch.rx = RxReport::default();
     scratch.retries = 0;
+    scratch.http_status = None;
     let mut head = std::mem::take(&mut conn.head);
     head.clear();
     http1::write_head(&req, &mut head);
@@ -305,7 +319,7 @@ pub async fn exchange(
             }
         };
         conn.dirty = true;
-        match attempt(conn, &head, &body, tl, expected_chunks, scratch, capture).await {
+        match attempt(conn, &head, &body, tl, scratch, opts).await {
             Ok(x) => break x,
             Err(Stale(error)) if reused && scratch.retries == 0 => {
                 tracing::debug!(error = %error.message, "kept-alive connection closed under the request; sending it again");
@@ -331,10 +345,14 @@ async fn attempt(
     head: &[u8],
     body: &RequestBody,
     tl_slot: &mut Option<Timeline>,
-    expected_chunks: usize,
     scratch: &mut Scratch,
-    capture: Capture,
+    opts: TurnOpts,
 ) -> Result<Exchange, Stale> {
+    let TurnOpts {
+        expected_chunks,
+        capture,
+        max_event,
+    } = opts;
     let Some(io) = conn.io.as_mut() else {
         return Err(Stale(internal("connect", "no connection".into())));
     };
@@ -393,6 +411,7 @@ async fn attempt(
     };
     tl.on_headers(first.at);
     let status = head.status;
+    scratch.http_status = Some(status);
     let mut decoder = Decoder::new(head.framing);
     let mut sink = if !(200..300).contains(&status) {
         Sink::Error(Vec::new())
@@ -418,7 +437,7 @@ async fn attempt(
                 Ok(n) => n,
                 Err(e) => return Ok(broke(Some(status), e.0)),
             };
-            if let Some(err) = sink.overflow() {
+            if let Some(err) = sink.overflow(max_event) {
                 return Ok(Exchange::Failed {
                     http_status: Some(status),
                     error: err,
@@ -457,7 +476,7 @@ async fn attempt(
         ctx.rx.on_read(&r);
         (from, to) = (0, r.n);
     };
-    sink.finish(&mut ctx, r.at);
+    let cut_mid_event = sink.finish(&mut ctx, r.at);
     // A complete response leaves the connection reusable if the server keeps it alive.
     conn.dirty = !(clean_end && head.keep_alive);
     Ok(match sink {
@@ -480,6 +499,23 @@ async fn attempt(
                 http_status: status,
             }
         }
+        // The body ended by its framing, or at the close of a close-delimited body: an event
+        // without its closing blank line was cut, and a stream without `[DONE]` did not finish.
+        Sink::Sse(_) if cut_mid_event => Exchange::Failed {
+            http_status: Some(status),
+            error: upstream(
+                "stream_cut_mid_event",
+                "the stream ended inside an event (its last data line has no blank line after it)"
+                    .into(),
+            ),
+        },
+        Sink::Sse(_) if !ctx.tl.done() => Exchange::Failed {
+            http_status: Some(status),
+            error: upstream(
+                "stream_without_done",
+                "the stream ended before `data: [DONE]`".into(),
+            ),
+        },
         Sink::Sse(_) => Exchange::Ok {
             http_status: status,
         },
@@ -572,21 +608,31 @@ impl Sink {
         }
     }
 
-    fn overflow(&self) -> Option<TurnError> {
+    /// A body past its bound: a JSON body over [`MAX_JSON_BODY`], or an SSE event (or line)
+    /// over `max_event` bytes still without its end — the framer would otherwise hold it all.
+    fn overflow(&self, max_event: usize) -> Option<TurnError> {
         match self {
             Sink::Json(whole) if whole.len() > MAX_JSON_BODY => Some(upstream(
                 "body_too_large",
                 format!("JSON response over {MAX_JSON_BODY} bytes"),
             )),
+            Sink::Sse(framer) if framer.buffered() > max_event => Some(upstream(
+                "event_too_large",
+                format!("an SSE event over {max_event} bytes without its end (--max-event-bytes)"),
+            )),
             _ => None,
         }
     }
 
-    /// The body ended (or broke) at `end`: a last event without its blank line still counts.
-    fn finish(&mut self, ctx: &mut Ctx<'_>, end: MonoNs) {
-        if let Sink::Sse(framer) = self {
-            let (tl, output, capture) = (&mut *ctx.tl, &mut *ctx.output, ctx.capture);
-            framer.finish(|ev| on_event(tl, output, capture, end, ev));
+    /// The body ended (or broke) at `end`: a last event without its blank line still counts,
+    /// and `true` says there was one (the stream was cut inside it).
+    fn finish(&mut self, ctx: &mut Ctx<'_>, end: MonoNs) -> bool {
+        match self {
+            Sink::Sse(framer) => {
+                let (tl, output, capture) = (&mut *ctx.tl, &mut *ctx.output, ctx.capture);
+                framer.finish(|ev| on_event(tl, output, capture, end, ev))
+            }
+            _ => false,
         }
     }
 }

@@ -212,6 +212,10 @@ fn opt_secs<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error
     }
 }
 
+/// `--max-event-bytes` default: 16 MiB, far above any real chunk (a full 8k-token response in
+/// one event is under 100 KB).
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 << 20;
+
 fn list(v: &[usize]) -> String {
     v.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
 }
@@ -332,6 +336,14 @@ pub struct Opts {
     /// (tuning runs). Without it the run is `--trajectories` long and the rule only checked.
     #[arg(long, value_name = "F")]
     pub min_duration_scale: Option<f64>,
+    /// Largest SSE event (or line) a response may send, in bytes; a longer one fails the turn
+    /// (`event_too_large`) instead of growing the client's buffer without bound.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_EVENT_BYTES)]
+    pub max_event_bytes: usize,
+    /// Exit 0 whenever the run ran, whatever its turns and verdict (the exit codes before they
+    /// told failed turns and invalid points apart).
+    #[arg(long)]
+    pub exit_zero: bool,
     /// Warmup: issue this many trajectories before performance tracking starts (excluded from
     /// every result, recorded in warmup.jsonl and declared in the summary).
     #[arg(long, value_name = "N")]
@@ -499,6 +511,8 @@ pub struct ReplayConfig {
     pub c_min: Option<u64>,
     /// `--min-duration-scale`: extend the run to the region's minimum duration × this.
     pub min_duration_scale: Option<f64>,
+    /// `--max-event-bytes`: an SSE event (or line) longer than this fails the turn.
+    pub max_event_bytes: usize,
     /// `--record-outputs`: outputs kept in the records.
     pub record_outputs: bool,
     pub warmup: Option<WarmupConfig>,
@@ -534,6 +548,7 @@ impl ReplayConfig {
             tokenizer: None,
             c_min: None,
             min_duration_scale: None,
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
             record_outputs: false,
             warmup: None,
         })
@@ -600,6 +615,7 @@ impl ReplayConfig {
         c.tokenizer = opts.tokenizer.clone();
         c.c_min = opts.c_min;
         c.min_duration_scale = opts.min_duration_scale;
+        c.max_event_bytes = opts.max_event_bytes;
         c.record_outputs = opts.record_outputs;
         if opts.warmup_trajectories.is_some() || opts.warmup_duration.is_some() {
             c.warmup = Some(WarmupConfig {
@@ -665,6 +681,12 @@ impl ReplayConfig {
         }
         if self.c_min == Some(0) {
             return bad("--c-min must be at least 1".into());
+        }
+        if self.max_event_bytes < 1024 {
+            return bad(format!(
+                "--max-event-bytes must be at least 1024, found {}",
+                self.max_event_bytes
+            ));
         }
         if let Some(f) = self.min_duration_scale {
             if !(f.is_finite() && f >= 0.0) {

@@ -366,9 +366,12 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
                 &run.target,
                 req,
                 &mut tl,
-                run.expected_chunks,
                 scratch,
-                capture,
+                client::TurnOpts {
+                    expected_chunks: run.expected_chunks,
+                    capture,
+                    max_event: run.cfg.max_event_bytes,
+                },
             );
             tokio::select! {
                 biased;
@@ -429,6 +432,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
             }
             Ended::TimedOut => {
                 conn.reset();
+                rec.http_status = scratch.http_status;
                 rec.status = Status::TimedOut;
                 rec.error = Some(TurnError {
                     source: ErrorSource::Internal,
@@ -441,6 +445,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
             }
             Ended::Cancelled => {
                 conn.reset();
+                rec.http_status = scratch.http_status;
                 rec.status = Status::Cancelled;
                 rec.error = Some(TurnError {
                     source: ErrorSource::Internal,

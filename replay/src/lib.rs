@@ -84,6 +84,40 @@ pub struct RunOutcome {
     pub interrupted: bool,
 }
 
+/// `tokentap replay` exit codes (errors before or during the run exit 1, from `main`).
+pub mod exit {
+    /// The run ran, no turn failed or timed out, and the verdict is valid or not evaluated
+    /// (`incomplete`, `no_gates`).
+    pub const OK: u8 = 0;
+    /// The run ran and no turn failed, but the point is invalid.
+    pub const INVALID: u8 = 3;
+    /// The run ran but turns failed or timed out (takes precedence over [`INVALID`]).
+    pub const TURNS_FAILED: u8 = 4;
+    /// Stopped by Ctrl-C / SIGTERM; everything recorded was written.
+    pub const INTERRUPTED: u8 = 130;
+}
+
+impl RunOutcome {
+    /// The exit code for this outcome ([`exit`]); `exit_zero` (`--exit-zero`) turns every
+    /// outcome of a run that ran, interrupted aside, into 0.
+    pub fn exit_code(&self, exit_zero: bool) -> u8 {
+        if self.interrupted {
+            return exit::INTERRUPTED;
+        }
+        if exit_zero {
+            return exit::OK;
+        }
+        let bad = |k: &str| self.summary.counts.turns.get(k).copied().unwrap_or(0);
+        if bad("failed") + bad("timed_out") > 0 {
+            exit::TURNS_FAILED
+        } else if self.summary.validity.verdict == Verdict::Invalid {
+            exit::INVALID
+        } else {
+            exit::OK
+        }
+    }
+}
+
 /// Runs a replay until done or until `shutdown` resolves (then: stop issuing, cancel in-flight,
 /// write everything recorded). Prints the summary to stdout.
 pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Result<RunOutcome> {
