@@ -34,7 +34,7 @@ pub async fn handle(
             );
             r
         }
-        "/sessions" => json(StatusCode::OK, &shared.sessions.list()),
+        "/sessions" => sessions_page(&shared, req.uri().query().unwrap_or("")),
         p if p.starts_with("/sessions/") => {
             let id = percent_decode(&p["/sessions/".len()..]);
             match shared.sessions.detail(&id) {
@@ -50,6 +50,49 @@ pub async fn handle(
             &serde_json::json!({"error": "not found"}),
         ),
     })
+}
+
+/// `GET /sessions?limit=N&after=ID`: at most `limit` sessions (default 1000, at most
+/// 10,000) in id order after `ID`; `x-next-after` names the id to continue after when more
+/// remain (absent on the last page).
+fn sessions_page(shared: &Shared, query: &str) -> Response<Full<Bytes>> {
+    let mut limit = 1000;
+    let mut after = None;
+    for kv in query.split('&').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        match k {
+            "limit" => match v.parse() {
+                Ok(n) => limit = n,
+                Err(_) => {
+                    return json(
+                        StatusCode::BAD_REQUEST,
+                        &serde_json::json!({"error": format!("limit={v:?}: expected a count")}),
+                    )
+                }
+            },
+            "after" => after = Some(percent_decode(v)),
+            _ => {}
+        }
+    }
+    let (page, next) = shared.sessions.page(after.as_deref(), limit);
+    let mut r = json(StatusCode::OK, &page);
+    if let Some(n) = next.and_then(|n| header::HeaderValue::from_str(&percent_encode(&n)).ok()) {
+        r.headers_mut().insert("x-next-after", n);
+    }
+    r
+}
+
+/// Percent-encodes everything but unreserved characters (for a header or a query value).
+fn percent_encode(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            o.push(b as char);
+        } else {
+            o.push_str(&format!("%{b:02X}"));
+        }
+    }
+    o
 }
 
 /// `{"status": "ok"}`, or `"degraded"` once a record was lost (dropped or not written), with
@@ -94,15 +137,11 @@ fn sync_counters(s: &Shared) {
         &m.session_evictions,
         s.sessions.evictions.load(Ordering::Relaxed),
     );
-    // O(sessions) per scrape (one brief per session); the table is bounded by --max-sessions.
-    let list = s.sessions.list();
-    m.sessions_active.set(list.len() as i64);
-    let turns: u64 = list.iter().map(|b| u64::from(b.turns)).sum();
-    m.turns_per_session.set(if list.is_empty() {
-        0.0
-    } else {
-        turns as f64 / list.len() as f64
-    });
+    // O(sessions) per scrape, no id copied; the table is bounded by count and bytes.
+    let (n, turns) = s.sessions.stats();
+    m.sessions_active.set(n as i64);
+    m.turns_per_session
+        .set(if n == 0 { 0.0 } else { turns as f64 / n as f64 });
 }
 
 fn json<T: serde::Serialize + ?Sized>(status: StatusCode, v: &T) -> Response<Full<Bytes>> {

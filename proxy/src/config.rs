@@ -124,6 +124,18 @@ pub struct Opts {
     /// Most sessions kept in the table (the least recently active are evicted).
     #[arg(long, env = "TOKENTAP_PROXY_MAX_SESSIONS", default_value_t = 100_000)]
     pub max_sessions: usize,
+    /// Memory the session table may hold (ids and turn summaries), bytes; the least recently
+    /// active sessions are evicted beyond it.
+    #[arg(long, env = "TOKENTAP_PROXY_MAX_SESSION_BYTES", default_value_t = 64 << 20)]
+    pub max_session_bytes: u64,
+    /// Longest session id kept as sent, bytes; a longer one is cut and suffixed with a hash of
+    /// the whole id (stable, so a session stays one session), and counted.
+    #[arg(
+        long,
+        env = "TOKENTAP_PROXY_MAX_SESSION_ID_BYTES",
+        default_value_t = 256
+    )]
+    pub max_session_id_bytes: usize,
 }
 
 /// Why options are unusable.
@@ -171,6 +183,8 @@ pub struct Config {
     pub upstream_client: UpstreamClient,
     pub session_ttl: Duration,
     pub max_sessions: usize,
+    pub max_session_bytes: u64,
+    pub max_session_id_bytes: usize,
 }
 
 /// Which client talks to plain `http://` upstreams.
@@ -211,6 +225,8 @@ impl Config {
             upstream_client: UpstreamClient::Direct,
             session_ttl: Duration::from_secs(3600),
             max_sessions: 100_000,
+            max_session_bytes: 64 << 20,
+            max_session_id_bytes: 256,
         }
     }
 
@@ -256,6 +272,8 @@ impl Config {
         c.upstream_client = o.upstream_client;
         c.session_ttl = secs("session-ttl", o.session_ttl)?;
         c.max_sessions = o.max_sessions;
+        c.max_session_bytes = o.max_session_bytes;
+        c.max_session_id_bytes = o.max_session_id_bytes.max(crate::sessions::MIN_ID_BYTES);
         Ok(c)
     }
 }

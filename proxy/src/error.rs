@@ -36,6 +36,12 @@ pub enum ProxyError {
     /// (never answered with this error), kept here so the kind is bounded and documented.
     #[error("request is not valid JSON: {0}")]
     BadJson(String),
+    /// An HTTP/1.1 request without a `Host` header, or with several (RFC 9112 §3.2: 400).
+    #[error("{0}")]
+    BadHost(String),
+    /// A method the proxy does not forward (`CONNECT`: it is not a tunnel).
+    #[error("{0} is not forwarded: this proxy measures HTTP requests, it does not open tunnels")]
+    MethodNotAllowed(String),
     /// A bug or an impossible state.
     #[error("internal proxy error: {0}")]
     Internal(String),
@@ -51,7 +57,9 @@ impl ProxyError {
             ProxyError::HeadersTooLarge { .. }
             | ProxyError::BodyTooLarge { .. }
             | ProxyError::RequestBody(_)
-            | ProxyError::BadJson(_) => ErrorSource::Downstream,
+            | ProxyError::BadJson(_)
+            | ProxyError::BadHost(_)
+            | ProxyError::MethodNotAllowed(_) => ErrorSource::Downstream,
             ProxyError::Internal(_) => ErrorSource::Internal,
         }
     }
@@ -66,6 +74,8 @@ impl ProxyError {
             ProxyError::BodyTooLarge { .. } => "body_too_large",
             ProxyError::RequestBody(_) => "request_body",
             ProxyError::BadJson(_) => "bad_json",
+            ProxyError::BadHost(_) => "bad_host",
+            ProxyError::MethodNotAllowed(_) => "method_not_allowed",
             ProxyError::Internal(_) => "internal",
         }
     }
@@ -77,7 +87,10 @@ impl ProxyError {
             ProxyError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ProxyError::RequestBody(_) | ProxyError::BadJson(_) => StatusCode::BAD_REQUEST,
+            ProxyError::RequestBody(_) | ProxyError::BadJson(_) | ProxyError::BadHost(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            ProxyError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ProxyError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

@@ -329,6 +329,7 @@ pub fn shared(cfg: Config) -> Result<Arc<Shared>, StartError> {
     let sessions = sessions::Sessions::new(
         cfg.session_ttl.as_nanos().min(u64::MAX as u128) as u64,
         cfg.max_sessions,
+        cfg.max_session_bytes,
     );
     Ok(Arc::new(Shared {
         cfg,

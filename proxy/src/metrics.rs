@@ -36,6 +36,7 @@ pub const REQUESTS_SEEN_TOTAL: &str = "tokentap_proxy_requests_seen_total";
 pub const RECORDS_WRITTEN_TOTAL: &str = "tokentap_proxy_records_written_total";
 pub const RECORDS_DROPPED_TOTAL: &str = "tokentap_proxy_records_dropped_total";
 pub const RECORDS_FAILED_TOTAL: &str = "tokentap_proxy_records_failed_total";
+pub const SESSION_IDS_UNUSUAL_TOTAL: &str = "tokentap_proxy_session_ids_unusual_total";
 pub const MALFORMED_EVENTS_TOTAL: &str = "tokentap_proxy_malformed_events_total";
 pub const USAGE_INJECTED_TOTAL: &str = "tokentap_proxy_usage_injected_total";
 
@@ -52,6 +53,10 @@ pub struct Metrics {
     /// Records not written because of a write error (full or read-only disk).
     pub records_failed: IntCounter,
     pub session_evictions: IntCounter,
+    /// `tokentap_proxy_session_ids_unusual_total{kind}`: session ids taken byte-exact from
+    /// non-ASCII UTF-8 (`non_ascii`), percent-encoded from bytes that are not UTF-8 (`non_utf8`),
+    /// or cut to `--max-session-id-bytes` (`too_long`).
+    pub session_ids_unusual: IntCounterVec,
     pub sessions_active: IntGauge,
     /// Mean turns started per session in the table, set at scrape time.
     pub turns_per_session: Gauge,
@@ -121,6 +126,19 @@ impl Metrics {
                 names::SESSION_EVICTIONS_TOTAL,
                 "Sessions evicted from the table (TTL or size)",
             ),
+            session_ids_unusual: {
+                let v = counter_vec(
+                    &r,
+                    SESSION_IDS_UNUSUAL_TOTAL,
+                    "Session ids taken from non-ASCII UTF-8, percent-encoded from non-UTF-8 bytes, or cut to --max-session-id-bytes",
+                    &["kind"],
+                );
+                // Exported from the start: 0 for every kind.
+                for k in ["non_ascii", "non_utf8", "too_long"] {
+                    v.with_label_values(&[k]);
+                }
+                v
+            },
             sessions_active: gauge(&r, names::ACTIVE_SESSIONS, "Sessions in the table"),
             turns_per_session,
             upstream_requests: counter_vec(

@@ -96,13 +96,48 @@ impl Route {
     }
 }
 
-/// The first configured session header present on the request.
-pub fn session_of<'a>(names: &[header::HeaderName], h: &'a HeaderMap) -> Option<&'a str> {
-    names
-        .iter()
-        .find_map(|n| h.get(n))
-        .and_then(|v| v.to_str().ok())
-        .filter(|s| !s.is_empty())
+/// The first configured session header present on the request, as the session id. Header
+/// values are bytes: visible ASCII is taken as it is, other valid UTF-8 too (byte-exact), and
+/// bytes that are not UTF-8 are percent-encoded (`%XX`, so the id stays byte-exact and
+/// printable). Never silent: the returned [`SessionIdNote`] says which, for a counter.
+pub fn session_of(
+    names: &[header::HeaderName],
+    h: &HeaderMap,
+) -> Option<(String, Option<SessionIdNote>)> {
+    let v = names.iter().find_map(|n| h.get(n))?.as_bytes();
+    if v.is_empty() {
+        return None;
+    }
+    if let Ok(s) = std::str::from_utf8(v) {
+        let note = (!s.is_ascii()).then_some(SessionIdNote::NonAscii);
+        return Some((s.to_string(), note));
+    }
+    let mut out = String::with_capacity(v.len() * 2);
+    for chunk in v.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    Some((out, Some(SessionIdNote::NonUtf8)))
+}
+
+/// How a session id was taken from its header, when not as plain ASCII.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionIdNote {
+    /// UTF-8 beyond ASCII: kept byte-exact.
+    NonAscii,
+    /// Not UTF-8: the invalid bytes percent-encoded.
+    NonUtf8,
+}
+
+impl SessionIdNote {
+    pub fn label(self) -> &'static str {
+        match self {
+            SessionIdNote::NonAscii => "non_ascii",
+            SessionIdNote::NonUtf8 => "non_utf8",
+        }
+    }
 }
 
 /// The request body as it stands between attempts.
@@ -192,7 +227,23 @@ pub async fn handle(
     let route = Route::of(req.uri().path());
     let mut tap = Tap::new(shared.clone(), anchor, route);
     let cfg = &shared.cfg;
-    let session = session_of(&cfg.session_headers, req.headers()).map(str::to_string);
+    let session = session_of(&cfg.session_headers, req.headers()).map(|(id, note)| {
+        let unusual = |kind: &str| {
+            shared
+                .metrics
+                .session_ids_unusual
+                .with_label_values(&[kind])
+                .inc()
+        };
+        if let Some(n) = note {
+            unusual(n.label());
+        }
+        let (id, cut) = crate::sessions::cap_id(id, cfg.max_session_id_bytes);
+        if cut {
+            unusual("too_long");
+        }
+        id
+    });
     {
         let rec = tap.record_mut();
         if route == Route::Other {
@@ -214,6 +265,28 @@ pub async fn handle(
         }
     }
 
+    // RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host (h2 carries `:authority`).
+    if req.version() == Version::HTTP_11 {
+        let hosts = req.headers().get_all(header::HOST).iter().count();
+        if hosts != 1 {
+            return Ok(reject(
+                &mut tap,
+                ProxyError::BadHost(if hosts == 0 {
+                    "an HTTP/1.1 request needs a Host header (RFC 9112 §3.2)".into()
+                } else {
+                    format!(
+                        "{hosts} Host headers; an HTTP/1.1 request has exactly one (RFC 9112 §3.2)"
+                    )
+                }),
+            ));
+        }
+    }
+    if req.method() == Method::CONNECT {
+        return Ok(reject(
+            &mut tap,
+            ProxyError::MethodNotAllowed(req.method().to_string()),
+        ));
+    }
     let head = head_size(req.method(), req.uri(), req.headers());
     if head > cfg.max_header_bytes {
         return Ok(reject(
@@ -400,6 +473,18 @@ fn reject(tap: &mut Tap, e: ProxyError) -> Response<ProxyBody> {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    if matches!(e, ProxyError::MethodNotAllowed(_)) {
+        r.headers_mut().insert(
+            header::ALLOW,
+            HeaderValue::from_static("GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"),
+        );
+    }
+    // A request that breaks the protocol's rules ends its connection, as front-end servers do:
+    // what follows on it cannot be trusted to be framed as the client meant.
+    if matches!(e, ProxyError::MethodNotAllowed(_) | ProxyError::BadHost(_)) {
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     r
 }
 

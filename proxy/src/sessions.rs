@@ -1,11 +1,15 @@
 //! The session table: per-session turn history for the admin endpoints.
 //!
 //! Touched twice per LLM request — once at the start (to number the turn) and once at the end
-//! (to append the turn's summary) — never per chunk. Bounded two ways: sessions idle longer than
-//! the TTL are swept (by a periodic task and whenever the table is full), and when the table is
-//! still full the least recently active sixteenth is evicted at once, so an insert into a full
-//! table costs O(n/16) amortised instead of O(n) each. Evictions are counted. Each session keeps
-//! at most [`MAX_TURNS`] turn summaries (the count of turns keeps going).
+//! (to append the turn's summary) — never per chunk. Bounded by count and by bytes: sessions
+//! idle longer than the TTL are swept (by a periodic task and whenever the table is full), and
+//! when the table is still over `--max-sessions` or `--max-session-bytes` the least recently
+//! active sixteenth is evicted at once, so an insert into a full table costs O(n/16) amortised
+//! instead of O(n) each. Evictions are counted. Each session keeps at most [`MAX_TURNS`] turn
+//! summaries (the count of turns keeps going); ids longer than `--max-session-id-bytes` are cut
+//! by [`cap_id`] before they get here (a 60 KB id once made the table hold gigabytes).
+//!
+//! `/sessions` pages in id order (`?limit=&after=`), so a client can walk a large table.
 
 use dashmap::DashMap;
 use serde::Serialize;
@@ -16,6 +20,31 @@ use tokentap_core::stats::Samples;
 
 /// Turn summaries kept per session.
 pub const MAX_TURNS: usize = 4096;
+/// Bytes a session costs besides its id and turns (map entry, counters), for the byte bound.
+const SESSION_BYTES: u64 = 128;
+/// Smallest `--max-session-id-bytes` (the hash suffix alone is 17).
+pub const MIN_ID_BYTES: usize = 32;
+/// Most sessions one `/sessions` page returns.
+pub const MAX_PAGE: usize = 10_000;
+
+/// An id of at most `max` bytes: the id itself, or its first bytes (cut at a character
+/// boundary) followed by `~` and 16 hex digits of a 64-bit FNV-1a hash of the whole id — stable
+/// across processes, so a long id stays one session. `true` when it was cut.
+pub fn cap_id(id: String, max: usize) -> (String, bool) {
+    if id.len() <= max {
+        return (id, false);
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut keep = max.saturating_sub(17);
+    while !id.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    (format!("{}~{h:016x}", &id[..keep]), true)
+}
 
 /// One turn, as `GET /sessions/{id}` shows it. Times in ns on the proxy's monotonic clock,
 /// offsets from the turn's first request byte.
@@ -61,6 +90,8 @@ impl TurnSummary {
 
 #[derive(Debug)]
 struct Session {
+    /// What this entry counts toward the byte bound.
+    bytes: u64,
     first_wall_ns: u64,
     last_mono: MonoNs,
     last_wall_ns: u64,
@@ -97,17 +128,36 @@ pub struct Sessions {
     map: DashMap<String, Session>,
     ttl_ns: u64,
     max: usize,
+    max_bytes: u64,
+    /// Bytes the entries count (ids, turn summaries, overhead).
+    bytes: AtomicU64,
     pub evictions: AtomicU64,
 }
 
+/// The size a turn summary counts for.
+fn turn_bytes(t: &TurnSummary) -> u64 {
+    std::mem::size_of::<TurnSummary>() as u64 + t.upstream.as_ref().map_or(0, |u| u.len() as u64)
+}
+
 impl Sessions {
-    pub fn new(ttl_ns: u64, max: usize) -> Self {
+    pub fn new(ttl_ns: u64, max: usize, max_bytes: u64) -> Self {
         Sessions {
             map: DashMap::new(),
             ttl_ns,
             max: max.max(1),
+            max_bytes: max_bytes.max(1),
+            bytes: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
         }
+    }
+
+    /// Bytes the table counts now.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    fn full(&self) -> bool {
+        self.map.len() >= self.max || self.bytes() >= self.max_bytes
     }
 
     pub fn len(&self) -> usize {
@@ -129,16 +179,21 @@ impl Sessions {
             s.started += 1;
             return s.started - 1;
         }
-        if self.map.len() >= self.max {
+        if self.full() {
             self.make_room(now);
         }
-        let mut s = self.map.entry(id.to_string()).or_insert_with(|| Session {
-            first_wall_ns: wall,
-            last_mono: now,
-            last_wall_ns: wall,
-            started: 0,
-            in_flight: 0,
-            turns: Vec::new(),
+        let mut s = self.map.entry(id.to_string()).or_insert_with(|| {
+            let bytes = id.len() as u64 + SESSION_BYTES;
+            self.bytes.fetch_add(bytes, Ordering::Relaxed);
+            Session {
+                bytes,
+                first_wall_ns: wall,
+                last_mono: now,
+                last_wall_ns: wall,
+                started: 0,
+                in_flight: 0,
+                turns: Vec::new(),
+            }
         });
         s.in_flight += 1;
         s.started += 1;
@@ -153,42 +208,110 @@ impl Sessions {
             s.last_wall_ns = clock::wall_now();
             s.in_flight = s.in_flight.saturating_sub(1);
             if s.turns.len() < MAX_TURNS {
+                let b = turn_bytes(&summary);
+                s.bytes += b;
+                self.bytes.fetch_add(b, Ordering::Relaxed);
                 s.turns.push(summary);
             }
+        }
+        if self.bytes() > self.max_bytes {
+            self.make_room(clock::now());
         }
     }
 
     /// Removes sessions idle longer than the TTL (none with a request in flight).
     pub fn sweep(&self) -> usize {
         let now = clock::now();
-        let before = self.map.len();
-        self.map
-            .retain(|_, s| s.in_flight > 0 || now.saturating_sub(s.last_mono) < self.ttl_ns);
-        let n = before.saturating_sub(self.map.len());
+        let mut n = 0;
+        self.map.retain(|_, s| {
+            let keep = s.in_flight > 0 || now.saturating_sub(s.last_mono) < self.ttl_ns;
+            if !keep {
+                n += 1;
+                self.bytes.fetch_sub(s.bytes, Ordering::Relaxed);
+            }
+            keep
+        });
         self.evictions.fetch_add(n as u64, Ordering::Relaxed);
         n
     }
 
+    /// Sweeps, then evicts the least recently active sixteenth while the table is over a bound
+    /// (a few rounds at most: each takes a sixteenth of what is left).
     fn make_room(&self, now: MonoNs) {
         let _ = now;
-        if self.sweep() > 0 && self.map.len() < self.max {
+        if self.sweep() > 0 && !self.full() {
             return;
         }
+        for _ in 0..64 {
+            if !self.evict_sixteenth() || !self.full() {
+                return;
+            }
+        }
+    }
+
+    /// Evicts the least recently active sixteenth; false when the table is empty.
+    fn evict_sixteenth(&self) -> bool {
         let mut ages: Vec<(MonoNs, String)> = self
             .map
             .iter()
             .map(|e| (e.value().last_mono, e.key().clone()))
             .collect();
-        let k = (self.max / 16).max(1).min(ages.len());
+        let k = (ages.len() / 16).max(1).min(ages.len());
         if k == 0 {
-            return;
+            return false;
         }
         ages.select_nth_unstable(k - 1);
         for (_, id) in ages.into_iter().take(k) {
-            if self.map.remove(&id).is_some() {
+            if let Some((_, s)) = self.map.remove(&id) {
+                self.bytes.fetch_sub(s.bytes, Ordering::Relaxed);
                 self.evictions.fetch_add(1, Ordering::Relaxed);
             }
         }
+        true
+    }
+
+    /// Sessions in the table and the turns they started: the scrape-time gauges, without
+    /// copying an id.
+    pub fn stats(&self) -> (usize, u64) {
+        let mut turns = 0u64;
+        let mut n = 0;
+        for e in self.map.iter() {
+            n += 1;
+            turns += u64::from(e.started);
+        }
+        (n, turns)
+    }
+
+    /// One page of sessions in id order: at most `limit` (≤ [`MAX_PAGE`]) with an id after
+    /// `after`; the second value is the id to continue after when more remain.
+    pub fn page(&self, after: Option<&str>, limit: usize) -> (Vec<SessionBrief>, Option<String>) {
+        let limit = limit.clamp(1, MAX_PAGE);
+        // Ids first (no brief built for what the page skips), then the page's briefs.
+        let mut ids: Vec<String> = self
+            .map
+            .iter()
+            .filter(|e| after.is_none_or(|a| e.key().as_str() > a))
+            .map(|e| e.key().clone())
+            .collect();
+        ids.sort_unstable();
+        let more = ids.len() > limit;
+        ids.truncate(limit);
+        let now = clock::now();
+        let page: Vec<SessionBrief> = ids
+            .iter()
+            .filter_map(|id| {
+                self.map.get(id).map(|e| SessionBrief {
+                    id: id.clone(),
+                    turns: e.started,
+                    in_flight: e.in_flight,
+                    first_seen_wall_ns: e.first_wall_ns,
+                    last_activity_wall_ns: e.last_wall_ns,
+                    idle_s: clock::secs(now.saturating_sub(e.last_mono)),
+                })
+            })
+            .collect();
+        let next = more.then(|| ids.last().cloned()).flatten();
+        (page, next)
     }
 
     /// Active sessions, most recently active first.
@@ -230,7 +353,7 @@ mod tests {
 
     #[test]
     fn numbers_turns_and_bounds_size() {
-        let t = Sessions::new(u64::MAX / 2, 32);
+        let t = Sessions::new(u64::MAX / 2, 32, u64::MAX);
         assert_eq!(t.start_turn("a"), 0);
         assert_eq!(t.start_turn("a"), 1);
         let mut r = TurnRecord::new(Origin::Proxy, Anchor::now());
@@ -246,8 +369,60 @@ mod tests {
     }
 
     #[test]
+    fn long_ids_are_cut_stably_and_the_table_is_bounded_by_bytes() {
+        let long = "é".repeat(30_000); // 60 KB, two-byte characters
+        let (a, cut) = cap_id(long.clone(), 256);
+        assert!(cut && a.len() <= 256, "{}", a.len());
+        assert_eq!(cap_id(long.clone(), 256).0, a, "stable");
+        let (b, _) = cap_id(format!("{long}x"), 256);
+        assert_ne!(a, b, "different ids stay different");
+        assert_eq!(cap_id("short".into(), 256), ("short".to_string(), false));
+
+        // 1 MB of table for ids of 10 KB: about a hundred sessions, never more than the bound.
+        let t = Sessions::new(u64::MAX / 2, 1_000_000, 1 << 20);
+        for i in 0..2_000 {
+            let id = format!("{i:05}{}", "x".repeat(10_000));
+            t.start_turn(&id);
+            t.end_turn(&id, &TurnRecord::new(Origin::Proxy, Anchor::now()));
+            assert!(
+                t.bytes() <= (1 << 20) + 20_000,
+                "{} bytes at {i}",
+                t.bytes()
+            );
+        }
+        assert!(t.len() < 110 && t.len() > 50, "{}", t.len());
+        assert!(t.evictions.load(Ordering::Relaxed) >= 1_890);
+        // The byte count is exact: evicting everything brings it back to 0.
+        let all = Sessions::new(0, 1_000_000, 1 << 20);
+        all.start_turn("a");
+        all.end_turn("a", &TurnRecord::new(Origin::Proxy, Anchor::now()));
+        all.sweep();
+        assert_eq!(all.bytes(), 0);
+    }
+
+    #[test]
+    fn pages_walk_the_table_in_id_order() {
+        let t = Sessions::new(u64::MAX / 2, 1000, u64::MAX);
+        for i in 0..25 {
+            t.start_turn(&format!("s{i:02}"));
+        }
+        let mut seen = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let (page, next) = t.page(after.as_deref(), 10);
+            seen.extend(page.into_iter().map(|b| b.id));
+            match next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        let want: Vec<String> = (0..25).map(|i| format!("s{i:02}")).collect();
+        assert_eq!(seen, want);
+    }
+
+    #[test]
     fn ttl_sweep_spares_in_flight() {
-        let t = Sessions::new(0, 10);
+        let t = Sessions::new(0, 10, u64::MAX);
         t.start_turn("busy");
         t.start_turn("idle");
         t.end_turn("idle", &TurnRecord::new(Origin::Proxy, Anchor::now()));

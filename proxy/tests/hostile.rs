@@ -1,0 +1,161 @@
+//! Hostile requests (issue 13), each answered as a front-end server would and recorded: an
+//! HTTP/1.1 request without a Host or with two (400, RFC 9112 §3.2), `CONNECT` (405, no tunnel),
+//! session ids that are not ASCII (byte-exact) or not UTF-8 (percent-encoded), or 60 KB long
+//! (cut, stable, counted), and a session table bounded in bytes that `/sessions` pages through.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use tokentap_core::record::{ErrorSource, Status};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Sends raw bytes on a fresh connection; returns the whole response (the proxy closes after
+/// `Connection: close`, or after an error answer).
+async fn raw(p: &tokentap_proxy::Proxy, bytes: &[u8]) -> String {
+    let mut s = tokio::net::TcpStream::connect(p.addr()).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    let mut out = Vec::new();
+    let _ = within(s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn chat_request(session: &[u8]) -> Vec<u8> {
+    let body = chat(false, 2, serde_json::json!({}));
+    let mut r = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\nX-Session-ID: ",
+        body.len()
+    )
+    .into_bytes();
+    r.extend_from_slice(session);
+    r.extend_from_slice(b"\r\n\r\n");
+    r.extend_from_slice(&body);
+    r
+}
+
+#[tokio::test]
+async fn host_rules_and_connect_are_answered_and_recorded() {
+    let s = sim(sim_cfg()).await;
+    let p = proxy(proxy_cfg(&[s.base_url()])).await;
+    let none = raw(&p, b"GET /v1/models HTTP/1.1\r\nConnection: close\r\n\r\n").await;
+    assert!(none.starts_with("HTTP/1.1 400"), "{none}");
+    assert!(none.contains("bad_host"), "{none}");
+    let two = raw(
+        &p,
+        b"GET /v1/models HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(two.starts_with("HTTP/1.1 400"), "{two}");
+    assert!(two.contains("2 Host headers"), "{two}");
+    let connect = raw(
+        &p,
+        b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+    )
+    .await;
+    assert!(connect.starts_with("HTTP/1.1 405"), "{connect}");
+    assert!(
+        connect.to_ascii_lowercase().contains("allow: get"),
+        "{connect}"
+    );
+    // HTTP/1.0 may omit Host.
+    let old = raw(&p, b"GET /v1/models HTTP/1.0\r\n\r\n").await;
+    assert!(
+        old.starts_with("HTTP/1.0 200") || old.starts_with("HTTP/1.1 200"),
+        "{old}"
+    );
+
+    let recs = within(p.wait_records(4)).await;
+    let kinds: Vec<Option<&str>> = recs
+        .iter()
+        .map(|r| r.error.as_ref().map(|e| e.kind.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            Some("bad_host"),
+            Some("bad_host"),
+            Some("method_not_allowed"),
+            None
+        ]
+    );
+    for r in &recs[..3] {
+        assert_eq!(r.status, Status::Failed);
+        assert_eq!(r.error.as_ref().unwrap().source, ErrorSource::Downstream);
+    }
+    assert_eq!(recs[2].http_status, Some(405));
+    // None of the refused requests reached the server: it saw the HTTP/1.0 one only.
+    assert_eq!(s.log().len(), 1, "{:?}", s.log());
+}
+
+#[tokio::test]
+async fn unusual_session_ids_are_kept_exactly_or_encoded_and_counted() {
+    let s = sim(sim_cfg()).await;
+    let p = proxy(proxy_cfg(&[s.base_url()])).await;
+    let (_, m) = admin_get(&p, "/metrics").await;
+    for k in ["non_ascii", "non_utf8", "too_long"] {
+        assert!(
+            m.contains(&format!(
+                "tokentap_proxy_session_ids_unusual_total{{kind=\"{k}\",source=\"wire\"}} 0"
+            )),
+            "{k} not exported from the start:\n{m}"
+        );
+    }
+    for id in [&b"caf\xc3\xa9-1"[..], b"bad\xff\xfe-2", &[b'L'; 60_000][..]] {
+        let r = raw(&p, &chat_request(id)).await;
+        assert!(r.starts_with("HTTP/1.1 200"), "{}", &r[..r.len().min(200)]);
+    }
+    let recs = within(p.wait_records(3)).await;
+    let ids: Vec<&str> = recs
+        .iter()
+        .map(|r| r.conversation_id.as_deref().unwrap())
+        .collect();
+    assert_eq!(ids[0], "café-1", "non-ASCII UTF-8 kept byte-exact");
+    assert_eq!(ids[1], "bad%FF%FE-2", "invalid bytes percent-encoded");
+    assert!(ids[2].len() <= 256 && ids[2].starts_with("LLLL") && ids[2].contains('~'));
+    let (_, m) = admin_get(&p, "/metrics").await;
+    for k in ["non_ascii", "non_utf8", "too_long"] {
+        assert!(
+            m.contains(&format!(
+                "tokentap_proxy_session_ids_unusual_total{{kind=\"{k}\",source=\"wire\"}} 1"
+            )),
+            "{k}:\n{m}"
+        );
+    }
+    // The session table holds the short id, and pages.
+    let (_, page) = admin_get(&p, "/sessions?limit=2").await;
+    let page: Value = serde_json::from_str(&page).unwrap();
+    assert_eq!(page.as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn the_session_table_is_bounded_in_bytes_under_a_flood_of_long_ids() {
+    let s = sim(sim_cfg()).await;
+    let mut cfg = proxy_cfg(&[s.base_url()]);
+    cfg.max_session_bytes = 256 << 10;
+    cfg.max_session_id_bytes = 4096;
+    let p = proxy(cfg).await;
+    for i in 0..300 {
+        let id = format!("{i:04}{}", "z".repeat(8_000));
+        let r = raw(&p, &chat_request(id.as_bytes())).await;
+        assert!(r.starts_with("HTTP/1.1 200"));
+    }
+    within(p.wait_records(300)).await;
+    // 300 sessions of ~4 KB ids against a 256 KiB table: about 60 kept, the rest evicted.
+    let mut n = 0;
+    let mut after = String::new();
+    loop {
+        let (_, body) = admin_get(&p, &format!("/sessions?limit=16&after={after}")).await;
+        let page: Value = serde_json::from_str(&body).unwrap();
+        let page = page.as_array().unwrap();
+        n += page.len();
+        if page.len() < 16 {
+            break;
+        }
+        after = page.last().unwrap()["id"].as_str().unwrap().to_string();
+    }
+    assert!(n < 80 && n > 20, "{n} sessions kept in a 256 KiB table");
+    let (_, m) = admin_get(&p, "/metrics").await;
+    assert!(m.contains(
+        "tokentap_proxy_session_ids_unusual_total{kind=\"too_long\",source=\"wire\"} 300"
+    ));
+}
