@@ -85,6 +85,15 @@ pub struct Opts {
         default_value_t = 300.0
     )]
     pub upstream_idle_timeout: f64,
+    /// Seconds a client connection may take to send a request head: from accept to its first
+    /// byte (a connection that never sends one is closed), a TLS handshake, and every later
+    /// head on a kept-alive HTTP/1.1 connection (so an idle one is closed too).
+    #[arg(long, env = "TOKENTAP_PROXY_HEADER_TIMEOUT", default_value_t = 30.0)]
+    pub header_timeout: f64,
+    /// Seconds a request body may stall (no byte from the client while the proxy waits for
+    /// one) before the request is answered 408 and recorded.
+    #[arg(long, env = "TOKENTAP_PROXY_BODY_TIMEOUT", default_value_t = 60.0)]
+    pub body_timeout: f64,
     /// Seconds to wait for an upstream TCP connection before trying the next replica.
     #[arg(long, env = "TOKENTAP_PROXY_CONNECT_TIMEOUT", default_value_t = 5.0)]
     pub connect_timeout: f64,
@@ -168,6 +177,8 @@ pub struct Config {
     pub upstream_timeout: Duration,
     /// Longest silence inside a response body (zero: no limit).
     pub upstream_idle_timeout: Duration,
+    pub header_timeout: Duration,
+    pub body_timeout: Duration,
     pub connect_timeout: Duration,
     /// Idle pooled upstream connections are closed after this long.
     pub upstream_keepalive: Duration,
@@ -213,6 +224,8 @@ impl Config {
             grace: Duration::from_secs(30),
             upstream_timeout: Duration::from_secs(3600),
             upstream_idle_timeout: Duration::from_secs(300),
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(5),
             upstream_keepalive: Duration::from_secs(4),
             max_header_bytes: 64 << 10,
@@ -261,6 +274,8 @@ impl Config {
         c.grace = secs("grace", o.grace)?;
         c.upstream_timeout = secs("upstream-timeout", o.upstream_timeout)?;
         c.upstream_idle_timeout = secs("upstream-idle-timeout", o.upstream_idle_timeout)?;
+        c.header_timeout = secs("header-timeout", o.header_timeout)?.max(Duration::from_millis(1));
+        c.body_timeout = secs("body-timeout", o.body_timeout)?.max(Duration::from_millis(1));
         c.connect_timeout = secs("connect-timeout", o.connect_timeout)?;
         c.upstream_keepalive = secs("upstream-keepalive", o.upstream_keepalive)?;
         c.max_header_bytes = o.max_header_bytes;

@@ -42,6 +42,9 @@ pub enum ProxyError {
     /// A method the proxy does not forward (`CONNECT`: it is not a tunnel).
     #[error("{0} is not forwarded: this proxy measures HTTP requests, it does not open tunnels")]
     MethodNotAllowed(String),
+    /// The client's request body stalled longer than `--body-timeout` (408).
+    #[error("the request body stalled: no byte from the client for {0} ms")]
+    BodyTimeout(u64),
     /// A bug or an impossible state.
     #[error("internal proxy error: {0}")]
     Internal(String),
@@ -59,7 +62,8 @@ impl ProxyError {
             | ProxyError::RequestBody(_)
             | ProxyError::BadJson(_)
             | ProxyError::BadHost(_)
-            | ProxyError::MethodNotAllowed(_) => ErrorSource::Downstream,
+            | ProxyError::MethodNotAllowed(_)
+            | ProxyError::BodyTimeout(_) => ErrorSource::Downstream,
             ProxyError::Internal(_) => ErrorSource::Internal,
         }
     }
@@ -76,6 +80,7 @@ impl ProxyError {
             ProxyError::BadJson(_) => "bad_json",
             ProxyError::BadHost(_) => "bad_host",
             ProxyError::MethodNotAllowed(_) => "method_not_allowed",
+            ProxyError::BodyTimeout(_) => "request_body_timeout",
             ProxyError::Internal(_) => "internal",
         }
     }
@@ -91,6 +96,7 @@ impl ProxyError {
                 StatusCode::BAD_REQUEST
             }
             ProxyError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ProxyError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ProxyError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

@@ -37,6 +37,7 @@ pub const RECORDS_WRITTEN_TOTAL: &str = "tokentap_proxy_records_written_total";
 pub const RECORDS_DROPPED_TOTAL: &str = "tokentap_proxy_records_dropped_total";
 pub const RECORDS_FAILED_TOTAL: &str = "tokentap_proxy_records_failed_total";
 pub const SESSION_IDS_UNUSUAL_TOTAL: &str = "tokentap_proxy_session_ids_unusual_total";
+pub const CONNECTIONS_CLOSED_TOTAL: &str = "tokentap_proxy_connections_closed_total";
 pub const MALFORMED_EVENTS_TOTAL: &str = "tokentap_proxy_malformed_events_total";
 pub const USAGE_INJECTED_TOTAL: &str = "tokentap_proxy_usage_injected_total";
 
@@ -57,6 +58,9 @@ pub struct Metrics {
     /// non-ASCII UTF-8 (`non_ascii`), percent-encoded from bytes that are not UTF-8 (`non_utf8`),
     /// or cut to `--max-session-id-bytes` (`too_long`).
     pub session_ids_unusual: IntCounterVec,
+    /// `tokentap_proxy_connections_closed_total{reason}`: client connections the proxy closed
+    /// before a request: `header_timeout` (no byte in time), `tls_timeout`.
+    pub connections_closed: IntCounterVec,
     pub sessions_active: IntGauge,
     /// Mean turns started per session in the table, set at scrape time.
     pub turns_per_session: Gauge,
@@ -135,6 +139,18 @@ impl Metrics {
                 );
                 // Exported from the start: 0 for every kind.
                 for k in ["non_ascii", "non_utf8", "too_long"] {
+                    v.with_label_values(&[k]);
+                }
+                v
+            },
+            connections_closed: {
+                let v = counter_vec(
+                    &r,
+                    CONNECTIONS_CLOSED_TOTAL,
+                    "Client connections closed before a request: no byte (header_timeout) or no TLS handshake (tls_timeout) within --header-timeout",
+                    &["reason"],
+                );
+                for k in ["header_timeout", "tls_timeout"] {
                     v.with_label_values(&[k]);
                 }
                 v

@@ -86,6 +86,35 @@ where
     }
 }
 
+/// Accept failures (EMFILE, ENFILE, ENOBUFS): the wait before the next accept doubles from
+/// 10 ms to 1 s, and the log says so once, then at most every 10 s with the count.
+#[derive(Default)]
+struct Backoff {
+    wait: Duration,
+    logged: Option<std::time::Instant>,
+    since: u64,
+}
+
+impl Backoff {
+    fn failed(&mut self, e: &std::io::Error) -> Duration {
+        self.wait = (self.wait * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        self.since += 1;
+        if self
+            .logged
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+        {
+            tracing::warn!(error = %e, failures = self.since, next_try_ms = self.wait.as_millis() as u64, "accept failed; backing off");
+            self.logged = Some(std::time::Instant::now());
+            self.since = 0;
+        }
+        self.wait
+    }
+
+    fn ok(&mut self) {
+        self.wait = Duration::ZERO;
+    }
+}
+
 /// How the drain went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DrainReport {
@@ -105,10 +134,14 @@ pub async fn accept_loop(
     // hyper's own head limit sits above ours so oversized heads reach the service, which
     // answers 431 *and records it*; only heads beyond this hard cap are refused by hyper alone.
     let hard_cap = shared.cfg.max_header_bytes.saturating_mul(2).max(64 << 10);
+    let header_timeout = shared.cfg.header_timeout;
     builder
         .http1()
         .timer(TokioTimer::new())
         .max_buf_size(hard_cap.max(8192))
+        // Every head within the timeout, and (hyper ≥ 1.6) the wait for the next head on a
+        // kept-alive connection too: an idle connection is closed after it.
+        .header_read_timeout(header_timeout)
         .keep_alive(true);
     builder
         .http2()
@@ -116,6 +149,7 @@ pub async fn accept_loop(
         .max_header_list_size(hard_cap.min(u32::MAX as usize) as u32)
         .max_concurrent_streams(4096);
     let graceful = GracefulShutdown::new();
+    let mut backoff = Backoff::default();
     tokio::pin!(stop);
     let grace = loop {
         tokio::select! {
@@ -124,26 +158,48 @@ pub async fn accept_loop(
                 let (sock, _peer) = match acc {
                     Ok(a) => a,
                     Err(e) => {
-                        // EMFILE and friends: back off briefly rather than spin.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        // EMFILE and friends: back off (doubling to 1 s) rather than spin, and
+                        // say so at most every 10 s.
+                        let wait = backoff.failed(&e);
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            g = &mut stop => break g.unwrap_or(Duration::ZERO),
+                        }
                         continue;
                     }
                 };
+                backoff.ok();
                 let _ = sock.set_nodelay(true);
                 let shared = shared.clone();
                 let builder = builder.clone();
                 let watcher = graceful.watcher();
                 let tls = tls.clone();
                 tracker.spawn(async move {
-                    let svc = service_fn(move |req| service::handle(shared.clone(), req));
+                    // A connection that sends nothing is closed at the header timeout: hyper's
+                    // HTTP/1-or-h2 detection would wait for its first bytes forever.
+                    let mut first = [0u8; 1];
+                    match tokio::time::timeout(header_timeout, sock.peek(&mut first)).await {
+                        Ok(Ok(n)) if n > 0 => {}
+                        Ok(_) => return,
+                        Err(_) => {
+                            shared.metrics.connections_closed.with_label_values(&["header_timeout"]).inc();
+                            return;
+                        }
+                    }
+                    let svc = {
+                        let shared = shared.clone();
+                        service_fn(move |req| service::handle(shared.clone(), req))
+                    };
                     match tls {
-                        Some(acc) => match acc.accept(sock).await {
-                            Ok(s) => {
+                        Some(acc) => match tokio::time::timeout(header_timeout, acc.accept(sock)).await {
+                            Ok(Ok(s)) => {
                                 let conn = builder.serve_connection(TokioIo::new(s), svc).into_owned();
                                 let _ = watcher.watch(conn).await;
                             }
-                            Err(e) => tracing::debug!(error = %e, "TLS handshake failed"),
+                            Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                            Err(_) => {
+                                shared.metrics.connections_closed.with_label_values(&["tls_timeout"]).inc();
+                            }
                         },
                         None => {
                             let conn = builder.serve_connection(TokioIo::new(sock), svc).into_owned();

@@ -379,6 +379,7 @@ pub async fn handle(
                 cfg.sniff_limit,
                 cfg.max_body_bytes,
                 shared.keep_bodies(),
+                cfg.body_timeout,
             )),
             Src::Buffered(b) => {
                 src = Src::Buffered(b.clone());
@@ -416,6 +417,8 @@ pub async fn handle(
                     ProxyError::BodyTooLarge {
                         limit: cfg.max_body_bytes,
                     }
+                } else if cell.stalled.load(Ordering::Relaxed) {
+                    ProxyError::BodyTimeout(cfg.body_timeout.as_millis() as u64)
                 } else if cell.client_error.load(Ordering::Relaxed) {
                     ProxyError::RequestBody(why)
                 } else {

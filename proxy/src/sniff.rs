@@ -18,10 +18,11 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use serde::de::{IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
+use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 use tokio::sync::oneshot;
 
 /// What the proxy learnt from a request body.
@@ -114,6 +115,8 @@ pub struct ReqCell {
     pub too_large: AtomicBool,
     /// The client's body failed while being read.
     pub client_error: AtomicBool,
+    /// The client's body stalled past `--body-timeout`.
+    pub stalled: AtomicBool,
     /// The body content, kept for `--record-content` and `--tokenizer` only.
     pub content: OnceLock<Bytes>,
 }
@@ -125,6 +128,8 @@ pub enum TapError {
     TooLarge(u64),
     #[error("client request body failed: {0}")]
     Client(#[from] hyper::Error),
+    #[error("client request body stalled for {0:?}")]
+    Stalled(std::time::Duration),
 }
 
 /// The client's request body on its way upstream.
@@ -139,6 +144,10 @@ pub struct RequestTap {
     keep_content: bool,
     cell: Arc<ReqCell>,
     parsed: bool,
+    /// `--body-timeout`, and the stall timer, armed while waiting for the client's next frame
+    /// (only then: an upstream slow to take the body is not the client's stall).
+    stall_after: std::time::Duration,
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl RequestTap {
@@ -150,6 +159,7 @@ impl RequestTap {
         sniff_limit: usize,
         max_body: u64,
         keep_content: bool,
+        stall_after: std::time::Duration,
     ) -> Self {
         RequestTap {
             inner: Some(inner),
@@ -162,6 +172,8 @@ impl RequestTap {
             keep_content,
             cell,
             parsed: false,
+            stall_after,
+            stall: None,
         }
     }
 
@@ -209,7 +221,21 @@ impl Body for RequestTap {
         let Some(inner) = this.inner.as_mut() else {
             return Poll::Ready(None);
         };
-        match ready!(Pin::new(inner).poll_frame(cx)) {
+        let polled = Pin::new(inner).poll_frame(cx);
+        let Poll::Ready(polled) = polled else {
+            let stall_after = this.stall_after;
+            let timer = this
+                .stall
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(stall_after)));
+            if timer.as_mut().poll(cx).is_ready() {
+                this.stall = None;
+                this.cell.stalled.store(true, Ordering::Relaxed);
+                return Poll::Ready(Some(Err(TapError::Stalled(stall_after))));
+            }
+            return Poll::Pending;
+        };
+        this.stall = None;
+        match polled {
             Some(Ok(frame)) => {
                 if let Some(d) = frame.data_ref() {
                     this.total += d.len() as u64;

@@ -159,3 +159,68 @@ async fn the_session_table_is_bounded_in_bytes_under_a_flood_of_long_ids() {
         "tokentap_proxy_session_ids_unusual_total{kind=\"too_long\",source=\"wire\"} 300"
     ));
 }
+
+#[tokio::test]
+async fn silent_and_idle_connections_are_closed_at_the_header_timeout() {
+    let s = sim(sim_cfg()).await;
+    let mut cfg = proxy_cfg(&[s.base_url()]);
+    cfg.header_timeout = std::time::Duration::from_millis(300);
+    let p = proxy(cfg).await;
+    // Never a byte: closed (EOF), counted, no record.
+    let mut silent = tokio::net::TcpStream::connect(p.addr()).await.unwrap();
+    let mut buf = [0u8; 16];
+    let n = within(silent.read(&mut buf)).await.unwrap_or(0);
+    assert_eq!(n, 0, "the proxy must close a silent connection");
+    let (_, m) = admin_get(&p, "/metrics").await;
+    assert!(
+        m.contains(
+            "tokentap_proxy_connections_closed_total{reason=\"header_timeout\",source=\"wire\"} 1"
+        ),
+        "{m}"
+    );
+    // One request on a kept-alive connection, then idle: closed too.
+    let mut kept = tokio::net::TcpStream::connect(p.addr()).await.unwrap();
+    kept.write_all(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    loop {
+        let n = within(kept.read(&mut b)).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&b[..n]);
+    }
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert_eq!(within(p.wait_records(1)).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_stalled_request_body_is_answered_408_and_recorded() {
+    let s = sim(sim_cfg()).await;
+    let mut cfg = proxy_cfg(&[s.base_url()]);
+    cfg.body_timeout = std::time::Duration::from_millis(300);
+    let p = proxy(cfg).await;
+    let mut c = tokio::net::TcpStream::connect(p.addr()).await.unwrap();
+    // 1,000 bytes announced, 10 sent, then nothing (the connection stays open).
+    c.write_all(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nX-Session-ID: slow\r\n\r\n{\"model\":",
+    )
+    .await
+    .unwrap();
+    let mut b = vec![0u8; 4096];
+    let n = within(c.read(&mut b)).await.unwrap();
+    let text = String::from_utf8_lossy(&b[..n]);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("request_body_timeout"), "{text}");
+    let recs = within(p.wait_records(1)).await;
+    let e = recs[0].error.as_ref().unwrap();
+    assert_eq!(
+        (e.source, e.kind.as_str()),
+        (ErrorSource::Downstream, "request_body_timeout")
+    );
+    assert_eq!(recs[0].http_status, Some(408));
+    assert_eq!(recs[0].conversation_id.as_deref(), Some("slow"));
+}
