@@ -94,6 +94,29 @@ pub struct Opts {
     /// one) before the request is answered 408 and recorded.
     #[arg(long, env = "TOKENTAP_PROXY_BODY_TIMEOUT", default_value_t = 60.0)]
     pub body_timeout: f64,
+    /// Most concurrent streams per client HTTP/2 connection (nginx's default: 128).
+    #[arg(
+        long,
+        env = "TOKENTAP_PROXY_MAX_CONCURRENT_STREAMS",
+        default_value_t = 128
+    )]
+    pub max_concurrent_streams: u32,
+    /// Most requests in flight to one replica (an HTTP/1.1 request holds one upstream
+    /// connection); more wait in a queue.
+    #[arg(
+        long,
+        env = "TOKENTAP_PROXY_MAX_UPSTREAM_CONNECTIONS",
+        default_value_t = 1024
+    )]
+    pub max_upstream_connections: usize,
+    /// Seconds a request waits for a free upstream connection before it is answered 503
+    /// (`upstream_busy`) and recorded.
+    #[arg(
+        long,
+        env = "TOKENTAP_PROXY_UPSTREAM_QUEUE_TIMEOUT",
+        default_value_t = 30.0
+    )]
+    pub upstream_queue_timeout: f64,
     /// Seconds to wait for an upstream TCP connection before trying the next replica.
     #[arg(long, env = "TOKENTAP_PROXY_CONNECT_TIMEOUT", default_value_t = 5.0)]
     pub connect_timeout: f64,
@@ -179,6 +202,9 @@ pub struct Config {
     pub upstream_idle_timeout: Duration,
     pub header_timeout: Duration,
     pub body_timeout: Duration,
+    pub max_concurrent_streams: u32,
+    pub max_upstream_connections: usize,
+    pub upstream_queue_timeout: Duration,
     pub connect_timeout: Duration,
     /// Idle pooled upstream connections are closed after this long.
     pub upstream_keepalive: Duration,
@@ -226,6 +252,9 @@ impl Config {
             upstream_idle_timeout: Duration::from_secs(300),
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(60),
+            max_concurrent_streams: 128,
+            max_upstream_connections: 1024,
+            upstream_queue_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             upstream_keepalive: Duration::from_secs(4),
             max_header_bytes: 64 << 10,
@@ -276,6 +305,9 @@ impl Config {
         c.upstream_idle_timeout = secs("upstream-idle-timeout", o.upstream_idle_timeout)?;
         c.header_timeout = secs("header-timeout", o.header_timeout)?.max(Duration::from_millis(1));
         c.body_timeout = secs("body-timeout", o.body_timeout)?.max(Duration::from_millis(1));
+        c.max_concurrent_streams = o.max_concurrent_streams.max(1);
+        c.max_upstream_connections = o.max_upstream_connections.max(1);
+        c.upstream_queue_timeout = secs("upstream-queue-timeout", o.upstream_queue_timeout)?;
         c.connect_timeout = secs("connect-timeout", o.connect_timeout)?;
         c.upstream_keepalive = secs("upstream-keepalive", o.upstream_keepalive)?;
         c.max_header_bytes = o.max_header_bytes;

@@ -42,6 +42,13 @@ pub enum ProxyError {
     /// A method the proxy does not forward (`CONNECT`: it is not a tunnel).
     #[error("{0} is not forwarded: this proxy measures HTTP requests, it does not open tunnels")]
     MethodNotAllowed(String),
+    /// Every upstream connection of the replica was in use for `--upstream-queue-timeout` (503).
+    #[error("upstream {upstream} is at its limit of {limit} requests in flight; waited {waited_ms} ms for a free one")]
+    UpstreamBusy {
+        upstream: String,
+        limit: usize,
+        waited_ms: u64,
+    },
     /// The client's request body stalled longer than `--body-timeout` (408).
     #[error("the request body stalled: no byte from the client for {0} ms")]
     BodyTimeout(u64),
@@ -54,9 +61,10 @@ impl ProxyError {
     /// Whose fault it was.
     pub fn source(&self) -> ErrorSource {
         match self {
-            ProxyError::Connect(_) | ProxyError::Timeout(_) | ProxyError::Reset(_) => {
-                ErrorSource::Upstream
-            }
+            ProxyError::Connect(_)
+            | ProxyError::Timeout(_)
+            | ProxyError::Reset(_)
+            | ProxyError::UpstreamBusy { .. } => ErrorSource::Upstream,
             ProxyError::HeadersTooLarge { .. }
             | ProxyError::BodyTooLarge { .. }
             | ProxyError::RequestBody(_)
@@ -81,6 +89,7 @@ impl ProxyError {
             ProxyError::BadHost(_) => "bad_host",
             ProxyError::MethodNotAllowed(_) => "method_not_allowed",
             ProxyError::BodyTimeout(_) => "request_body_timeout",
+            ProxyError::UpstreamBusy { .. } => "upstream_busy",
             ProxyError::Internal(_) => "internal",
         }
     }
@@ -97,6 +106,7 @@ impl ProxyError {
             }
             ProxyError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ProxyError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            ProxyError::UpstreamBusy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

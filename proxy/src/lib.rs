@@ -301,7 +301,7 @@ impl Proxy {
 /// any listener: [`Proxy::start`] uses it, and so do benches that drive a [`meter::MeteredBody`]
 /// directly. Must be called inside a tokio runtime.
 pub fn shared(cfg: Config) -> Result<Arc<Shared>, StartError> {
-    let upstreams = upstream::Upstreams::new(&cfg.upstreams)?;
+    let upstreams = upstream::Upstreams::new(&cfg.upstreams, cfg.max_upstream_connections)?;
     let needs_roots = cfg.upstreams.iter().any(|u| u.starts_with("https://"));
     let clients = upstream::Clients::new(&upstream::ClientConfig {
         connect_timeout: cfg.connect_timeout,

@@ -72,6 +72,8 @@ pub struct Tap {
     /// Frames seen; every [`CHUNK_SAMPLE_EVERY`]-th one is timed for
     /// `tokentap_proxy_chunk_processing_seconds`.
     frames: u32,
+    /// The replica's connection slot, held until the response ends.
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Tap {
@@ -93,6 +95,7 @@ impl Tap {
             content: None,
             done: false,
             frames: 0,
+            slot: None,
         }
     }
 
@@ -117,6 +120,12 @@ impl Tap {
 
     pub fn upstream(&self) -> Option<usize> {
         self.upstream
+    }
+
+    /// Holds (`Some`) or gives back (`None`) the replica's connection slot; it is given back
+    /// at the latest when the response ends.
+    pub fn hold_slot(&mut self, slot: Option<tokio::sync::OwnedSemaphorePermit>) {
+        self.slot = slot;
     }
 
     /// `--upstream-idle-timeout` (zero: off).
@@ -233,6 +242,7 @@ impl Tap {
             return;
         }
         self.done = true;
+        self.slot = None;
         let shared = self.shared.clone();
         let rec = &mut self.rec;
         if let Some(mut tl) = self.timeline.take() {

@@ -147,7 +147,7 @@ pub async fn accept_loop(
         .http2()
         .timer(TokioTimer::new())
         .max_header_list_size(hard_cap.min(u32::MAX as usize) as u32)
-        .max_concurrent_streams(4096);
+        .max_concurrent_streams(shared.cfg.max_concurrent_streams);
     let graceful = GracefulShutdown::new();
     let mut backoff = Backoff::default();
     tokio::pin!(stop);

@@ -387,6 +387,36 @@ pub async fn handle(
             }
             Src::Gone => break,
         };
+        // A connection slot of the replica, waiting in line when every one is in use.
+        let slot = match up.slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                let waited = clock::now();
+                match tokio::time::timeout(
+                    cfg.upstream_queue_timeout,
+                    up.slots.clone().acquire_owned(),
+                )
+                .await
+                {
+                    Ok(Ok(p)) => p,
+                    _ => {
+                        shared
+                            .metrics
+                            .upstream_errors
+                            .with_label_values(&[&up.name, "busy"])
+                            .inc();
+                        let e = ProxyError::UpstreamBusy {
+                            upstream: up.name.clone(),
+                            limit: cfg.max_upstream_connections,
+                            waited_ms: clock::now().saturating_sub(waited) / 1_000_000,
+                        };
+                        tap.set_upstream(None);
+                        return Ok(reject(&mut tap, e));
+                    }
+                }
+            }
+        };
+        tap.hold_slot(Some(slot));
         up.in_flight.fetch_add(1, Ordering::AcqRel);
         shared
             .metrics
@@ -401,6 +431,7 @@ pub async fn handle(
             Err(Sent::Connect(why)) => {
                 up.in_flight.fetch_sub(1, Ordering::AcqRel);
                 tap.set_upstream(None);
+                tap.hold_slot(None);
                 shared
                     .metrics
                     .upstream_errors

@@ -64,6 +64,10 @@ pub struct Upstream {
     pub in_flight: AtomicUsize,
     /// Idle connections of the direct HTTP/1.1 client.
     pub pool: Arc<crate::direct::Pool>,
+    /// `--max-upstream-connections`: a permit per request in flight to this replica (an
+    /// HTTP/1.1 request is a connection); requests beyond wait for one (bounded by
+    /// `--upstream-queue-timeout`).
+    pub slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Upstream {
@@ -93,6 +97,9 @@ impl Upstream {
             h2_prior,
             in_flight: AtomicUsize::new(0),
             pool: Arc::default(),
+            slots: Arc::new(tokio::sync::Semaphore::new(
+                tokio::sync::Semaphore::MAX_PERMITS,
+            )),
         })
     }
 
@@ -144,14 +151,19 @@ pub struct Upstreams {
 }
 
 impl Upstreams {
-    pub fn new(urls: &[String]) -> Result<Upstreams, UpstreamError> {
+    /// The replicas of `urls`, each with at most `max_connections` requests in flight.
+    pub fn new(urls: &[String], max_connections: usize) -> Result<Upstreams, UpstreamError> {
         if urls.is_empty() {
             return Err(UpstreamError::None);
         }
-        let list = urls
+        let mut list = urls
             .iter()
             .map(|u| Upstream::parse(u))
             .collect::<Result<Vec<_>, _>>()?;
+        let n = max_connections.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        for u in &mut list {
+            u.slots = Arc::new(tokio::sync::Semaphore::new(n));
+        }
         Ok(Upstreams { list })
     }
 
@@ -336,8 +348,8 @@ mod tests {
         let three: Vec<String> = (0..3).map(|i| format!("http://10.0.0.{i}:80")).collect();
         let mut four = three.clone();
         four.push("http://10.0.0.9:80".into());
-        let a = Upstreams::new(&three).unwrap();
-        let b = Upstreams::new(&four).unwrap();
+        let a = Upstreams::new(&three, 8).unwrap();
+        let b = Upstreams::new(&four, 8).unwrap();
         let mut moved = 0;
         let mut per = [0usize; 3];
         for s in 0..4000 {
@@ -357,7 +369,7 @@ mod tests {
 
     #[test]
     fn no_session_goes_to_least_loaded() {
-        let u = Upstreams::new(&["http://a:1".into(), "http://b:1".into()]).unwrap();
+        let u = Upstreams::new(&["http://a:1".into(), "http://b:1".into()], 8).unwrap();
         u.list[0].in_flight.store(3, Ordering::Relaxed);
         assert_eq!(u.ranking(None), vec![1, 0]);
     }

@@ -224,3 +224,144 @@ async fn a_stalled_request_body_is_answered_408_and_recorded() {
     assert_eq!(recs[0].http_status, Some(408));
     assert_eq!(recs[0].conversation_id.as_deref(), Some("slow"));
 }
+
+/// Most requests the sim was serving at once.
+fn peak_concurrency(log: &[tokentap_sim::RequestLog]) -> usize {
+    let mut ev: Vec<(u64, i32)> = Vec::new();
+    for l in log {
+        let end = l.chunks.last().map_or(l.received.mono_ns, |c| c.mono_ns);
+        ev.push((l.received.mono_ns, 1));
+        ev.push((end, -1));
+    }
+    ev.sort();
+    let (mut cur, mut peak) = (0i32, 0i32);
+    for (_, d) in ev {
+        cur += d;
+        peak = peak.max(cur);
+    }
+    peak as usize
+}
+
+fn slow_sim() -> tokentap_sim::SimConfig {
+    let mut c = sim_cfg();
+    c.timing.decode_ms = 20.0;
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_h2_connection_gets_at_most_its_stream_limit_upstream() {
+    let s = sim(slow_sim()).await;
+    let mut cfg = proxy_cfg(&[s.base_url()]);
+    cfg.max_concurrent_streams = 16;
+    let p = proxy(cfg).await;
+    let c = client_h2();
+    let url = format!("{}/v1/chat/completions", p.base_url());
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..64 {
+        let (c, url) = (c.clone(), url.clone());
+        tasks.spawn(async move {
+            send(
+                &c,
+                post(
+                    &url,
+                    chat(true, 8, serde_json::json!({})),
+                    Some(&format!("h2-{i}")),
+                ),
+            )
+            .await
+        });
+    }
+    while let Some(g) = tasks.join_next().await {
+        let g = g.unwrap();
+        assert_eq!(g.status, 200);
+        assert_eq!(g.version, http::Version::HTTP_2);
+    }
+    let peak = peak_concurrency(&s.log());
+    assert!(
+        peak <= 16,
+        "one h2 connection drove {peak} concurrent upstream requests"
+    );
+    assert_eq!(within(p.wait_records(64)).await.len(), 64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_connections_are_capped_with_a_queue_then_503() {
+    // A queue long enough: everything is served, never more than 4 at once.
+    let s = sim(slow_sim()).await;
+    let mut cfg = proxy_cfg(&[s.base_url()]);
+    cfg.max_upstream_connections = 4;
+    let p = proxy(cfg).await;
+    let c = client();
+    let url = format!("{}/v1/chat/completions", p.base_url());
+    let run = |n: usize| {
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..n {
+            let (c, url) = (c.clone(), url.clone());
+            tasks.spawn(async move {
+                send(
+                    &c,
+                    post(
+                        &url,
+                        chat(true, 10, serde_json::json!({})),
+                        Some(&format!("q-{i}")),
+                    ),
+                )
+                .await
+            });
+        }
+        tasks
+    };
+    let mut t = run(12);
+    while let Some(g) = t.join_next().await {
+        assert_eq!(g.unwrap().status, 200);
+    }
+    let peak = peak_concurrency(&s.log());
+    assert!(
+        peak <= 4,
+        "{peak} upstream requests at once with a cap of 4"
+    );
+    within(p.wait_records(12)).await;
+
+    // A short queue: what waits longer than it is answered 503 and recorded.
+    let s = sim(slow_sim()).await;
+    let mut cfg = proxy_cfg(&[s.base_url()]);
+    cfg.max_upstream_connections = 4;
+    cfg.upstream_queue_timeout = std::time::Duration::from_millis(50);
+    let p = proxy(cfg).await;
+    let url = format!("{}/v1/chat/completions", p.base_url());
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..12 {
+        let (c, url) = (c.clone(), url.clone());
+        tasks.spawn(async move {
+            send(
+                &c,
+                post(
+                    &url,
+                    chat(true, 10, serde_json::json!({})),
+                    Some(&format!("b-{i}")),
+                ),
+            )
+            .await
+        });
+    }
+    let (mut ok, mut busy) = (0, 0);
+    while let Some(g) = tasks.join_next().await {
+        let g = g.unwrap();
+        match g.status.as_u16() {
+            200 => ok += 1,
+            503 => {
+                assert_eq!(g.json()["error"]["code"], "upstream_busy");
+                busy += 1;
+            }
+            other => panic!("status {other}"),
+        }
+    }
+    assert!(ok >= 4 && busy >= 1, "{ok} ok, {busy} busy");
+    assert!(peak_concurrency(&s.log()) <= 4);
+    let recs = within(p.wait_records(12)).await;
+    let busy_recs = recs
+        .iter()
+        .filter(|r| r.error.as_ref().is_some_and(|e| e.kind == "upstream_busy"))
+        .count();
+    assert_eq!(busy_recs, busy);
+}
