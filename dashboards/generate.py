@@ -117,11 +117,12 @@ b.panel("Proxy processing time per chunk", "p50 / p99 of the proxy's own work pe
         [q(f'histogram_quantile({p}, sum by (le) (rate(tokentap_proxy_chunk_processing_seconds_bucket[{RI}])))', f"p{int(p*100)}") for p in (0.5, 0.99)], unit="s")
 b.panel("Session evictions/s", "Sessions evicted from the table (TTL or size).",
         [q(f'rate(tokentap_session_evictions_total[{RI}])', "evictions")])
-b.panel("Upstream requests and errors", "Requests per upstream, and errors by upstream and kind (0 when none).",
+b.panel("Upstream requests and errors", "Requests per upstream, and errors by upstream and kind (connect, reset, timeout, stale_connection, busy; exported as 0 from the start).",
         [q(f'sum by (upstream) (rate(tokentap_upstream_requests_total[{RI}]))', "{{upstream}}"),
-         q(f'sum by (upstream, kind) (rate(tokentap_upstream_errors_total[{RI}])) or on() vector(0)', "errors {{upstream}} {{kind}}")], unit="reqps")
-b.panel("Records written / dropped", "Records the proxy wrote and dropped (writer channel full).",
-        [q(f'rate(tokentap_proxy_records_written_total[{RI}])', "written"), q(f'rate(tokentap_proxy_records_dropped_total[{RI}])', "dropped")])
+         q(f'sum by (upstream, kind) (rate(tokentap_upstream_errors_total[{RI}]))', "errors {{upstream}} {{kind}}")], unit="reqps")
+b.panel("Records written / lost", "Records the proxy wrote, dropped (writer queue full) and failed to write (disk full, read-only); /health says degraded once one is lost.",
+        [q(f'rate(tokentap_proxy_records_written_total[{RI}])', "written"), q(f'rate(tokentap_proxy_records_dropped_total[{RI}])', "dropped"),
+         q(f'rate(tokentap_proxy_records_failed_total[{RI}])', "failed")])
 b.panel("Streams without usage", "Streams that ended without a usage chunk (token counts then come from chunks).",
         [q(f'sum by (source) (rate(tokentap_streams_without_usage_total[{RI}])) or on() vector(0)', "{{source}}")])
 b.panel("Tokens per chunk (p50 / p95)", "Several tokens per chunk: speculative decoding, stream interval, parsers.",

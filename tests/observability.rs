@@ -138,12 +138,15 @@ fn dashboards_are_well_formed_and_use_only_exported_names() {
     }
 }
 
-fn proxy_only() -> [&'static str; 5] {
+fn proxy_only() -> [&'static str; 8] {
     use tokentap_proxy::metrics as m;
     [
         m::REQUESTS_SEEN_TOTAL,
         m::RECORDS_WRITTEN_TOTAL,
         m::RECORDS_DROPPED_TOTAL,
+        m::RECORDS_FAILED_TOTAL,
+        m::SESSION_IDS_UNUSUAL_TOTAL,
+        m::CONNECTIONS_CLOSED_TOTAL,
         m::MALFORMED_EVENTS_TOTAL,
         m::USAGE_INJECTED_TOTAL,
     ]

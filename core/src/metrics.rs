@@ -415,6 +415,33 @@ impl TurnSeries {
         }
     }
 
+    /// Exports every series of `model` at 0 before its first turn (a known model: a panel then
+    /// shows 0 instead of "No data").
+    pub fn preset(&self, model: &str) {
+        let l = [model];
+        for h in [
+            &self.ttfb,
+            &self.ttft,
+            &self.e2e,
+            &self.tpot,
+            &self.itl,
+            &self.inter_chunk,
+            &self.tokens_per_chunk,
+            &self.prompt_tokens_per_turn,
+        ] {
+            h.with_label_values(&l);
+        }
+        for c in [
+            &self.prompt_tokens,
+            &self.cached_tokens,
+            &self.output_tokens,
+            &self.reasoning_tokens,
+            &self.streams_without_usage,
+        ] {
+            c.with_label_values(&l);
+        }
+    }
+
     /// Observes one finished turn. `streamed`: the response was a stream (only streams count
     /// toward `streams_without_usage`).
     pub fn observe(&self, ms: &crate::timeline::Measured, model: &str, streamed: bool) {

@@ -331,12 +331,20 @@ pub fn shared(cfg: Config) -> Result<Arc<Shared>, StartError> {
         cfg.max_sessions,
         cfg.max_session_bytes,
     );
+    let metrics = metrics::Metrics::new();
+    // Every known label set exported as 0 from the start, so a panel shows 0, not "No data".
+    for u in &upstreams.list {
+        metrics.upstream_requests.with_label_values(&[&u.name]);
+        for kind in ["connect", "reset", "timeout", "stale_connection", "busy"] {
+            metrics.upstream_errors.with_label_values(&[&u.name, kind]);
+        }
+    }
     Ok(Arc::new(Shared {
         cfg,
         upstreams,
         clients,
         writer,
-        metrics: metrics::Metrics::new(),
+        metrics,
         sessions,
         seen: AtomicU64::new(0),
         live: AtomicUsize::new(0),

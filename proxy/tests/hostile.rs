@@ -37,6 +37,23 @@ fn chat_request(session: &[u8]) -> Vec<u8> {
 async fn host_rules_and_connect_are_answered_and_recorded() {
     let s = sim(sim_cfg()).await;
     let p = proxy(proxy_cfg(&[s.base_url()])).await;
+    // Every counter a dashboard queries is there from the start, at 0.
+    let (_, m) = admin_get(&p, "/metrics").await;
+    for n in [
+        format!(
+            "tokentap_upstream_errors_total{{kind=\"busy\",upstream=\"{}\",source=\"wire\"}} 0",
+            s.base_url()
+        ),
+        format!(
+            "tokentap_upstream_requests_total{{upstream=\"{}\",source=\"wire\"}} 0",
+            s.base_url()
+        ),
+        "tokentap_proxy_records_failed_total{source=\"wire\"} 0".to_string(),
+        "tokentap_proxy_connections_closed_total{reason=\"header_timeout\",source=\"wire\"} 0"
+            .to_string(),
+    ] {
+        assert!(m.contains(&n), "{n} missing:\n{m}");
+    }
     let none = raw(&p, b"GET /v1/models HTTP/1.1\r\nConnection: close\r\n\r\n").await;
     assert!(none.starts_with("HTTP/1.1 400"), "{none}");
     assert!(none.contains("bad_host"), "{none}");

@@ -306,7 +306,11 @@ pub async fn run_with_hooks(
                 "client metrics on http://{}/metrics",
                 listener.local_addr().map_or(addr, |a| a)
             );
-            Some((listener, Arc::new(metrics::ClientMetrics::new())))
+            let m = metrics::ClientMetrics::new();
+            if let Some(model) = &config.model {
+                m.preset_model(model);
+            }
+            Some((listener, Arc::new(m)))
         }
         None => None,
     };

@@ -58,6 +58,13 @@ impl Default for ClientMetrics {
 }
 
 impl ClientMetrics {
+    /// Exports the per-turn series of the run's model (`--model`) at 0 before the first turn.
+    pub fn preset_model(&self, model: &str) {
+        if let Ok(mut cap) = self.models.lock() {
+            self.turn.preset(cap.label(model));
+        }
+    }
+
     pub fn new() -> ClientMetrics {
         let consts = HashMap::from([("source".to_string(), labels::SOURCE_CLIENT.to_string())]);
         let r = Registry::new_custom(None, Some(consts)).unwrap_or_else(|_| Registry::new());
@@ -268,5 +275,19 @@ mod tests {
         );
         assert!(text.contains("tokentap_turns_total{event=\"completed\",source=\"client\"} 1"));
         assert!(text.contains("tokentap_in_flight{source=\"client\"} 0"));
+    }
+
+    #[test]
+    fn the_runs_model_is_exported_at_zero_before_its_first_turn() {
+        let m = ClientMetrics::new();
+        m.preset_model("m");
+        let text = String::from_utf8(m.render(&Counters::default())).unwrap();
+        for n in [
+            "tokentap_streams_without_usage_total{model=\"m\",source=\"client\"} 0",
+            "tokentap_output_tokens_total{model=\"m\",source=\"client\"} 0",
+            "tokentap_ttft_seconds_count{model=\"m\",source=\"client\"} 0",
+        ] {
+            assert!(text.contains(n), "{n} missing:\n{text}");
+        }
     }
 }
