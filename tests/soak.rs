@@ -24,7 +24,10 @@ fn a_minute_of_soak_loses_nothing_and_stays_flat() {
     // Samples were taken for every process all along.
     let csv = std::fs::read_to_string(out.path().join("samples.csv")).unwrap();
     for p in ["sim", "proxy", "replay"] {
-        let n = csv.lines().filter(|l| l.split(',').nth(1) == Some(p)).count();
+        let n = csv
+            .lines()
+            .filter(|l| l.split(',').nth(1) == Some(p))
+            .count();
         assert!(n >= 20, "{p}: {n} samples");
     }
 }

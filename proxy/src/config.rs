@@ -94,6 +94,10 @@ pub struct Opts {
     /// one) before the request is answered 408 and recorded.
     #[arg(long, env = "TOKENTAP_PROXY_BODY_TIMEOUT", default_value_t = 60.0)]
     pub body_timeout: f64,
+    /// Most client connections open at once; one more is closed as soon as it is accepted
+    /// (counted), so idle or silent connections cannot take every file descriptor.
+    #[arg(long, env = "TOKENTAP_PROXY_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
     /// Most concurrent streams per client HTTP/2 connection (nginx's default: 128).
     #[arg(
         long,
@@ -202,6 +206,7 @@ pub struct Config {
     pub upstream_idle_timeout: Duration,
     pub header_timeout: Duration,
     pub body_timeout: Duration,
+    pub max_connections: usize,
     pub max_concurrent_streams: u32,
     pub max_upstream_connections: usize,
     pub upstream_queue_timeout: Duration,
@@ -252,6 +257,7 @@ impl Config {
             upstream_idle_timeout: Duration::from_secs(300),
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(60),
+            max_connections: 10_000,
             max_concurrent_streams: 128,
             max_upstream_connections: 1024,
             upstream_queue_timeout: Duration::from_secs(30),
@@ -305,6 +311,7 @@ impl Config {
         c.upstream_idle_timeout = secs("upstream-idle-timeout", o.upstream_idle_timeout)?;
         c.header_timeout = secs("header-timeout", o.header_timeout)?.max(Duration::from_millis(1));
         c.body_timeout = secs("body-timeout", o.body_timeout)?.max(Duration::from_millis(1));
+        c.max_connections = o.max_connections.max(1);
         c.max_concurrent_streams = o.max_concurrent_streams.max(1);
         c.max_upstream_connections = o.max_upstream_connections.max(1);
         c.upstream_queue_timeout = secs("upstream-queue-timeout", o.upstream_queue_timeout)?;

@@ -59,7 +59,8 @@ pub struct Metrics {
     /// or cut to `--max-session-id-bytes` (`too_long`).
     pub session_ids_unusual: IntCounterVec,
     /// `tokentap_proxy_connections_closed_total{reason}`: client connections the proxy closed
-    /// before a request: `header_timeout` (no byte in time), `tls_timeout`.
+    /// before a request: `header_timeout` (no byte in time), `tls_timeout`, `over_limit`
+    /// (`--max-connections` open already).
     pub connections_closed: IntCounterVec,
     pub sessions_active: IntGauge,
     /// Mean turns started per session in the table, set at scrape time.
@@ -147,10 +148,10 @@ impl Metrics {
                 let v = counter_vec(
                     &r,
                     CONNECTIONS_CLOSED_TOTAL,
-                    "Client connections closed before a request: no byte (header_timeout) or no TLS handshake (tls_timeout) within --header-timeout",
+                    "Client connections closed before a request: no byte (header_timeout) or no TLS handshake (tls_timeout) within --header-timeout, or over --max-connections (over_limit)",
                     &["reason"],
                 );
-                for k in ["header_timeout", "tls_timeout"] {
+                for k in ["header_timeout", "tls_timeout", "over_limit"] {
                     v.with_label_values(&[k]);
                 }
                 v

@@ -150,6 +150,7 @@ pub async fn accept_loop(
         .max_concurrent_streams(shared.cfg.max_concurrent_streams);
     let graceful = GracefulShutdown::new();
     let mut backoff = Backoff::default();
+    let open = Arc::new(tokio::sync::Semaphore::new(shared.cfg.max_connections));
     tokio::pin!(stop);
     let grace = loop {
         tokio::select! {
@@ -169,12 +170,19 @@ pub async fn accept_loop(
                     }
                 };
                 backoff.ok();
+                // Over --max-connections: closed at once (an idle flood cannot starve the rest).
+                let Ok(slot) = open.clone().try_acquire_owned() else {
+                    shared.metrics.connections_closed.with_label_values(&["over_limit"]).inc();
+                    drop(sock);
+                    continue;
+                };
                 let _ = sock.set_nodelay(true);
                 let shared = shared.clone();
                 let builder = builder.clone();
                 let watcher = graceful.watcher();
                 let tls = tls.clone();
                 tracker.spawn(async move {
+                    let _slot = slot;
                     // A connection that sends nothing is closed at the header timeout: hyper's
                     // HTTP/1-or-h2 detection would wait for its first bytes forever.
                     let mut first = [0u8; 1];

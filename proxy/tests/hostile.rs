@@ -382,3 +382,45 @@ async fn upstream_connections_are_capped_with_a_queue_then_503() {
         .count();
     assert_eq!(busy_recs, busy);
 }
+
+#[tokio::test]
+async fn connections_over_the_limit_are_closed_and_counted() {
+    let s = sim(sim_cfg()).await;
+    let mut cfg = proxy_cfg(&[s.base_url()]);
+    cfg.max_connections = 2;
+    let p = proxy(cfg).await;
+    // Two silent connections hold both slots (until the header timeout).
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(tokio::net::TcpStream::connect(p.addr()).await.unwrap());
+    }
+    // A third one is closed at once: EOF, counted.
+    let mut third = tokio::net::TcpStream::connect(p.addr()).await.unwrap();
+    let mut b = [0u8; 8];
+    assert_eq!(within(third.read(&mut b)).await.unwrap_or(0), 0);
+    let (_, m) = admin_get(&p, "/metrics").await;
+    assert!(
+        m.contains(
+            "tokentap_proxy_connections_closed_total{reason=\"over_limit\",source=\"wire\"} 1"
+        ),
+        "{m}"
+    );
+    // Once they go, a real client gets in.
+    drop(held);
+    // (The proxy sees them close when their peek returns; until then a try may be closed too.)
+    let g = within(async {
+        loop {
+            let r = raw(
+                &p,
+                b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            )
+            .await;
+            if !r.is_empty() {
+                break r;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(g.starts_with("HTTP/1.1 200"), "{g}");
+}
