@@ -45,6 +45,11 @@ pub struct ReqInfo {
 impl ReqInfo {
     /// Parses a whole request body; `None` if it is not a JSON object.
     pub fn parse(body: &[u8]) -> Option<ReqInfo> {
+        // serde reads a struct from a JSON array too (fields by position): `["m", true]` would
+        // have been a request for model "m". Found by the `sniff` fuzz target (input `[]`).
+        if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return None;
+        }
         let raw: RawReq = serde_json::from_slice(body).ok()?;
         let so = raw.stream_options.unwrap_or_default();
         Some(ReqInfo {
@@ -297,6 +302,13 @@ impl Drop for RequestTap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_object_is_a_request() {
+        assert_eq!(ReqInfo::parse(b"[]"), None);
+        assert_eq!(ReqInfo::parse(br#"["m", true]"#), None);
+        assert_eq!(ReqInfo::parse(b"  {}").map(|i| i.bytes), Some(4));
+    }
 
     #[test]
     fn parses_measurement_fields_without_a_tree() {
