@@ -47,7 +47,9 @@ async fn refused_upstream_is_a_502_with_a_json_error_and_a_record() {
         .lines()
         .any(|l| l.starts_with("tokentap_upstream_errors_total{")
             && l.contains("kind=\"connect\"")
-            && l.contains("source=\"wire\"")));
+            && l.contains("source=\"wire\"")
+            // Exported at 0 from the start: the refusal must have counted.
+            && !l.ends_with(" 0")));
 }
 
 #[tokio::test]

@@ -145,7 +145,11 @@ async fn sessions_stick_to_one_of_three_replicas_and_move_only_when_it_is_down()
     let m = p.metrics_text();
     let line = m
         .lines()
-        .find(|l| l.starts_with("tokentap_upstream_errors_total") && l.contains(&urls[down]))
+        .find(|l| {
+            l.starts_with("tokentap_upstream_errors_total")
+                && l.contains("kind=\"connect\"")
+                && l.contains(&urls[down])
+        })
         .expect("refusals counted");
     let n: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(n >= moved as f64, "{line}");
