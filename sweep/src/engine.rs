@@ -16,7 +16,7 @@ use http_body_util::{BodyExt as _, Empty};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -600,11 +600,6 @@ pub async fn scrape_point(
         v.last_error = last_error;
         v
     }))
-}
-
-/// Re-reads a point's raw samples (for a report of a directory copied elsewhere).
-pub fn samples_path(point_dir: &Path) -> PathBuf {
-    point_dir.join(SAMPLES_FILE)
 }
 
 #[cfg(test)]
