@@ -15,6 +15,7 @@
 //! - [`timeline`]: the per-turn token timeline of SPEC §7 (TTFB, TTFT, per-chunk instants and
 //!   token counts, ITL per token, inter-chunk latency, TPOT, E2E).
 //! - [`record`]: the per-turn record written as JSONL by the replay client and the proxy.
+//! - [`route`]: session affinity (rendezvous hashing) shared by the proxy and the replay.
 //! - [`stats`]: exact percentiles from raw samples.
 //! - [`metrics`]: Prometheus names, buckets and label rules (SPEC §8) for proxy, replay, dashboards.
 //! - [`http1`]: the HTTP/1.1 client pieces the replay client and the proxy's upstream side share:
@@ -22,6 +23,7 @@
 //! - [`wire`]: OpenAI chat wire types used by the simulated server and tests.
 //! - [`text`]: the reasoning preamble and filler text shared by the sim and the synthesizer.
 //! - [`tokenize`]: the deterministic stand-in tokenizer (4 bytes per token).
+//! - [`tls`]: TLS client settings (crypto provider, roots, `--insecure`) for replay and proxy.
 //!
 //! ## Data flow
 //!
@@ -40,9 +42,11 @@ pub mod clock;
 pub mod http1;
 pub mod metrics;
 pub mod record;
+pub mod route;
 pub mod sse;
 pub mod stats;
 pub mod text;
 pub mod timeline;
+pub mod tls;
 pub mod tokenize;
 pub mod wire;

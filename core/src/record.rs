@@ -169,8 +169,11 @@ pub struct TurnRecord {
     /// Replay slot (0..concurrency) that ran the trajectory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<u32>,
+    /// The request path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route: Option<String>,
+    /// Where the request went: the proxy's replica, or the replay's endpoint URL when the run
+    /// has several endpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -28,7 +28,6 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use std::path::Path;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -90,7 +89,7 @@ impl Upstream {
         let prefix = uri.path().trim_end_matches('/').to_string();
         Ok(Upstream {
             name: url.trim_end_matches('/').to_string(),
-            seed: hash64(url.trim_end_matches('/').as_bytes()),
+            seed: tokentap_core::route::seed(url),
             scheme,
             authority,
             prefix,
@@ -129,21 +128,7 @@ impl Upstream {
     }
 }
 
-/// FNV-1a 64 + splitmix64 finaliser.
-pub fn hash64(b: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &x in b {
-        h ^= x as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    mix(h)
-}
-
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+pub use tokentap_core::route::hash64;
 
 /// The replica set.
 pub struct Upstreams {
@@ -175,9 +160,8 @@ impl Upstreams {
         }
         match session {
             Some(s) => {
-                let hs = hash64(s.as_bytes());
-                // Highest score first.
-                idx.sort_by_key(|&i| std::cmp::Reverse(mix(hs ^ self.list[i].seed)));
+                let seeds: Vec<u64> = self.list.iter().map(|u| u.seed).collect();
+                idx = tokentap_core::route::ranking(s.as_bytes(), &seeds);
             }
             None => {
                 idx.sort_by_key(|&i| self.list[i].in_flight.load(Ordering::Relaxed));
@@ -273,53 +257,27 @@ impl Clients {
     }
 }
 
-/// The crypto provider every TLS config here uses (ring: builds without cmake).
+/// The crypto provider every TLS config here uses ([`tokentap_core::tls::provider`]).
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    tokentap_core::tls::provider()
 }
 
 fn tls_config(cfg: &ClientConfig) -> Result<rustls::ClientConfig, UpstreamError> {
-    let mut roots = rustls::RootCertStore::empty();
-    if cfg.native_roots {
-        let loaded = rustls_native_certs::load_native_certs();
-        for c in loaded.certs {
-            let _ = roots.add(c);
-        }
-        if !loaded.errors.is_empty() {
-            tracing::debug!(errors = ?loaded.errors, "some system root certificates were not loaded");
-        }
-    }
-    if let Some(p) = &cfg.extra_ca {
-        for c in read_certs(p).map_err(|why| UpstreamError::Ca {
-            path: p.display().to_string(),
-            why,
-        })? {
-            roots.add(c).map_err(|e| UpstreamError::Ca {
-                path: p.display().to_string(),
-                why: e.to_string(),
-            })?;
-        }
-    }
-    let c = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| UpstreamError::Tls(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(c)
+    use tokentap_core::tls::{client_config, TlsError, Trust};
+    let trust = Trust {
+        native_roots: cfg.native_roots,
+        extra_ca: cfg.extra_ca.clone(),
+        insecure: false,
+    };
+    // ALPN is set by the connector builder (`enable_all_versions`).
+    client_config(&trust, &[]).map_err(|e| match e {
+        TlsError::Ca { path, why } => UpstreamError::Ca { path, why },
+        TlsError::Setup(why) => UpstreamError::Tls(why),
+    })
 }
 
-/// Reads every certificate of a PEM file.
-pub fn read_certs(p: &Path) -> Result<Vec<rustls_pki_types::CertificateDer<'static>>, String> {
-    use rustls_pki_types::pem::PemObject;
-    let certs: Vec<_> = rustls_pki_types::CertificateDer::pem_file_iter(p)
-        .map_err(|e| e.to_string())?
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
-    if certs.is_empty() {
-        return Err("no certificate in the file".into());
-    }
-    Ok(certs)
-}
+/// Reads every certificate of a PEM file ([`tokentap_core::tls::read_certs`]).
+pub use tokentap_core::tls::read_certs;
 
 #[cfg(test)]
 mod tests {

@@ -24,7 +24,10 @@
 //! reset — the request is sent once more on a fresh connection, with a fresh send instant. The
 //! server did not answer the first copy; the record says `retries: 1`.
 //!
-//! https: [`Conn::connect`] is the seam — a TLS stream would wrap the `TcpStream` there.
+//! https: the slot's connection is TLS (rustls) over the same stamping socket; the handshake
+//! happens at connect, before the send instant. A read is stamped with the kernel's arrival
+//! time of the newest TCP segment the TLS layer consumed for it (see [`crate::rx`]), so TLS
+//! decryption shows in the read lag, not in TTFT.
 
 use crate::body::RequestBody;
 use crate::config::Endpoint;
@@ -42,42 +45,107 @@ use tokentap_core::sse::{Event, Framer};
 use tokentap_core::timeline::Timeline;
 use tokentap_mlperf::Accumulator;
 use tokio::io::AsyncWriteExt;
+use tokio_rustls::rustls::pki_types::ServerName;
 
-/// Headers that are the same for every request of a run.
+/// Where the requests of a run go, and the headers that are the same for every request.
 #[derive(Debug, Clone)]
 pub struct Target {
-    pub addr: SocketAddr,
-    pub host: HeaderValue,
-    pub path: http::Uri,
+    /// One or more endpoints; a conversation stays on the one [`Target::pick`] gives it.
+    pub endpoints: Vec<EndpointTarget>,
     pub routing: Vec<HeaderName>,
     /// `Bearer KEY`, marked sensitive so hyper and `Debug` never show it.
     pub authorization: Option<HeaderValue>,
 }
 
+/// One resolved endpoint.
+#[derive(Clone)]
+pub struct EndpointTarget {
+    /// The full request URL (for records and errors).
+    pub url: String,
+    pub addr: SocketAddr,
+    pub host: HeaderValue,
+    pub path: http::Uri,
+    /// `https://`: the handshake's settings and the name the certificate must carry.
+    pub tls: Option<(tokio_rustls::TlsConnector, ServerName<'static>)>,
+    /// Rendezvous seed: the hash of the base URL (as the proxy seeds its replicas).
+    seed: u64,
+}
+
+impl std::fmt::Debug for EndpointTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointTarget")
+            .field("url", &self.url)
+            .field("addr", &self.addr)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
 impl Target {
+    /// Resolves every endpoint (DNS once, at the start) and builds the TLS settings of the
+    /// https ones.
     pub async fn resolve(
-        ep: &Endpoint,
+        eps: &[Endpoint],
         routing: &[String],
         api_key: Option<&str>,
+        trust: &tokentap_core::tls::Trust,
     ) -> Result<Target, crate::error::ReplayError> {
         use crate::error::ReplayError;
-        let addr = tokio::net::lookup_host((ep.host.as_str(), ep.port))
-            .await
-            .map_err(|source| ReplayError::Resolve {
-                host: ep.host.clone(),
-                source,
-            })?
-            .next()
-            .ok_or_else(|| ReplayError::Resolve {
-                host: ep.host.clone(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
-            })?;
         let cfg = |m: String| ReplayError::Config(m);
-        let host = HeaderValue::from_str(&ep.authority).map_err(|e| cfg(format!("host: {e}")))?;
-        let path = ep
-            .path
-            .parse()
-            .map_err(|e| cfg(format!("path {:?}: {e}", ep.path)))?;
+        let mut tls_config = None;
+        let mut endpoints = Vec::with_capacity(eps.len());
+        for ep in eps {
+            let addr = tokio::net::lookup_host((ep.host.as_str(), ep.port))
+                .await
+                .map_err(|source| ReplayError::Resolve {
+                    host: ep.host.clone(),
+                    source,
+                })?
+                .next()
+                .ok_or_else(|| ReplayError::Resolve {
+                    host: ep.host.clone(),
+                    source: std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
+                })?;
+            let host =
+                HeaderValue::from_str(&ep.authority).map_err(|e| cfg(format!("host: {e}")))?;
+            let path = ep
+                .path
+                .parse()
+                .map_err(|e| cfg(format!("path {:?}: {e}", ep.path)))?;
+            let tls = if ep.https {
+                let c = match &tls_config {
+                    Some(c) => std::sync::Arc::clone(c),
+                    None => {
+                        let c = std::sync::Arc::new(
+                            tokentap_core::tls::client_config(trust, &[b"http/1.1"])
+                                .map_err(|e| cfg(format!("--ca {e}")))?,
+                        );
+                        tls_config = Some(std::sync::Arc::clone(&c));
+                        c
+                    }
+                };
+                let name = ServerName::try_from(ep.host.clone()).map_err(|e| {
+                    cfg(format!(
+                        "--endpoint {}: {:?} is not a TLS server name: {e}",
+                        ep.base, ep.host
+                    ))
+                })?;
+                Some((tokio_rustls::TlsConnector::from(c), name))
+            } else {
+                None
+            };
+            endpoints.push(EndpointTarget {
+                url: ep.url.clone(),
+                addr,
+                host,
+                path,
+                tls,
+                seed: tokentap_core::route::seed(&ep.base),
+            });
+        }
+        if endpoints.is_empty() {
+            return Err(cfg("no --endpoint given".into()));
+        }
         let routing = routing
             .iter()
             .map(|h| HeaderName::from_bytes(h.as_bytes()).map_err(|e| cfg(format!("{h}: {e}"))))
@@ -92,22 +160,38 @@ impl Target {
             None => None,
         };
         Ok(Target {
-            addr,
-            host,
-            path,
+            endpoints,
             routing,
             authorization,
         })
     }
 
-    /// The request for one turn. `session` is the logical conversation id as a header value.
-    pub fn request(&self, session: &HeaderValue, body: RequestBody) -> Request<RequestBody> {
+    /// The endpoint a conversation goes to, by its logical id: rendezvous hashing, the same
+    /// ranking the proxy gives its replicas, so a conversation never moves and adding an
+    /// endpoint moves only the conversations that rank it first.
+    pub fn pick(&self, logical: &str) -> usize {
+        if self.endpoints.len() == 1 {
+            return 0;
+        }
+        let seeds: Vec<u64> = self.endpoints.iter().map(|e| e.seed).collect();
+        tokentap_core::route::rendezvous_first(logical.as_bytes(), &seeds)
+    }
+
+    /// The request for one turn to `endpoint`. `session` is the logical conversation id as a
+    /// header value.
+    pub fn request(
+        &self,
+        endpoint: usize,
+        session: &HeaderValue,
+        body: RequestBody,
+    ) -> Request<RequestBody> {
+        let ep = &self.endpoints[endpoint];
         let mut req = Request::new(body);
         *req.method_mut() = Method::POST;
-        *req.uri_mut() = self.path.clone();
+        *req.uri_mut() = ep.path.clone();
         let len = req.body().len();
         let h = req.headers_mut();
-        h.insert(HOST, self.host.clone());
+        h.insert(HOST, ep.host.clone());
         h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         h.insert(CONTENT_LENGTH, HeaderValue::from(len));
@@ -135,7 +219,9 @@ const TTFT_READ: usize = 256;
 
 /// A slot's connection.
 pub struct Conn {
-    io: Option<RxStream>,
+    io: Option<Io>,
+    /// The endpoint `io` is connected to.
+    endpoint: usize,
     /// An exchange started on `io` and has not finished cleanly: it cannot be reused.
     dirty: bool,
     /// Ask the kernel for receive timestamps.
@@ -157,6 +243,7 @@ impl Conn {
     pub fn new(kernel_rx: bool) -> Self {
         Conn {
             io: None,
+            endpoint: 0,
             dirty: false,
             kernel_rx,
             buf: Vec::new(),
@@ -171,28 +258,99 @@ impl Conn {
         self.dirty = false;
     }
 
-    /// Opens a connection. The https seam: a TLS handshake would wrap `stream` here.
-    async fn connect(&mut self, addr: SocketAddr) -> Result<(), TurnError> {
+    /// Opens a connection to `ep` (TCP, then the TLS handshake for https). Before the send
+    /// instant: neither is in any latency.
+    async fn connect(&mut self, ep: &EndpointTarget) -> Result<(), TurnError> {
+        let addr = ep.addr;
         let stream = tokio::net::TcpStream::connect(addr)
             .await
             .map_err(|e| upstream("connect", format!("connect {addr}: {e}")))?;
-        let io = RxStream::new(stream, self.kernel_rx)
+        let rx = RxStream::new(stream, self.kernel_rx)
             .map_err(|e| internal("connect", format!("TCP_NODELAY: {e}")))?;
+        let io = match &ep.tls {
+            None => Io::Plain(rx),
+            Some((connector, name)) => {
+                let tls = connector.connect(name.clone(), rx).await.map_err(|e| {
+                    upstream(
+                        "tls",
+                        format!(
+                            "TLS handshake with {} ({addr}) failed: {e}{}",
+                            ep.url,
+                            if e.to_string().contains("certificate") {
+                                " (pass --ca FILE with the CA that signed the server's certificate; --insecure skips the check and is reported)"
+                            } else {
+                                ""
+                            }
+                        ),
+                    )
+                })?;
+                Io::Tls(Box::new(tls))
+            }
+        };
         self.io = Some(io);
         self.connects += 1;
         Ok(())
     }
 
-    /// A connection ready for a request; `true` when it is a kept-alive one.
-    async fn ready(&mut self, addr: SocketAddr) -> Result<bool, TurnError> {
-        if self.dirty || self.io.as_ref().is_some_and(|io| !io.idle_ok()) {
+    /// A connection to `endpoint` ready for a request; `true` when it is a kept-alive one.
+    async fn ready(&mut self, target: &Target, endpoint: usize) -> Result<bool, TurnError> {
+        if self.dirty
+            || self.endpoint != endpoint
+            || self.io.as_ref().is_some_and(|io| !io.idle_ok())
+        {
             self.reset();
         }
         if self.io.is_some() {
             return Ok(true);
         }
-        self.connect(addr).await?;
+        self.connect(&target.endpoints[endpoint]).await?;
+        self.endpoint = endpoint;
         Ok(false)
+    }
+}
+
+/// A slot's transport: plain TCP, or TLS over the same stamping socket.
+enum Io {
+    Plain(RxStream),
+    Tls(Box<tokio_rustls::client::TlsStream<RxStream>>),
+}
+
+impl Io {
+    /// Reads what is there, stamped. Under TLS the stamps are those of the newest TCP read the
+    /// TLS layer made (the ciphertext that completed the plaintext returned); `user` is taken
+    /// after decryption, so the decryption time is in the read lag, not in any latency.
+    async fn read(&mut self, buf: &mut [u8]) -> std::io::Result<Read> {
+        match self {
+            Io::Plain(rx) => rx.read(buf).await,
+            Io::Tls(tls) => {
+                use tokio::io::AsyncReadExt;
+                let n = tls.read(buf).await?;
+                let user = clock::now();
+                Ok(match tls.get_ref().0.last_read() {
+                    Some(last) => Read {
+                        n,
+                        at: last.at,
+                        user,
+                        clock: last.clock,
+                    },
+                    None => Read {
+                        n,
+                        at: user,
+                        user,
+                        clock: RxClock::User,
+                    },
+                })
+            }
+        }
+    }
+
+    fn idle_ok(&self) -> bool {
+        match self {
+            Io::Plain(rx) => rx.idle_ok(),
+            // A TLS server's close starts with a close_notify alert: readable bytes on an idle
+            // connection mean it is going away (as for plain TCP).
+            Io::Tls(tls) => tls.get_ref().0.idle_ok(),
+        }
     }
 }
 
@@ -296,6 +454,7 @@ struct Stale(TurnError);
 pub async fn exchange(
     conn: &mut Conn,
     target: &Target,
+    endpoint: usize,
     req: Request<RequestBody>,
     tl: &mut Option<Timeline>,
     scratch: &mut Scratch,
@@ -309,7 +468,7 @@ pub async fn exchange(
     http1::write_head(&req, &mut head);
     let body = req.into_body();
     let out = loop {
-        let reused = match conn.ready(target.addr).await {
+        let reused = match conn.ready(target, endpoint).await {
             Ok(r) => r,
             Err(error) => {
                 break Exchange::Failed {
@@ -529,9 +688,20 @@ fn broke(http_status: Option<u16>, message: String) -> Exchange {
     }
 }
 
-/// Writes the request head and body segments with as few `writev` calls as the kernel allows.
-async fn write_request(
-    io: &mut RxStream,
+/// Writes the request head and body segments with as few `writev` calls as the kernel allows
+/// (under TLS: as few TLS records; then flushed).
+async fn write_request(io: &mut Io, head: &[u8], segments: &[bytes::Bytes]) -> std::io::Result<()> {
+    match io {
+        Io::Plain(rx) => write_vectored_all(rx.stream(), head, segments).await,
+        Io::Tls(tls) => {
+            write_vectored_all(&mut **tls, head, segments).await?;
+            tls.flush().await
+        }
+    }
+}
+
+async fn write_vectored_all<W: tokio::io::AsyncWrite + Unpin>(
+    w: &mut W,
     head: &[u8],
     segments: &[bytes::Bytes],
 ) -> std::io::Result<()> {
@@ -540,7 +710,6 @@ async fn write_request(
     let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity((segments.len() + 1).min(IOV_MAX));
     let total = segments.len() + 1;
     let mut next = 0;
-    let stream = io.stream();
     while next < total {
         slices.clear();
         while next < total && slices.len() < IOV_MAX {
@@ -552,7 +721,7 @@ async fn write_request(
         }
         let mut bufs = &mut slices[..];
         while !bufs.is_empty() {
-            let n = stream.write_vectored(bufs).await?;
+            let n = w.write_vectored(bufs).await?;
             if n == 0 {
                 return Err(std::io::ErrorKind::WriteZero.into());
             }

@@ -9,6 +9,7 @@
 
 use crate::progress::Counters;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -119,6 +120,18 @@ pub(crate) struct Aggregate {
     pub request_bytes: Mean,
     pub write_error: Option<String>,
     pub reference: Reference,
+    /// Per endpoint (the record's `upstream`; "" when the run has one endpoint).
+    pub by_endpoint: BTreeMap<String, EndpointCounts>,
+}
+
+/// One endpoint's share of a run.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct EndpointCounts {
+    /// Trajectories whose first turn was sent there.
+    pub trajectories: u64,
+    /// Turns sent there (every record but the aborted ones), and how they ended.
+    pub turns: u64,
+    pub ok: u64,
 }
 
 pub(crate) fn source_index(s: TokenSource) -> usize {
@@ -153,6 +166,16 @@ impl Aggregate {
             }
         }
         self.retries += u64::from(r.retries.unwrap_or(0));
+        if r.status != Status::Aborted {
+            let key = r.upstream.as_deref().unwrap_or("");
+            let e = match self.by_endpoint.get_mut(key) {
+                Some(e) => e,
+                None => self.by_endpoint.entry(key.to_string()).or_default(),
+            };
+            e.turns += 1;
+            e.ok += u64::from(r.status == Status::Ok);
+            e.trajectories += u64::from(r.turn_index == 0);
+        }
         let si = status_index(r.status);
         self.by_status[si] += 1;
         if r.status != Status::Aborted {

@@ -223,10 +223,18 @@ fn list(v: &[usize]) -> String {
 /// `tokentap replay` options.
 #[derive(clap::Args, Clone, Debug, Serialize)]
 pub struct Opts {
-    /// Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000 (requests go to
-    /// /v1/chat/completions under it). http:// only for now.
+    /// Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000 or
+    /// https://llm.example.com (requests go to /v1/chat/completions under it). Repeat it for
+    /// several endpoints: each conversation stays on one, chosen by its id (rendezvous hashing,
+    /// as a session-affine router — and `tokentap proxy` — would).
+    #[arg(long, required = true, num_args = 1)]
+    pub endpoint: Vec<String>,
+    /// Trust the CA certificates in this PEM file for https endpoints (besides the system's).
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+    /// Do not check https endpoints' certificates (test rigs only; the summary says so).
     #[arg(long)]
-    pub endpoint: String,
+    pub insecure: bool,
     /// MLPerf agentic dataset (JSONL, one row per message).
     #[arg(long)]
     pub dataset: PathBuf,
@@ -393,6 +401,8 @@ pub struct Endpoint {
     pub base: String,
     /// The full request URL.
     pub url: String,
+    /// `https://`: TLS (rustls) to the server.
+    pub https: bool,
     /// `host[:port]`, sent as `Host`.
     pub authority: String,
     pub host: String,
@@ -402,21 +412,17 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Resolves a base URL. Only `http://` is supported now; https is a separate connector
-    /// (the seam is `client::Conn::connect`).
+    /// Resolves a base URL (`http://` or `https://`).
     pub fn parse(base: &str) -> Result<Endpoint, ReplayError> {
         let bad = |why: String| ReplayError::Config(format!("--endpoint {base:?}: {why}"));
         let uri: Uri = base
             .parse()
             .map_err(|e| bad(format!("expected a URL like http://127.0.0.1:8000 ({e})")))?;
-        match uri.scheme() {
-            Some(s) if *s == Scheme::HTTP => {}
-            Some(s) if *s == Scheme::HTTPS => return Err(bad(
-                "https is not supported yet: put a TLS-terminating proxy in front or use http://"
-                    .into(),
-            )),
-            _ => return Err(bad("expected an http:// URL".into())),
-        }
+        let https = match uri.scheme() {
+            Some(s) if *s == Scheme::HTTP => false,
+            Some(s) if *s == Scheme::HTTPS => true,
+            _ => return Err(bad("expected an http:// or https:// URL".into())),
+        };
         let authority = uri
             .authority()
             .ok_or_else(|| bad("expected a host".into()))?;
@@ -424,7 +430,7 @@ impl Endpoint {
             .host()
             .trim_start_matches('[')
             .trim_end_matches(']');
-        let port = authority.port_u16().unwrap_or(80);
+        let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
         let base_path = uri.path().trim_end_matches('/');
         let path = if base_path.ends_with("/chat/completions") {
             base_path.to_string()
@@ -436,7 +442,11 @@ impl Endpoint {
         PathAndQuery::from_str(&path).map_err(|e| bad(format!("bad path {path:?}: {e}")))?;
         Ok(Endpoint {
             base: base.to_string(),
-            url: format!("http://{authority}{path}"),
+            url: format!(
+                "{}://{authority}{path}",
+                if https { "https" } else { "http" }
+            ),
+            https,
             authority: authority.as_str().to_string(),
             host: host.to_string(),
             port,
@@ -471,7 +481,15 @@ pub struct WarmupConfig {
 /// The fully resolved run configuration.
 #[derive(Clone, Debug, Serialize)]
 pub struct ReplayConfig {
-    pub endpoint: Endpoint,
+    /// One or more; a conversation stays on one (`client::Target::pick`).
+    pub endpoints: Vec<Endpoint>,
+    /// `--ca`: more trusted roots for https endpoints.
+    pub ca: Option<PathBuf>,
+    /// `--insecure`: https certificates were not checked.
+    pub insecure: bool,
+    /// The model was not given: it is the one the endpoints list at `/v1/models`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub model_discovered: bool,
     /// Run-level model name; rows may override it.
     pub model: Option<String>,
     pub preset: Option<Preset>,
@@ -519,10 +537,31 @@ pub struct ReplayConfig {
 }
 
 impl ReplayConfig {
+    /// How https endpoints are checked.
+    pub fn trust(&self) -> tokentap_core::tls::Trust {
+        tokentap_core::tls::Trust {
+            native_roots: self.endpoints.iter().any(|e| e.https) && !self.insecure,
+            extra_ca: self.ca.clone(),
+            insecure: self.insecure,
+        }
+    }
+
+    /// The endpoints' URLs, comma-separated (for headlines).
+    pub fn endpoint_urls(&self) -> String {
+        self.endpoints
+            .iter()
+            .map(|e| e.url.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// A config with the defaults of `tokentap replay --endpoint URL --dataset -`.
     pub fn new(endpoint: &str) -> Result<ReplayConfig, ReplayError> {
         Ok(ReplayConfig {
-            endpoint: Endpoint::parse(endpoint)?,
+            endpoints: vec![Endpoint::parse(endpoint)?],
+            ca: None,
+            insecure: false,
+            model_discovered: false,
             model: None,
             preset: None,
             sampling: Sampling::default(),
@@ -556,7 +595,21 @@ impl ReplayConfig {
 
     /// Combines the options: preset first, explicit flags over it.
     pub fn from_opts(opts: &Opts) -> Result<ReplayConfig, ReplayError> {
-        let mut c = ReplayConfig::new(&opts.endpoint)?;
+        let Some(first) = opts.endpoint.first() else {
+            return Err(ReplayError::Config("no --endpoint given".into()));
+        };
+        let mut c = ReplayConfig::new(first)?;
+        for e in &opts.endpoint[1..] {
+            let ep = Endpoint::parse(e)?;
+            if c.endpoints.iter().any(|x| x.url == ep.url) {
+                return Err(ReplayError::Config(format!(
+                    "--endpoint {e:?} is given twice"
+                )));
+            }
+            c.endpoints.push(ep);
+        }
+        c.ca = opts.ca.clone();
+        c.insecure = opts.insecure;
         let mut s = opts.preset.map(Preset::sampling).unwrap_or_default();
         let set_f = |slot: &mut Option<f64>, v: Option<f64>| {
             if v.is_some() {
@@ -707,6 +760,14 @@ impl ReplayConfig {
             }
             if w.concurrency == 0 {
                 return bad("--warmup-concurrency must be at least 1".into());
+            }
+        }
+        if let Some(ca) = &self.ca {
+            if let Err(why) = tokentap_core::tls::read_certs(ca) {
+                return bad(format!(
+                    "--ca {}: {why} (expected a PEM file of CA certificates)",
+                    ca.display()
+                ));
             }
         }
         if let Some(dir) = &self.tokenizer {

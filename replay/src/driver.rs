@@ -289,6 +289,10 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
             return;
         }
     };
+    // The conversation's endpoint, for all its turns.
+    let endpoint = run.target.pick(&t.logical);
+    let ep = &run.target.endpoints[endpoint];
+    let multi = run.target.endpoints.len() > 1;
     let built = match run.pass_tag {
         Some(tag) => BodyBuilder::with_pass_tag(conv, &run.settings, tag),
         None => BodyBuilder::new(conv, &run.settings, pass),
@@ -338,7 +342,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
             .map(str::to_string)
             .or_else(|| run.settings.model.clone());
         let isl_body = run.keep_bodies.then(|| body.clone());
-        let req = run.target.request(&session, body);
+        let req = run.target.request(endpoint, &session, body);
         let capture = if run.capture_all {
             client::Capture::Full
         } else if run
@@ -364,6 +368,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
             let fut = client::exchange(
                 conn,
                 &run.target,
+                endpoint,
                 req,
                 &mut tl,
                 scratch,
@@ -397,7 +402,10 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
         };
         let mut rec = t.record(ti, row, anchor);
         rec.scheduled_mono_ns = Some(scheduled);
-        rec.route = Some(run.target.path.path().to_string());
+        rec.route = Some(ep.path.path().to_string());
+        if multi {
+            rec.upstream = Some(ep.url.clone());
+        }
         rec.model = model;
         rec.messages = Some(messages);
         rec.request_bytes = Some(request_bytes);

@@ -224,9 +224,10 @@ pub async fn run_with_hooks(
     };
     let scorer = Arc::new(Scorer::new(&dataset));
     let target = client::Target::resolve(
-        &config.endpoint,
+        &config.endpoints,
         &config.routing_headers,
         config.api_key.as_ref().map(|k| k.expose()),
+        &config.trust(),
     )
     .await?;
     let out_dir = config.out.clone();

@@ -21,9 +21,11 @@
 use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, RecvMsg};
 use std::io::{self, IoSliceMut};
 use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
 use tokentap_core::clock::{self, MonoNs};
 use tokentap_core::record::RxClock;
-use tokio::io::Interest;
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
 /// One read.
@@ -51,6 +53,8 @@ pub struct RxStream {
     stream: TcpStream,
     cmsg: Vec<u8>,
     kernel: bool,
+    /// The newest read's stamps.
+    last: Option<Read>,
 }
 
 impl RxStream {
@@ -63,6 +67,7 @@ impl RxStream {
             stream,
             cmsg: nix::cmsg_space!(nix::sys::time::TimeSpec),
             kernel,
+            last: None,
         })
     }
 
@@ -77,48 +82,112 @@ impl RxStream {
 
     /// Reads what is there (waiting for something), stamped.
     pub async fn read(&mut self, buf: &mut [u8]) -> io::Result<Read> {
-        let fd = self.stream.as_raw_fd();
         loop {
             self.stream.readable().await?;
-            let cmsg = &mut self.cmsg;
-            let got = self.stream.try_io(Interest::READABLE, || {
-                let mut iov = [IoSliceMut::new(buf)];
-                let msg: RecvMsg<'_, '_, ()> =
-                    recvmsg(fd, &mut iov, Some(cmsg.as_mut_slice()), MsgFlags::empty())
-                        .map_err(io::Error::from)?;
-                let mut kernel_real = None;
-                if let Ok(cmsgs) = msg.cmsgs() {
-                    for c in cmsgs {
-                        if let ControlMessageOwned::ScmTimestampns(ts) = c {
-                            kernel_real =
-                                Some(ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64);
-                        }
-                    }
-                }
-                Ok((msg.bytes, kernel_real))
-            });
-            match got {
-                Ok((n, kernel_real)) => {
-                    let user = clock::now();
-                    let (at, clock) = match kernel_real {
-                        Some(k) => {
-                            let real = clock::wall_now();
-                            (user.saturating_sub(real.saturating_sub(k)), RxClock::Kernel)
-                        }
-                        None => (user, RxClock::User),
-                    };
-                    return Ok(Read { n, at, user, clock });
-                }
+            match self.try_read_stamped(buf) {
+                Ok(r) => return Ok(r),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Err(e),
             }
         }
     }
 
+    /// The stamp of the newest read, for a layer that reads through [`AsyncRead`] (TLS): the
+    /// arrival of the last ciphertext the plaintext it returned depended on.
+    pub fn last_read(&self) -> Option<Read> {
+        self.last
+    }
+
+    /// One non-blocking `recvmsg` with its stamps (`WouldBlock` when nothing is there).
+    fn try_read_stamped(&mut self, buf: &mut [u8]) -> io::Result<Read> {
+        let fd = self.stream.as_raw_fd();
+        let cmsg = &mut self.cmsg;
+        let (n, kernel_real) = self.stream.try_io(Interest::READABLE, || {
+            let mut iov = [IoSliceMut::new(buf)];
+            let msg: RecvMsg<'_, '_, ()> =
+                recvmsg(fd, &mut iov, Some(cmsg.as_mut_slice()), MsgFlags::empty())
+                    .map_err(io::Error::from)?;
+            let mut kernel_real = None;
+            if let Ok(cmsgs) = msg.cmsgs() {
+                for c in cmsgs {
+                    if let ControlMessageOwned::ScmTimestampns(ts) = c {
+                        kernel_real =
+                            Some(ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64);
+                    }
+                }
+            }
+            Ok((msg.bytes, kernel_real))
+        })?;
+        let user = clock::now();
+        let (at, clock) = match kernel_real {
+            Some(k) => {
+                let real = clock::wall_now();
+                (user.saturating_sub(real.saturating_sub(k)), RxClock::Kernel)
+            }
+            None => (user, RxClock::User),
+        };
+        let r = Read { n, at, user, clock };
+        self.last = Some(r);
+        Ok(r)
+    }
+
     /// True when a kept-alive connection is still usable
     /// ([`tokentap_core::http1::idle_connection_open`]).
     pub fn idle_ok(&self) -> bool {
         tokentap_core::http1::idle_connection_open(&self.stream)
+    }
+}
+
+/// Reads through the stamping `recvmsg` (each read's stamps in [`RxStream::last_read`]); writes
+/// go straight to the socket. This is what a TLS layer wraps.
+impl AsyncRead for RxStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            ready!(this.stream.poll_read_ready(cx))?;
+            match this.try_read_stamped(buf.initialize_unfilled()) {
+                Ok(r) => {
+                    buf.advance(r.n);
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for RxStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
 }
 

@@ -36,6 +36,8 @@ pub struct Summary {
     pub run: RunInfo,
     pub window: Window,
     pub counts: Counts,
+    /// Per endpoint, in `--endpoint` order: where the trajectories went.
+    pub endpoints: Vec<EndpointShare>,
     pub latency_ms: Latency,
     pub throughput: Throughput,
     pub tokens: Tokens,
@@ -150,6 +152,17 @@ pub struct Counts {
     /// Records of turns issued inside the window, by status.
     pub in_window: BTreeMap<&'static str, u64>,
     pub total: u64,
+}
+
+/// One endpoint's share of the run (turns that were sent: aborted ones are not).
+#[derive(Debug, Clone, Serialize)]
+pub struct EndpointShare {
+    pub url: String,
+    pub trajectories: u64,
+    pub turns: u64,
+    pub ok: u64,
+    /// Failed, timed out or cancelled.
+    pub not_ok: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -402,6 +415,25 @@ impl Summary {
                 in_window: by_status(&agg.in_window_by_status),
                 total: agg.records,
             },
+            endpoints: cfg
+                .endpoints
+                .iter()
+                .map(|e| {
+                    let key = if cfg.endpoints.len() > 1 {
+                        e.url.as_str()
+                    } else {
+                        ""
+                    };
+                    let c = agg.by_endpoint.get(key).copied().unwrap_or_default();
+                    EndpointShare {
+                        url: e.url.clone(),
+                        trajectories: c.trajectories,
+                        turns: c.turns,
+                        ok: c.ok,
+                        not_ok: c.turns - c.ok,
+                    }
+                })
+                .collect(),
             latency_ms: latency,
             throughput: Throughput {
                 output_tokens: agg.window_output_tokens,
@@ -429,7 +461,22 @@ impl Summary {
         let mut s = String::new();
         let f2 = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
         let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.2} %", v * 100.0));
-        let _ = writeln!(s, "tokentap replay — {}", self.config.endpoint.url);
+        let _ = writeln!(s, "tokentap replay — {}", self.config.endpoint_urls());
+        if self.config.insecure {
+            let _ = writeln!(
+                s,
+                "  TLS certificates NOT checked (--insecure): the endpoint's identity is unverified"
+            );
+        }
+        if self.endpoints.len() > 1 {
+            for e in &self.endpoints {
+                let _ = writeln!(
+                    s,
+                    "  {}: {} trajectories, {} turns ({} ok)",
+                    e.url, e.trajectories, e.turns, e.ok
+                );
+            }
+        }
         let m = &self.mlperf;
         let p = &m.primary;
         let f1 = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));

@@ -63,13 +63,13 @@ pub fn render(run: &Run) -> String {
         esc(verdict)
     );
     let model = run.config["model"].as_str().unwrap_or("?");
-    let endpoint = run.config["endpoint"]["url"].as_str().unwrap_or("?");
+    let endpoint = crate::load::endpoint_urls(&run.config);
     let _ = write!(
         o,
         r#"<h1>tokentap run report</h1><div class="muted">{} · model <b>{}</b> · endpoint {} · concurrency {} · {} records · tokentap {}</div>"#,
         esc(&run.dir.display().to_string()),
         esc(model),
-        esc(endpoint),
+        esc(&endpoint),
         run.config["concurrency"],
         run.records.len(),
         esc(run.summary["tokentap_version"].as_str().unwrap_or("?"))

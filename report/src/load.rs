@@ -308,3 +308,18 @@ impl Run {
             .unwrap_or_default()
     }
 }
+
+/// The endpoint URL(s) of a run's `config.json`: `endpoints` (a list, since several endpoints
+/// are possible) or, in runs written before, `endpoint`.
+pub fn endpoint_urls(config: &serde_json::Value) -> String {
+    if let Some(list) = config["endpoints"].as_array() {
+        let urls: Vec<&str> = list.iter().filter_map(|e| e["url"].as_str()).collect();
+        if !urls.is_empty() {
+            return urls.join(", ");
+        }
+    }
+    config["endpoint"]["url"]
+        .as_str()
+        .unwrap_or("?")
+        .to_string()
+}

@@ -319,7 +319,7 @@ pub async fn run(
     let sweep = Sweep::from_opts(&opts).await?;
     println!(
         "tokentap sweep — {} → {}",
-        sweep.base.endpoint.url,
+        sweep.base.endpoint_urls(),
         sweep.out.display()
     );
     println!("{}", sweep.plan.describe());

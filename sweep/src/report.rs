@@ -121,13 +121,13 @@ pub fn render_html(file: &SweepFile, dir: &Path) -> String {
         esc(verdict)
     );
     let model = file.config["model"].as_str().unwrap_or("?");
-    let endpoint = file.config["endpoint"]["url"].as_str().unwrap_or("?");
+    let endpoint = tokentap_report::load::endpoint_urls(&file.config);
     let _ = write!(
         o,
         r#"<h1>tokentap sweep — the Pareto curve</h1><div class="muted">{} · model <b>{}</b> · endpoint {} · {} points · tokentap {}</div>"#,
         esc(&dir.display().to_string()),
         esc(model),
-        esc(endpoint),
+        esc(&endpoint),
         file.points.len(),
         esc(&file.tokentap_version)
     );

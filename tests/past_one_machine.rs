@@ -1,0 +1,241 @@
+//! Past one machine and over TLS: the replay over https (the proxy's own TLS listener in front
+//! of the sim), a bad certificate, several endpoints with conversation affinity. Real sockets,
+//! real servers.
+
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokentap_dataset::synth::{synth, SynthConfig};
+use tokentap_dataset::Dataset;
+use tokentap_proxy::Proxy;
+use tokentap_replay::{ProgressMode, ReplayConfig, RunOutcome};
+use tokentap_sim::{SimConfig, SimServer};
+
+fn certs() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("proxy/tests/certs")
+}
+
+fn dataset(coding: usize, workflow: usize) -> Arc<Dataset> {
+    let mut buf = Vec::new();
+    let cfg = SynthConfig {
+        coding,
+        workflow,
+        scale: 0.05,
+        ..SynthConfig::default()
+    };
+    synth(&cfg, &mut buf).unwrap();
+    Arc::new(Dataset::parse("synth.jsonl", std::str::from_utf8(&buf).unwrap()).unwrap())
+}
+
+async fn sim() -> SimServer {
+    let mut c = SimConfig::zero_delay();
+    c.capture_bodies = true;
+    c.output.mean_tokens = 8.0;
+    c.output.sigma = 0.0;
+    SimServer::start(c).await.unwrap()
+}
+
+/// A proxy serving TLS (the test CA's `localhost` certificate) in front of `sim`.
+async fn tls_proxy(sim: &SimServer) -> Proxy {
+    let mut pc = tokentap_proxy::Config::new([sim.base_url()]);
+    pc.tls = Some((certs().join("server.pem"), certs().join("server.key")));
+    Proxy::start(pc).await.unwrap()
+}
+
+fn config(endpoint: &str, out: &tempfile::TempDir) -> ReplayConfig {
+    let mut c = ReplayConfig::new(endpoint).unwrap();
+    c.model = Some("m".into());
+    c.salt = true;
+    c.out = Some(out.path().to_path_buf());
+    c
+}
+
+async fn run(config: ReplayConfig, ds: Arc<Dataset>) -> RunOutcome {
+    tokentap_replay::run_with(config, ds, ProgressMode::Off, std::future::pending())
+        .await
+        .unwrap()
+}
+
+fn records(out: &RunOutcome) -> Vec<Value> {
+    let path = out.out_dir.as_ref().unwrap().join("records.jsonl");
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Request bodies by session, in arrival order, as the sim received them.
+fn bodies(sim: &SimServer) -> BTreeMap<String, Vec<Vec<u8>>> {
+    let mut log = sim.log();
+    log.sort_by_key(|r| r.seq);
+    let mut out: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
+    for r in log {
+        out.entry(r.session.unwrap())
+            .or_default()
+            .push(r.body.unwrap().to_vec());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_replay_sends_the_bytes_of_the_http_path_and_stamps_with_the_kernel() {
+    let ds = dataset(3, 2);
+    // http straight to a sim.
+    let plain_sim = sim().await;
+    let d1 = tempfile::tempdir().unwrap();
+    let plain = run(config(&plain_sim.base_url(), &d1), ds.clone()).await;
+    // https to the proxy's TLS listener, trusting the test CA, in front of another sim.
+    let tls_sim = sim().await;
+    let proxy = tls_proxy(&tls_sim).await;
+    let url = format!("https://localhost:{}", proxy.addr().port());
+    let d2 = tempfile::tempdir().unwrap();
+    let mut c = config(&url, &d2);
+    c.ca = Some(certs().join("ca.pem"));
+    let tls = run(c, ds.clone()).await;
+
+    assert_eq!(plain.summary.counts.total, tls.summary.counts.total);
+    assert_eq!(
+        tls.summary.counts.turns["ok"],
+        tls.summary.counts.total,
+        "{:?}",
+        records(&tls)
+    );
+    let (a, b) = (bodies(&plain_sim), bodies(&tls_sim));
+    assert_eq!(a.len(), 5);
+    assert_eq!(
+        a, b,
+        "request bodies over https are byte-identical to the http path"
+    );
+    let recs = records(&tls);
+    assert!(recs.iter().all(|r| r["status"] == "ok"));
+    // Under TLS the reads are still stamped by the kernel (the TCP segment's arrival).
+    assert!(
+        recs.iter().all(|r| r["rx_clock"] == "kernel"),
+        "{:?}",
+        recs.iter().map(|r| &r["rx_clock"]).collect::<Vec<_>>()
+    );
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(d2.path().join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["endpoints"][0]["https"], true);
+    assert_eq!(config["insecure"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_the_client_does_not_trust_is_refused_with_a_clear_error() {
+    let ds = dataset(1, 0);
+    let s = sim().await;
+    let proxy = tls_proxy(&s).await;
+    let url = format!("https://localhost:{}", proxy.addr().port());
+    // No --ca: the test CA is not among the system's roots.
+    let d = tempfile::tempdir().unwrap();
+    let out = run(config(&url, &d), ds.clone()).await;
+    let recs = records(&out);
+    assert!(!recs.is_empty());
+    assert_eq!(out.summary.counts.turns["ok"], 0);
+    assert!(s.log().is_empty(), "nothing reached the server");
+    let e = &recs[0]["error"];
+    assert_eq!(e["kind"], "tls", "{e}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.contains("TLS handshake with https://localhost:")
+            && msg.contains("certificate")
+            && msg.contains("--ca FILE"),
+        "{msg}"
+    );
+
+    // --insecure: accepted, and said so in the config and the terminal summary.
+    let d = tempfile::tempdir().unwrap();
+    let mut c = config(&url, &d);
+    c.insecure = true;
+    let out = run(c, ds.clone()).await;
+    assert_eq!(out.summary.counts.turns["ok"], out.summary.counts.total);
+    let written: Value =
+        serde_json::from_slice(&std::fs::read(d.path().join("config.json")).unwrap()).unwrap();
+    assert_eq!(written["insecure"], true);
+    assert!(out
+        .summary
+        .render_text()
+        .contains("NOT checked (--insecure)"));
+
+    // A --ca that is not a PEM file is a configuration error naming the file.
+    let bad = d.path().join("not-a-ca.pem");
+    std::fs::write(&bad, "hello").unwrap();
+    let mut c = config(&url, &d);
+    c.ca = Some(bad.clone());
+    let err = c.check().unwrap_err().to_string();
+    assert!(
+        err.contains("--ca") && err.contains("not-a-ca.pem"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_endpoints_keep_each_conversation_on_one() {
+    let ds = dataset(8, 8);
+    let sims = [sim().await, sim().await, sim().await];
+    let d = tempfile::tempdir().unwrap();
+    let mut c = config(&sims[0].base_url(), &d);
+    for s in &sims[1..] {
+        c.endpoints
+            .push(tokentap_replay::config::Endpoint::parse(&s.base_url()).unwrap());
+    }
+    c.concurrency = 4;
+    c.trajectories = Some(32); // two passes: the second pass's conversations too
+    let out = run(c, ds.clone()).await;
+    assert_eq!(out.summary.counts.turns["ok"], out.summary.counts.total);
+    // Affinity: every session is seen by exactly one sim, with all of its turns.
+    let mut owner: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, s) in sims.iter().enumerate() {
+        for r in s.log() {
+            let session = r.session.unwrap();
+            if let Some(prev) = owner.insert(session.clone(), i) {
+                assert_eq!(
+                    prev, i,
+                    "session {session} moved from endpoint {prev} to {i}"
+                );
+            }
+        }
+    }
+    assert_eq!(owner.len(), 32);
+    let used: BTreeSet<usize> = owner.values().copied().collect();
+    assert_eq!(used.len(), 3, "trajectories spread over every endpoint");
+    // The records say where each turn went, and the summary counts per endpoint.
+    let recs = records(&out);
+    for r in &recs {
+        let session = r["conversation_id"].as_str().unwrap();
+        let i = owner[session];
+        assert!(
+            r["upstream"]
+                .as_str()
+                .unwrap()
+                .starts_with(&sims[i].base_url()),
+            "{r}"
+        );
+    }
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(d.path().join("summary.json")).unwrap()).unwrap();
+    let per = summary["endpoints"]
+        .as_array()
+        .expect("per-endpoint counts");
+    assert_eq!(per.len(), 3);
+    for (i, s) in sims.iter().enumerate() {
+        let e = &per[i];
+        let turns = s.log().len() as u64;
+        assert_eq!(e["turns"], turns, "{e}");
+        assert_eq!(e["ok"], turns, "{e}");
+        let conversations = owner.values().filter(|&&o| o == i).count() as u64;
+        assert_eq!(e["trajectories"], conversations, "{e}");
+    }
+    // The same ranking as the proxy's replicas: the replay and a proxy in front of the same
+    // URLs agree on every conversation.
+    let urls: Vec<String> = sims.iter().map(|s| s.base_url()).collect();
+    let seeds: Vec<u64> = urls.iter().map(|u| tokentap_core::route::seed(u)).collect();
+    for (session, &i) in &owner {
+        assert_eq!(
+            tokentap_core::route::ranking(session.as_bytes(), &seeds)[0],
+            i
+        );
+    }
+}
