@@ -239,3 +239,71 @@ async fn several_endpoints_keep_each_conversation_on_one() {
         );
     }
 }
+
+/// A dataset whose rows name no model (as the official one).
+fn no_model_dataset() -> Arc<Dataset> {
+    dataset(1, 1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_model_the_one_the_endpoints_serve_is_used() {
+    let ds = no_model_dataset();
+    let serving = |name: &str| {
+        let name = name.to_string();
+        async move {
+            let mut c = SimConfig::zero_delay();
+            c.model = name;
+            SimServer::start(c).await.unwrap()
+        }
+    };
+    let (a, b) = (serving("qwen-test").await, serving("qwen-test").await);
+    let d = tempfile::tempdir().unwrap();
+    let mut c = ReplayConfig::new(&a.base_url()).unwrap();
+    c.endpoints
+        .push(tokentap_replay::config::Endpoint::parse(&b.base_url()).unwrap());
+    c.out = Some(d.path().to_path_buf());
+    let out = run(c, ds.clone()).await;
+    assert_eq!(out.summary.counts.turns["ok"], out.summary.counts.total);
+    assert_eq!(out.summary.config.model.as_deref(), Some("qwen-test"));
+    assert!(out.summary.config.model_discovered);
+    // The bodies name it, as if --model had been given.
+    let mut log = a.log();
+    log.extend(b.log());
+    assert!(!log.is_empty());
+    for r in records(&out) {
+        assert_eq!(r["model"], "qwen-test");
+    }
+
+    // Endpoints that disagree: an error naming both models, before anything is sent.
+    let other = serving("llama-test").await;
+    let mut c = ReplayConfig::new(&a.base_url()).unwrap();
+    c.endpoints
+        .push(tokentap_replay::config::Endpoint::parse(&other.base_url()).unwrap());
+    let err = tokentap_replay::run_with(c, ds.clone(), ProgressMode::Off, std::future::pending())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("pass --model")
+            && err.contains("disagree")
+            && err.contains("\"qwen-test\"")
+            && err.contains("\"llama-test\""),
+        "{err}"
+    );
+    assert!(other.log().iter().all(|r| r.path == "/v1/models"));
+
+    // A dead endpoint: the error says which URL was asked and why.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let c = ReplayConfig::new(&format!("http://{dead}")).unwrap();
+    let err = tokentap_replay::run_with(c, ds, ProgressMode::Off, std::future::pending())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&format!("http://{dead}/v1/models")) && err.contains("connect"),
+        "{err}"
+    );
+}

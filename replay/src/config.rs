@@ -783,6 +783,21 @@ impl ReplayConfig {
         Ok(())
     }
 
+    /// Without `--model`: the first client row the run would send that names no model
+    /// (conversation id, line), if any.
+    pub fn row_without_model(&self, ds: &Dataset) -> Option<(String, usize)> {
+        if self.model.is_some() {
+            return None;
+        }
+        let used = self.budget(ds).min(ds.conversations.len() as u64) as usize;
+        ds.conversations[..used].iter().find_map(|c| {
+            c.rows
+                .iter()
+                .find(|r| r.role.is_client() && !r.overrides.contains_key("model"))
+                .map(|r| (c.id.clone(), r.line))
+        })
+    }
+
     /// Checks the config against the dataset (model names, salting needs a system prompt on
     /// every conversation the run will issue) and records the dataset's identity.
     pub fn bind_dataset(&mut self, ds: &Dataset, hash: Option<String>) -> Result<(), ReplayError> {
@@ -791,19 +806,11 @@ impl ReplayConfig {
         let budget = self.budget(ds);
         // Conversations reached by the budget: k mod N for k < budget.
         let used = budget.min(n) as usize;
-        if self.model.is_none() {
-            let missing = ds.conversations[..used].iter().find_map(|c| {
-                c.rows
-                    .iter()
-                    .find(|r| r.role.is_client() && !r.overrides.contains_key("model"))
-                    .map(|r| (c.id.clone(), r.line))
-            });
-            if let Some((conv, line)) = missing {
-                return Err(ReplayError::Config(format!(
-                    "no model name: pass --model NAME (the name the server serves); {}:{line}: conversation {conv:?} has a client row without its own \"model\"",
-                    ds.path.display()
-                )));
-            }
+        if let Some((conv, line)) = self.row_without_model(ds) {
+            return Err(ReplayError::Config(format!(
+                "no model name: pass --model NAME (the name the server serves); {}:{line}: conversation {conv:?} has a client row without its own \"model\"",
+                ds.path.display()
+            )));
         }
         if self.salt {
             for c in &ds.conversations[..used] {

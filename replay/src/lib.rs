@@ -11,6 +11,7 @@
 //! - [`body`]: byte-compatible request bodies built incrementally (each history message
 //!   serialized once per trajectory; the body is a list of shared segments).
 //! - [`salt`]: BLAKE2b-2 salt tags (SPEC §4).
+//! - [`models`]: without `--model`, the one model the endpoints list at `/v1/models`.
 //! - [`client`]: one HTTP/1.1 keep-alive connection per slot; one measured exchange per turn.
 //! - [`driver`]: slots, the trajectory FIFO, delays, timeouts, performance window, stopping.
 //! - `post`: after each turn, off the slots' path — the reference tokenizer's OSL, TPOT and
@@ -51,6 +52,7 @@ pub mod config;
 pub mod driver;
 pub mod error;
 pub mod metrics;
+pub mod models;
 mod phase;
 mod post;
 pub mod progress;
@@ -123,6 +125,7 @@ impl RunOutcome {
 pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Result<RunOutcome> {
     let mut config = ReplayConfig::from_opts(&opts)?;
     let (dataset, hash) = load_dataset(&opts.dataset).await?;
+    models::discover(&mut config, &dataset).await?;
     config.bind_dataset(&dataset, Some(hash))?;
     let progress = if opts.quiet {
         ProgressMode::Off
@@ -203,6 +206,7 @@ pub async fn run_with_hooks(
     mut hooks: Hooks,
 ) -> anyhow::Result<RunOutcome> {
     let hash = config.dataset.as_ref().and_then(|d| d.hash.clone());
+    models::discover(&mut config, &dataset).await?;
     config.bind_dataset(&dataset, hash)?;
     let warmup_setup = match &config.warmup {
         Some(w) => Some(warmup_config(&config, w, &dataset).await?),

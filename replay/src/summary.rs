@@ -468,6 +468,13 @@ impl Summary {
                 "  TLS certificates NOT checked (--insecure): the endpoint's identity is unverified"
             );
         }
+        if self.config.model_discovered {
+            let _ = writeln!(
+                s,
+                "  model {} (the one the endpoints list at /v1/models; --model was not given)",
+                self.config.model.as_deref().unwrap_or("?")
+            );
+        }
         if self.endpoints.len() > 1 {
             for e in &self.endpoints {
                 let _ = writeln!(

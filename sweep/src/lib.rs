@@ -185,6 +185,7 @@ impl Sweep {
             return Err(SweepError::Config("--engine-interval must be more than 0".into()).into());
         }
         let (dataset, hash) = tokentap_replay::load_dataset(&opts.run.dataset).await?;
+        tokentap_replay::models::discover(&mut base, &dataset).await?;
         base.bind_dataset(&dataset, Some(hash))?;
         Ok(Sweep {
             base,

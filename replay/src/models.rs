@@ -1,0 +1,228 @@
+//! Without `--model`: the model is the one the endpoints serve, read from `GET /v1/models`
+//! (OpenAI's list: `{"data": [{"id": …}, …]}`) — an error naming the choices when an endpoint
+//! serves several, or when the endpoints disagree.
+
+use crate::client::{EndpointTarget, Target};
+use crate::config::ReplayConfig;
+use crate::error::ReplayError;
+use crate::rx::RxStream;
+use std::time::Duration;
+use tokentap_core::http1::{self, Decoder};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// How long one `/v1/models` exchange may take.
+const TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest models list read.
+const MAX_BODY: usize = 4 << 20;
+
+/// Sets `config.model` from the endpoints' `/v1/models` when the dataset needs a run-level model
+/// and none was given. Does nothing otherwise.
+pub async fn discover(
+    config: &mut ReplayConfig,
+    ds: &tokentap_dataset::Dataset,
+) -> Result<(), ReplayError> {
+    let Some((conv, line)) = config.row_without_model(ds) else {
+        return Ok(());
+    };
+    let target = Target::resolve(
+        &config.endpoints,
+        &config.routing_headers,
+        config.api_key.as_ref().map(|k| k.expose()),
+        &config.trust(),
+    )
+    .await?;
+    let why_needed = format!(
+        "{}:{line}: conversation {conv:?} has a client row without its own \"model\"",
+        ds.path.display()
+    );
+    let mut lists: Vec<(String, Vec<String>)> = Vec::new();
+    for ep in &target.endpoints {
+        let url = models_url(ep);
+        let ids = match tokio::time::timeout(TIMEOUT, list(ep, target.authorization.as_ref())).await {
+            Ok(Ok(ids)) => ids,
+            Ok(Err(e)) => {
+                return Err(ReplayError::Config(format!(
+                    "no model name: pass --model NAME ({why_needed}); asking {url} which model it serves failed: {e}"
+                )))
+            }
+            Err(_) => {
+                return Err(ReplayError::Config(format!(
+                    "no model name: pass --model NAME ({why_needed}); {url} did not answer within {} s",
+                    TIMEOUT.as_secs()
+                )))
+            }
+        };
+        lists.push((url, ids));
+    }
+    let model = one_model(&lists).map_err(|e| {
+        ReplayError::Config(format!(
+            "no model name: pass --model NAME ({why_needed}); {e}"
+        ))
+    })?;
+    tracing::info!(model = %model, "model read from /v1/models");
+    config.model = Some(model);
+    config.model_discovered = true;
+    Ok(())
+}
+
+/// The one model every endpoint lists, or why there is none.
+pub fn one_model(lists: &[(String, Vec<String>)]) -> Result<String, String> {
+    let mut chosen: Option<(&str, &str)> = None;
+    for (url, ids) in lists {
+        match ids.as_slice() {
+            [] => return Err(format!("{url} lists no model")),
+            [one] => match chosen {
+                None => chosen = Some((url, one)),
+                Some((u0, m0)) if m0 != one => {
+                    return Err(format!(
+                        "the endpoints disagree: {u0} serves {m0:?}, {url} serves {one:?}"
+                    ))
+                }
+                Some(_) => {}
+            },
+            several => {
+                return Err(format!(
+                    "{url} serves several models: {}",
+                    several
+                        .iter()
+                        .map(|m| format!("{m:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }
+        }
+    }
+    chosen
+        .map(|(_, m)| m.to_string())
+        .ok_or_else(|| "no endpoint".to_string())
+}
+
+/// `/v1/models` beside the endpoint's chat path.
+fn models_url(ep: &EndpointTarget) -> String {
+    let path = models_path(ep.path.path());
+    let base = ep.url.strip_suffix(ep.path.path()).unwrap_or(&ep.url);
+    format!("{base}{path}")
+}
+
+fn models_path(chat: &str) -> String {
+    let prefix = chat.strip_suffix("/chat/completions").unwrap_or("/v1");
+    format!("{prefix}/models")
+}
+
+/// One `GET` over a fresh connection (TLS for https), `Connection: close`.
+async fn list(
+    ep: &EndpointTarget,
+    authorization: Option<&http::HeaderValue>,
+) -> Result<Vec<String>, String> {
+    let stream = tokio::net::TcpStream::connect(ep.addr)
+        .await
+        .map_err(|e| format!("connect {}: {e}", ep.addr))?;
+    let rx = RxStream::new(stream, false).map_err(|e| e.to_string())?;
+    let mut req = format!(
+        "GET {} HTTP/1.1\r\nhost: {}\r\naccept: application/json\r\nconnection: close\r\n",
+        models_path(ep.path.path()),
+        ep.host.to_str().unwrap_or_default()
+    )
+    .into_bytes();
+    if let Some(a) = authorization {
+        req.extend_from_slice(b"authorization: ");
+        req.extend_from_slice(a.as_bytes());
+        req.extend_from_slice(b"\r\n");
+    }
+    req.extend_from_slice(b"\r\n");
+    let mut raw = Vec::new();
+    match &ep.tls {
+        None => {
+            let mut rx = rx;
+            rx.stream()
+                .write_all(&req)
+                .await
+                .map_err(|e| e.to_string())?;
+            read_all(&mut *rx.stream(), &mut raw).await?;
+        }
+        Some((connector, name)) => {
+            let mut tls = connector
+                .connect(name.clone(), rx)
+                .await
+                .map_err(|e| format!("TLS handshake: {e}"))?;
+            tls.write_all(&req).await.map_err(|e| e.to_string())?;
+            tls.flush().await.map_err(|e| e.to_string())?;
+            read_all(&mut tls, &mut raw).await?;
+        }
+    }
+    let (head_len, head) = http1::parse_head(&raw)
+        .map_err(|e| e.0)?
+        .ok_or("the connection closed inside the response head")?;
+    let mut body = Vec::new();
+    let mut dec = Decoder::new(head.framing);
+    dec.feed(&raw[head_len..], |d| body.extend_from_slice(d))
+        .map_err(|e| e.0)?;
+    if !(200..300).contains(&head.status) {
+        return Err(format!(
+            "HTTP {}: {}",
+            head.status,
+            String::from_utf8_lossy(&body[..body.len().min(300)]).trim()
+        ));
+    }
+    parse_list(&body)
+}
+
+async fn read_all<R: tokio::io::AsyncRead + Unpin>(
+    r: &mut R,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    let mut buf = [0u8; 16 << 10];
+    loop {
+        let n = r.read(&mut buf).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Ok(());
+        }
+        out.extend_from_slice(&buf[..n]);
+        if out.len() > MAX_BODY {
+            return Err(format!("the models list is over {MAX_BODY} bytes"));
+        }
+    }
+}
+
+/// The `id`s of an OpenAI models list.
+pub fn parse_list(body: &[u8]) -> Result<Vec<String>, String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("expected a JSON models list: {e}"))?;
+    let data = v["data"]
+        .as_array()
+        .ok_or("expected a JSON object with a \"data\" list of models")?;
+    Ok(data
+        .iter()
+        .filter_map(|m| m["id"].as_str().map(str::to_string))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_and_choices() {
+        assert_eq!(models_path("/v1/chat/completions"), "/v1/models");
+        assert_eq!(models_path("/x/v1/chat/completions"), "/x/v1/models");
+        let l =
+            |u: &str, ids: &[&str]| (u.to_string(), ids.iter().map(|s| s.to_string()).collect());
+        assert_eq!(one_model(&[l("a", &["m"]), l("b", &["m"])]).unwrap(), "m");
+        let e = one_model(&[l("a", &["m"]), l("b", &["n"])]).unwrap_err();
+        assert!(
+            e.contains("disagree") && e.contains("\"m\"") && e.contains("\"n\""),
+            "{e}"
+        );
+        let e = one_model(&[l("a", &["m", "n"])]).unwrap_err();
+        assert!(e.contains("several models: \"m\", \"n\""), "{e}");
+        assert!(one_model(&[l("a", &[])])
+            .unwrap_err()
+            .contains("lists no model"));
+        assert_eq!(
+            parse_list(br#"{"object":"list","data":[{"id":"a","object":"model"},{"id":"b"}]}"#)
+                .unwrap(),
+            vec!["a", "b"]
+        );
+        assert!(parse_list(b"[]").is_err());
+    }
+}
