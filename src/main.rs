@@ -41,6 +41,10 @@ enum Command {
     /// Run the benchmark as a curve: one replay per concurrency, placed in the MLPerf regions
     /// (C_min/C_max), judged as a Pareto curve, plotted. Exit 0 valid, 3 not valid, 130 Ctrl-C.
     Sweep(Box<tokentap_sweep::Opts>),
+    /// Join the run directories of the shards of one run (`replay --shard I/N` on N machines)
+    /// into that run: one window, exact percentiles from the union, accuracy, validity, report.
+    /// Exit codes as `replay`'s.
+    Merge(Box<tokentap_replay::merge::MergeOpts>),
     /// Run the measurement proxy in front of one or more OpenAI-compatible servers.
     Proxy(Box<tokentap_proxy::Opts>),
     /// Run the simulated OpenAI-compatible server (prefill, decode, prefix KV cache, faults).
@@ -70,6 +74,18 @@ fn main() -> ExitCode {
     }
     if let Command::Compare(opts) = cli.command {
         return exit(tokentap_compare::run(*opts));
+    }
+    if let Command::Merge(opts) = cli.command {
+        return match tokentap_replay::merge::merge(&opts) {
+            Ok(outcome) => {
+                print!("{}", outcome.summary.render_text());
+                ExitCode::from(outcome.exit_code(false))
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(1)
+            }
+        };
     }
     if let Command::Report(opts) = cli.command {
         if tokentap_sweep::report::is_sweep(&opts.run_dir) {
@@ -114,6 +130,7 @@ fn main() -> ExitCode {
             Command::Dataset(_) => unreachable!("handled before the runtime starts"),
             Command::Compare(_) => unreachable!("handled before the runtime starts"),
             Command::Report(_) => unreachable!("handled before the runtime starts"),
+            Command::Merge(_) => unreachable!("handled before the runtime starts"),
         }
     })
 }

@@ -307,3 +307,226 @@ async fn without_model_the_one_the_endpoints_serve_is_used() {
         "{err}"
     );
 }
+
+/// Runs `ds` as `n` shards (side by side, as `n` machines would) and as one process.
+async fn shards_and_one(
+    sim: &SimServer,
+    ds: &Arc<Dataset>,
+    n: u64,
+    per_shard_concurrency: usize,
+) -> (Vec<tempfile::TempDir>, tempfile::TempDir) {
+    let dirs: Vec<tempfile::TempDir> = (0..n).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut runs = tokio::task::JoinSet::new();
+    for (i, d) in dirs.iter().enumerate() {
+        let mut c = config(&sim.base_url(), d);
+        c.concurrency = per_shard_concurrency;
+        c.shard = tokentap_replay::config::Shard {
+            index: i as u64,
+            count: n,
+        };
+        let ds = ds.clone();
+        runs.spawn(async move { run(c, ds).await });
+    }
+    while let Some(r) = runs.join_next().await {
+        r.unwrap();
+    }
+    let one = tempfile::tempdir().unwrap();
+    let mut c = config(&sim.base_url(), &one);
+    c.concurrency = per_shard_concurrency * n as usize;
+    run(c, ds.clone()).await;
+    (dirs, one)
+}
+
+fn read_json(p: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+fn read_records(dir: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("records.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn merge(dirs: &[&std::path::Path], out: &std::path::Path, partial: bool) -> Result<RunOutcome, String> {
+    tokentap_replay::merge::merge(&tokentap_replay::merge::MergeOpts {
+        dirs: dirs.iter().map(|d| d.to_path_buf()).collect(),
+        out: out.to_path_buf(),
+        partial,
+    })
+    .map_err(|e| e.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_shards_merged_are_the_run_of_one_process() {
+    let ds = dataset(10, 11);
+    let s = sim().await;
+    let (dirs, one) = shards_and_one(&s, &ds, 3, 2).await;
+    let out = tempfile::tempdir().unwrap();
+    let paths: Vec<&std::path::Path> = dirs.iter().map(|d| d.path()).collect();
+    let merged = merge(&paths, out.path(), false).unwrap();
+    let m = read_json(&out.path().join("summary.json"));
+    let o = read_json(&one.path().join("summary.json"));
+
+    // The same trajectories and turns as one process.
+    let key = |r: &Value| {
+        (
+            r["conversation_id"].as_str().unwrap().to_string(),
+            r["turn_index"].as_u64().unwrap(),
+            r["trajectory"].as_u64().unwrap(),
+        )
+    };
+    let mut a: Vec<_> = read_records(out.path()).iter().map(key).collect();
+    let mut b: Vec<_> = read_records(one.path()).iter().map(key).collect();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "the union of the shards is the single-machine set");
+    // Counts and token totals.
+    assert_eq!(m["counts"]["turns"], o["counts"]["turns"]);
+    assert_eq!(m["counts"]["total"], o["counts"]["total"]);
+    assert_eq!(m["tokens"]["prompt_tokens"], o["tokens"]["prompt_tokens"]);
+    let out_tokens = |recs: &[Value]| -> u64 {
+        recs.iter()
+            .filter_map(|r| r["output_tokens"].as_u64())
+            .sum()
+    };
+    assert_eq!(
+        out_tokens(&read_records(out.path())),
+        out_tokens(&read_records(one.path()))
+    );
+    assert_eq!(m["run"]["trajectories_finished"], 21);
+    assert_eq!(m["throughput"]["concurrency"], 6);
+    assert_eq!(m["config"]["shard"]["count"], 1);
+    // Accuracy over the same issued turns.
+    assert_eq!(
+        read_json(&out.path().join("scores.json"))["turns"],
+        read_json(&one.path().join("scores.json"))["turns"]
+    );
+    // Percentiles recomputed exactly from the union of the raw samples (not from the shards'
+    // percentiles): the merged records' in-window ok TTFTs give the merged summary's numbers.
+    let mut ttft = tokentap_core::stats::Samples::default();
+    let recs = read_records(out.path());
+    for r in &recs {
+        if r["status"] == "ok" && r["in_window"] == true {
+            if let Some(t) = r["ttft_ns"].as_u64() {
+                ttft.push(t as f64);
+            }
+        }
+    }
+    let p = ttft.percentiles().unwrap();
+    let lat = &m["latency_ms"]["ttft"];
+    assert_eq!(lat["count"].as_u64().unwrap(), p.count as u64);
+    for (k, v) in [("p50", p.p50), ("p90", p.p90), ("p99", p.p99), ("max", p.max)] {
+        assert!((lat[k].as_f64().unwrap() - v / 1e6).abs() < 1e-9, "{k}");
+    }
+    // The union's window: it closes at a completion after the last shard's last claim.
+    let info = &m["merge"];
+    assert_eq!(info["shards"], 3);
+    let exhausted = info["budget_exhausted_wall_ns"].as_u64().unwrap();
+    let closed = info["window_closed_wall_ns"].as_u64().unwrap();
+    assert!(closed >= exhausted);
+    // Every in-window record was issued before the close, every other one after.
+    for r in &recs {
+        let start = r["start_mono_ns"].as_u64().unwrap();
+        if r["in_window"] == false {
+            assert!(start >= closed || r["status"] == "aborted", "{r}");
+        }
+    }
+    // The sim sends Date: every shard's clock is bounded, and the hosts (one host here) agree.
+    assert!(info["skew_bound_ms"].as_f64().unwrap() <= 2000.0);
+    for c in info["clocks"].as_array().unwrap() {
+        let (lo, hi) = (c["offset_lo_ms"].as_f64().unwrap(), c["offset_hi_ms"].as_f64().unwrap());
+        assert!(lo <= 0.0 && 0.0 <= hi + 1.0, "one host: offset 0 within [{lo}, {hi}]");
+    }
+    assert!(out.path().join("report.html").is_file());
+    assert!(out.path().join("result_summary.json").is_file());
+    assert_eq!(merged.summary.counts.total, 0 + o["counts"]["total"].as_u64().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_run_merged_alone_is_itself() {
+    let ds = dataset(4, 5);
+    let s = sim().await;
+    let d = tempfile::tempdir().unwrap();
+    let mut c = config(&s.base_url(), &d);
+    c.concurrency = 3;
+    run(c, ds).await;
+    let out = tempfile::tempdir().unwrap();
+    merge(&[d.path()], out.path(), false).unwrap();
+    let (a, b) = (
+        read_json(&d.path().join("summary.json")),
+        read_json(&out.path().join("summary.json")),
+    );
+    for k in ["mlperf", "counts", "latency_ms", "throughput", "tokens", "accuracy", "validity"] {
+        assert_eq!(a[k], b[k], "{k}");
+    }
+    assert_eq!(a["window"]["duration_s"], b["window"]["duration_s"]);
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("result_summary.json")).unwrap(),
+        std::fs::read_to_string(out.path().join("result_summary.json")).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("scores.json")).unwrap(),
+        std::fs::read_to_string(out.path().join("scores.json")).unwrap()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_refuses_shards_of_different_runs_and_names_missing_ones() {
+    let ds = dataset(3, 3);
+    let s = sim().await;
+    let (dirs, _one) = shards_and_one(&s, &ds, 3, 1).await;
+    let p: Vec<&std::path::Path> = dirs.iter().map(|d| d.path()).collect();
+    let out = tempfile::tempdir().unwrap();
+
+    // A missing shard is named; --partial joins the rest and the result is never valid.
+    let e = merge(&[p[0], p[2]], out.path(), false).unwrap_err();
+    assert!(e.contains("missing shard(s): 1/3"), "{e}");
+    let partial = merge(&[p[0], p[2]], out.path(), true).unwrap();
+    assert_eq!(partial.summary.validity.verdict, tokentap_mlperf::Verdict::Invalid);
+    assert!(partial.summary.validity.reasons[0].contains("partial merge: shard(s) 1 of 3 missing"));
+    // The same shard twice.
+    let e = merge(&[p[0], p[1], p[1]], out.path(), false).unwrap_err();
+    assert!(e.contains("given twice"), "{e}");
+
+    // A shard of a run with other settings: the differing key is named.
+    let other = tempfile::tempdir().unwrap();
+    let mut c = config(&s.base_url(), &other);
+    c.shard = tokentap_replay::config::Shard { index: 1, count: 3 };
+    c.delay_scale = 0.5;
+    run(c, ds.clone()).await;
+    let e = merge(&[p[0], other.path(), p[2]], out.path(), false).unwrap_err();
+    assert!(e.contains("configs differ in: delay_scale (1.0 vs 0.5)"), "{e}");
+
+    // Another shard count.
+    let four = tempfile::tempdir().unwrap();
+    let mut c = config(&s.base_url(), &four);
+    c.shard = tokentap_replay::config::Shard { index: 1, count: 4 };
+    run(c, ds.clone()).await;
+    let e = merge(&[p[0], four.path(), p[2]], out.path(), false).unwrap_err();
+    assert!(e.contains("shard 1/4") && e.contains("different runs"), "{e}");
+
+    // Another dataset (same shape, other bytes).
+    let ds2 = dataset(3, 3);
+    let mut ds2_owned = (*ds2).clone();
+    ds2_owned.conversations.truncate(5);
+    let ds2 = Arc::new(ds2_owned);
+    let d2 = tempfile::tempdir().unwrap();
+    let mut c = config(&s.base_url(), &d2);
+    c.shard = tokentap_replay::config::Shard { index: 1, count: 3 };
+    c.dataset = Some(tokentap_replay::config::DatasetInfo {
+        path: "other.jsonl".into(),
+        hash: Some("blake2b-256:00".into()),
+        conversations: 5,
+        client_turns: 0,
+    });
+    run(c, ds2).await;
+    let e = merge(&[p[0], d2.path(), p[2]], out.path(), false).unwrap_err();
+    assert!(e.contains("another dataset"), "{e}");
+
+    // Not a run directory at all.
+    let empty = tempfile::tempdir().unwrap();
+    let e = merge(&[empty.path()], out.path(), false).unwrap_err();
+    assert!(e.contains("config.json"), "{e}");
+}

@@ -223,6 +223,11 @@ pub struct TurnRecord {
     /// before any response byte (absent = 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retries: Option<u32>,
+    /// Replay only: the response's `Date` header as Unix seconds — the server's clock, which
+    /// bounds this host's clock offset against it (`tokentap merge` reports the skew between
+    /// shards' hosts from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_date_s: Option<u64>,
     /// When the turn ended for its client, ns after start: the last response byte, the error,
     /// the timeout or the cancel (0 for a turn never sent). The reference's "complete".
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -285,6 +290,7 @@ impl TurnRecord {
             rx_lag_ttft_ns: None,
             rx_lag_max_ns: None,
             retries: None,
+            server_date_s: None,
             end_ns: None,
             osl: None,
             tpot_tokens: None,

@@ -419,6 +419,8 @@ pub struct Scratch {
     /// The last exchange's response status, once its head arrived (kept for a turn that
     /// times out or is cancelled after the head).
     pub http_status: Option<u16>,
+    /// The last response's `Date` header, Unix seconds (the server's clock, 1 s resolution).
+    pub server_date: Option<u64>,
 }
 
 /// What one exchange is told besides the request.
@@ -463,6 +465,7 @@ pub async fn exchange(
     scratch.rx = RxReport::default();
     scratch.retries = 0;
     scratch.http_status = None;
+    scratch.server_date = None;
     let mut head = std::mem::take(&mut conn.head);
     head.clear();
     http1::write_head(&req, &mut head);
@@ -553,12 +556,25 @@ async fn attempt(
         }
         scratch.rx.on_read(&r);
         filled += r.n;
-        match http1::parse_head(&buf[..filled]) {
+        let mut date = None;
+        let parsed = http1::parse_head_with(&buf[..filled], |name, value| {
+            if name.eq_ignore_ascii_case("date") {
+                date = std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|v| httpdate::parse_http_date(v).ok());
+            }
+        });
+        match parsed {
             Ok(Some((len, h))) if (100..200).contains(&h.status) => {
                 buf.copy_within(len..filled, 0);
                 filled -= len;
             }
-            Ok(Some((len, h))) => break (len, h, r),
+            Ok(Some((len, h))) => {
+                scratch.server_date = date
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_secs());
+                break (len, h, r);
+            }
             Ok(None) => {}
             Err(e) => {
                 return Ok(Exchange::Failed {

@@ -155,8 +155,6 @@ pub(crate) const SOURCES: [&str; 5] = [
 impl Aggregate {
     fn fold(&mut self, rr: &ReplayRecord, counters: &Counters, scorer: Option<&Scorer>) {
         let r = &rr.record;
-        let m = &r.measured;
-        self.records += 1;
         if let (Some(rt), Some(scorer)) = (&rr.reference, scorer) {
             if tokentap_mlperf::window::issued(r) {
                 self.reference
@@ -165,6 +163,14 @@ impl Aggregate {
                 self.reference.window.fold(r);
             }
         }
+        self.fold_turn(r, counters);
+    }
+
+    /// Everything but the scores (which need the reference's view of the turn): the counts,
+    /// the samples, the per-endpoint shares.
+    pub(crate) fn fold_turn(&mut self, r: &TurnRecord, counters: &Counters) {
+        let m = &r.measured;
+        self.records += 1;
         self.retries += u64::from(r.retries.unwrap_or(0));
         if r.status != Status::Aborted {
             let key = r.upstream.as_deref().unwrap_or("");

@@ -20,7 +20,7 @@
 
 use crate::error::ReplayError;
 use http::uri::{PathAndQuery, Scheme, Uri};
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use std::fmt;
 use std::path::PathBuf;
@@ -29,7 +29,7 @@ use std::time::Duration;
 use tokentap_dataset::Dataset;
 
 /// The two official models' settings (SPEC §3, §5, §6).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Preset {
     /// Kimi K3 (it replaced K2.6 in the reference): temperature 1.0, top_p 1.0, 8192 tokens;
@@ -83,7 +83,7 @@ impl Preset {
 
 /// Run-level sampling settings; `None` fields are omitted from the body. Per-row overrides of
 /// the dataset replace these for that row's request.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sampling {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
@@ -140,7 +140,7 @@ impl FromStr for Secret {
 }
 
 /// `--shard I/N`: this process runs the trajectories whose FIFO number k has `k mod N == I`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Shard {
     pub index: u64,
     pub count: u64,
@@ -209,6 +209,20 @@ fn opt_secs<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error
     match d {
         Some(d) => s.serialize_some(&d.as_secs_f64()),
         None => s.serialize_none(),
+    }
+}
+
+fn de_secs<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let v = f64::deserialize(d)?;
+    Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
+}
+
+fn de_opt_secs<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    match Option::<f64>::deserialize(d)? {
+        Some(v) => Duration::try_from_secs_f64(v)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+        None => Ok(None),
     }
 }
 
@@ -395,7 +409,7 @@ impl Opts {
 }
 
 /// Where requests go.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Endpoint {
     /// As given by the operator.
     pub base: String,
@@ -456,7 +470,7 @@ impl Endpoint {
 }
 
 /// What identifies the dataset a run used.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DatasetInfo {
     pub path: PathBuf,
     /// `blake2b-256:<hex>` of the file bytes, when the file was read by the run.
@@ -467,11 +481,16 @@ pub struct DatasetInfo {
 }
 
 /// The warmup phase (SPEC §10.4: declared, excluded from the metrics).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WarmupConfig {
     /// Trajectories to issue (`None`: as many as `duration` allows).
     pub trajectories: Option<u64>,
-    #[serde(serialize_with = "opt_secs", rename = "duration_s")]
+    #[serde(
+        serialize_with = "opt_secs",
+        deserialize_with = "de_opt_secs",
+        default,
+        rename = "duration_s"
+    )]
     pub duration: Option<Duration>,
     /// `None`: the performance dataset.
     pub dataset: Option<PathBuf>,
@@ -479,7 +498,7 @@ pub struct WarmupConfig {
 }
 
 /// The fully resolved run configuration.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ReplayConfig {
     /// One or more; a conversation stays on one (`client::Target::pick`).
     pub endpoints: Vec<Endpoint>,
@@ -488,7 +507,7 @@ pub struct ReplayConfig {
     /// `--insecure`: https certificates were not checked.
     pub insecure: bool,
     /// The model was not given: it is the one the endpoints list at `/v1/models`.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub model_discovered: bool,
     /// Run-level model name; rows may override it.
     pub model: Option<String>,
@@ -508,10 +527,19 @@ pub struct ReplayConfig {
     pub api_key: Option<Secret>,
     /// True when an API key was given (the key itself is never recorded).
     pub api_key_set: bool,
-    #[serde(serialize_with = "secs", rename = "turn_timeout_s")]
+    #[serde(
+        serialize_with = "secs",
+        deserialize_with = "de_secs",
+        rename = "turn_timeout_s"
+    )]
     pub turn_timeout: Duration,
     pub stop_issuing_on_first_user_complete: bool,
-    #[serde(serialize_with = "opt_secs", rename = "max_duration_s")]
+    #[serde(
+        serialize_with = "opt_secs",
+        deserialize_with = "de_opt_secs",
+        default,
+        rename = "max_duration_s"
+    )]
     pub max_duration: Option<Duration>,
     pub out: Option<PathBuf>,
     /// `--metrics`: where the client's live metrics are served during the run.

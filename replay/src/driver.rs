@@ -43,7 +43,7 @@ use tokentap_mlperf::Scorer;
 use tokio_util::sync::CancellationToken;
 
 /// Why issuing stopped before the budget ran out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// `--stop-issuing-on-first-user-complete` fired.
@@ -69,6 +69,9 @@ pub(crate) struct Run {
     window_open: AtomicBool,
     /// Monotonic ns at which the window closed (0 = still open).
     window_closed: AtomicU64,
+    /// Monotonic ns of the newest successful claim: at the end, when the budget was exhausted
+    /// (what `tokentap merge` needs to close the union's window by the single-machine rule).
+    last_claim: AtomicU64,
     pub stop_issuing: CancellationToken,
     pub cancel: CancellationToken,
     pub stop_reason: OnceLock<StopReason>,
@@ -116,6 +119,7 @@ impl Run {
             next: AtomicU64::new(0),
             window_open: AtomicBool::new(true),
             window_closed: AtomicU64::new(0),
+            last_claim: AtomicU64::new(0),
             stop_issuing: CancellationToken::new(),
             cancel: CancellationToken::new(),
             stop_reason: OnceLock::new(),
@@ -153,6 +157,14 @@ impl Run {
         }
     }
 
+    /// When the last trajectory was claimed (the budget exhausted, once issuing has ended).
+    pub fn last_claim_at(&self) -> Option<MonoNs> {
+        match self.last_claim.load(Relaxed) {
+            0 => None,
+            t => Some(t),
+        }
+    }
+
     /// Trajectories this process issues (so far: it grows while the minimum duration runs).
     pub fn budget_local(&self) -> u64 {
         self.budget_local.load(Relaxed)
@@ -170,6 +182,7 @@ impl Run {
         loop {
             let b = self.budget_local.load(Relaxed);
             if j < b {
+                self.last_claim.fetch_max(clock::now(), Relaxed);
                 return Some(j * self.cfg.shard.count + self.cfg.shard.index);
             }
             match self.extend_until {
@@ -418,6 +431,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
             rec.rx_lag_ttft_ns = scratch.rx.ttft_lag_ns;
             rec.rx_lag_max_ns = scratch.rx.max_lag_ns;
             rec.retries = (scratch.retries > 0).then_some(scratch.retries);
+            rec.server_date_s = scratch.server_date;
         }
         match ended {
             Ended::Done(Exchange::Ok { http_status }) => {

@@ -11,6 +11,7 @@
 //! - [`body`]: byte-compatible request bodies built incrementally (each history message
 //!   serialized once per trajectory; the body is a list of shared segments).
 //! - [`salt`]: BLAKE2b-2 salt tags (SPEC §4).
+//! - [`merge`]: `tokentap merge` — the shards of one run joined into that run.
 //! - [`models`]: without `--model`, the one model the endpoints list at `/v1/models`.
 //! - [`client`]: one HTTP/1.1 keep-alive connection per slot; one measured exchange per turn.
 //! - [`driver`]: slots, the trajectory FIFO, delays, timeouts, performance window, stopping.
@@ -51,6 +52,7 @@ pub mod collector;
 pub mod config;
 pub mod driver;
 pub mod error;
+pub mod merge;
 pub mod metrics;
 pub mod models;
 mod phase;
@@ -342,6 +344,7 @@ pub async fn run_with_hooks(
             interrupted: ran.interrupted,
             stopped_by: ran.stopped_by,
             window_closed: ran.window_closed,
+            last_claim: ran.last_claim,
             budget_local: ran.budget_local,
             trajectories_started: ran.trajectories_started,
             trajectories_finished: ran.trajectories_finished,

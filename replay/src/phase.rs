@@ -41,6 +41,8 @@ pub(crate) struct Ran {
     pub interrupted: bool,
     pub stopped_by: Option<StopReason>,
     pub window_closed: Option<MonoNs>,
+    /// When the last trajectory was claimed.
+    pub last_claim: Option<MonoNs>,
     pub budget_local: u64,
     pub trajectories_started: u64,
     pub trajectories_finished: u64,
@@ -159,6 +161,7 @@ impl Phase {
             }
         }
         let window_closed = run.window_closed_at();
+        let last_claim = run.last_claim_at();
         let stopped_by = run.stop_reason.get().copied();
         let budget_local = run.budget_local();
         // Dropping the last `Run` drops the job sender: the pool drains, then the collector.
@@ -179,6 +182,7 @@ impl Phase {
             interrupted,
             stopped_by,
             window_closed,
+            last_claim,
             budget_local,
             trajectories_started: counters.trajectories_started.load(Relaxed),
             trajectories_finished: counters.trajectories_done.load(Relaxed),

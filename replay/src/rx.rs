@@ -119,13 +119,20 @@ impl RxStream {
             Ok((msg.bytes, kernel_real))
         })?;
         let user = clock::now();
-        let (at, clock) = match kernel_real {
+        let (mut at, clock) = match kernel_real {
             Some(k) => {
                 let real = clock::wall_now();
                 (user.saturating_sub(real.saturating_sub(k)), RxClock::Kernel)
             }
             None => (user, RxClock::User),
         };
+        // TCP delivers in order: a read's newest segment is never older than the previous
+        // read's. Moving the stamp between clocks jitters by tens of ns, which could otherwise
+        // date two reads of packets that arrived together in the wrong order (and make a
+        // zero-gap TPOT negative).
+        if let Some(prev) = self.last {
+            at = at.max(prev.at);
+        }
         let r = Read { n, at, user, clock };
         self.last = Some(r);
         Ok(r)

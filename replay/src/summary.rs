@@ -46,6 +46,10 @@ pub struct Summary {
     /// The declared warmup, when there was one (excluded from every number above).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warmup: Option<WarmupDeclaration>,
+    /// `tokentap merge`: the shards this run was joined from, their clocks and the union's
+    /// window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge: Option<crate::merge::MergeInfo>,
     /// The full resolved configuration (the API key is never included).
     pub config: ReplayConfig,
 }
@@ -81,7 +85,7 @@ pub struct Mlperf {
 }
 
 /// The declared warmup (SPEC §10.4).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct WarmupDeclaration {
     pub duration_s: f64,
     pub requests_issued: u64,
@@ -129,6 +133,9 @@ pub struct RunInfo {
     /// Problem writing records.jsonl, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub records_error: Option<String>,
+    /// Sampling fields that dataset rows override (other than `model`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub row_overrides: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -138,6 +145,9 @@ pub struct Window {
     pub start_wall_ns: u64,
     /// Tracking stopped (first user completed / stop), monotonic ns; null if it never did.
     pub closed_mono_ns: Option<u64>,
+    /// When this process claimed its last trajectory (its budget was exhausted from then on),
+    /// monotonic ns; null if it claimed none.
+    pub last_claim_mono_ns: Option<u64>,
     /// Last completion of an in-window turn, monotonic ns.
     pub end_mono_ns: Option<u64>,
     pub end_wall_ns: Option<u64>,
@@ -249,6 +259,7 @@ pub(crate) struct RunFacts {
     pub interrupted: bool,
     pub stopped_by: Option<StopReason>,
     pub window_closed: Option<u64>,
+    pub last_claim: Option<u64>,
     pub budget_local: u64,
     pub trajectories_started: u64,
     pub trajectories_finished: u64,
@@ -401,11 +412,13 @@ impl Summary {
                 trajectories_finished: f.trajectories_finished,
                 mean_request_bytes: agg.request_bytes.value(),
                 records_error: agg.write_error.clone(),
+                row_overrides: f.row_overrides.clone(),
             },
             window: Window {
                 start_mono_ns: f.start.mono_ns,
                 start_wall_ns: f.start.wall_ns,
                 closed_mono_ns: f.window_closed,
+                last_claim_mono_ns: f.last_claim,
                 end_mono_ns: window_end,
                 end_wall_ns: window_end.map(|e| f.start.wall_of(e)),
                 duration_s: duration,
@@ -447,6 +460,7 @@ impl Summary {
             client,
             accuracy,
             warmup: f.warmup.clone(),
+            merge: None,
             config: cfg,
         };
         Built {
@@ -466,6 +480,17 @@ impl Summary {
             let _ = writeln!(
                 s,
                 "  TLS certificates NOT checked (--insecure): the endpoint's identity is unverified"
+            );
+        }
+        if let Some(m) = &self.merge {
+            let _ = writeln!(
+                s,
+                "  merged from {} of {} shards; hosts' clocks within {} of each other (servers' Date headers); window closed by {}",
+                m.shards,
+                m.of,
+                m.skew_bound_ms
+                    .map_or("an unknown bound (no Date headers)".to_string(), |b| format!("{b:.1} ms")),
+                m.window_closed_by.as_deref().unwrap_or("nothing (it never closed)")
             );
         }
         if self.config.model_discovered {

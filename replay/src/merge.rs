@@ -1,0 +1,699 @@
+//! `tokentap merge DIR... --out DIR`: the run directories of the N shards of one run (`replay
+//! --shard I/N` on N machines) joined into the run one process would have written.
+//!
+//! ## What is joined, and how
+//! - **Same run.** Every shard's `config.json` must be the same but for the shard index, the
+//!   output directory, the metrics address and the local paths of the dataset and tokenizer
+//!   (the dataset's hash must match); the shard count must be the same, every index present
+//!   once. A difference is an error naming the key and both values; missing shards are named
+//!   (`--partial` joins them anyway and the result says it is partial — never valid).
+//! - **One timeline.** Each shard's monotonic instants are moved onto its wall clock by the
+//!   offset between its two clocks at its start (`run.start`): intervals within a shard are
+//!   unchanged, instants of different shards compare by their hosts' wall clocks. How far those
+//!   clocks can disagree is bounded from the servers' `Date` headers the records carry
+//!   ([`clock_bound`]) and reported.
+//! - **One performance window**, the single-machine rule (SPEC §5) applied to the union:
+//!   tracking starts when the first shard starts; the budget is exhausted when the last shard
+//!   claims its last trajectory; tracking stops at the first trajectory completion, on any shard,
+//!   after that instant. A record is in the window when it was issued before the stop (the shard
+//!   whose own window closed at that instant keeps its own flags, so one shard merged alone is
+//!   exactly that shard's run).
+//! - **Numbers recomputed from the union**: the records are folded again through the same
+//!   aggregation as a live run (exact percentiles from all raw samples, counts, token totals,
+//!   the reference's `result_summary.json` samples); accuracy is the mean of the records'
+//!   unrounded scores with the per-turn rows of every shard's `scores.json`; validity is
+//!   evaluated on the merged run. The HTML report is drawn from the merged files.
+
+use crate::collector::Aggregate;
+use crate::config::{ReplayConfig, Shard};
+use crate::driver::StopReason;
+use crate::error::ReplayError;
+use crate::progress::Counters;
+use crate::summary::{RunFacts, Summary, WarmupDeclaration};
+use crate::RunOutcome;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use tokentap_core::clock::Anchor;
+use tokentap_core::record::{Status, TurnRecord};
+use tokentap_mlperf::scorer::{py_round, Domain, ExcludedTurn, Scores, TurnScore};
+
+/// `tokentap merge` options.
+#[derive(clap::Args, Clone, Debug)]
+pub struct MergeOpts {
+    /// The shards' run directories (each with config.json, summary.json, records.jsonl,
+    /// scores.json — what `replay --shard I/N --out DIR` writes).
+    #[arg(required = true, num_args = 1.., value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Where the merged run is written (records.jsonl, summary.json, result_summary.json,
+    /// scores.json, config.json, report.html).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Join even when shards are missing (the result says so and is never valid).
+    #[arg(long)]
+    pub partial: bool,
+}
+
+/// What `summary.json` says about the merge.
+#[derive(Debug, Clone, Serialize)]
+pub struct MergeInfo {
+    /// Shards joined, of how many.
+    pub shards: u64,
+    pub of: u64,
+    /// Shard indices not given (only with `--partial`).
+    pub missing: Vec<u64>,
+    pub dirs: Vec<String>,
+    /// `blake2b-256` of the shared configuration (what every shard had to agree on).
+    pub config_hash: String,
+    /// Per shard: its host's clock against the servers' `Date` headers.
+    pub clocks: Vec<ShardClock>,
+    /// Bound on the wall-clock difference between any two shards' hosts, ms (`None`: a shard
+    /// saw no `Date` header, the skew is not bounded).
+    pub skew_bound_ms: Option<f64>,
+    /// The union's window on the aligned timeline (wall-clock ns).
+    pub window_start_wall_ns: u64,
+    pub budget_exhausted_wall_ns: Option<u64>,
+    pub window_closed_wall_ns: Option<u64>,
+    /// Which shard's trajectory completion stopped tracking.
+    pub window_closed_by: Option<String>,
+}
+
+/// One shard's clock.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShardClock {
+    pub shard: u64,
+    /// Offset of this host's wall clock from the servers' (local − server), bounded: it lies in
+    /// `[lo, hi]` ms. `None` without any `Date` header.
+    pub offset_lo_ms: Option<f64>,
+    pub offset_hi_ms: Option<f64>,
+    /// Responses that carried a `Date` header.
+    pub responses: u64,
+}
+
+/// One shard as read from its directory.
+struct ShardRun {
+    dir: PathBuf,
+    config: ReplayConfig,
+    summary: Value,
+    records: Vec<Line>,
+    scores: Value,
+    /// `wall − mono` at the shard's start: adds to a monotonic instant to put it on the
+    /// aligned timeline.
+    delta: i128,
+}
+
+/// A line of `records.jsonl`.
+#[derive(Deserialize, Serialize)]
+struct Line {
+    #[serde(flatten)]
+    record: TurnRecord,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    accuracy: Option<f64>,
+}
+
+/// Joins `opts.dirs` into `opts.out`.
+pub fn merge(opts: &MergeOpts) -> Result<RunOutcome, ReplayError> {
+    let mut shards = opts
+        .dirs
+        .iter()
+        .map(|d| load(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (of, missing, config_hash) = check_same_run(&shards, opts.partial)?;
+    shards.sort_by_key(|s| s.config.shard.index);
+
+    // The shared config, unsharded: the merged run is checked as one run.
+    let mut config = shards[0].config.clone();
+    config.shard = Shard::default();
+    // N processes of C slots each: N·C conversations were active at once.
+    config.concurrency = shards.iter().map(|s| s.config.concurrency).sum();
+    config.out = Some(opts.out.clone());
+    config.metrics = None;
+
+    // One timeline.
+    let at = |s: &ShardRun, mono: u64| (mono as i128 + s.delta).max(0) as u64;
+    for s in &mut shards {
+        let d = s.delta;
+        for l in &mut s.records {
+            let r = &mut l.record;
+            r.start_mono_ns = (r.start_mono_ns as i128 + d).max(0) as u64;
+            r.anchor.mono_ns = r.start_mono_ns;
+            r.scheduled_mono_ns = r.scheduled_mono_ns.map(|t| (t as i128 + d).max(0) as u64);
+        }
+    }
+    let mono = |v: &Value| v.as_u64();
+    let start = shards
+        .iter()
+        .map(|s| at(s, mono(&s.summary["run"]["start"]["mono_ns"]).unwrap_or(0)))
+        .min()
+        .unwrap_or(0);
+    let end = shards
+        .iter()
+        .map(|s| at(s, mono(&s.summary["run"]["end"]["mono_ns"]).unwrap_or(0)))
+        .max()
+        .unwrap_or(start);
+
+    // The union's window.
+    let mut exhausted: Option<(u64, usize)> = None;
+    for (i, s) in shards.iter().enumerate() {
+        let Some(t) = mono(&s.summary["window"]["last_claim_mono_ns"]) else {
+            if s.summary["window"].get("last_claim_mono_ns").is_none() {
+                return Err(ReplayError::Config(format!(
+                    "{}: summary.json has no window.last_claim_mono_ns (written by an older tokentap); run the shard again",
+                    s.dir.display()
+                )));
+            }
+            continue; // claimed nothing
+        };
+        let t = at(s, t);
+        if exhausted.is_none_or(|(e, _)| t > e) {
+            exhausted = Some((t, i));
+        }
+    }
+    let mut close: Option<(u64, String, Option<usize>)> = None;
+    if let Some((t_ex, last)) = exhausted {
+        // The last shard to run out: its own window closed at its first completion after
+        // that, which is after t_ex.
+        if let Some(c) = mono(&shards[last].summary["window"]["closed_mono_ns"]) {
+            let c = at(&shards[last], c);
+            close = Some((
+                c,
+                format!("shard {}", shards[last].config.shard.index),
+                Some(last),
+            ));
+        }
+        // Other shards: their trajectories that completed after t_ex.
+        for (i, s) in shards.iter().enumerate() {
+            if i == last {
+                continue;
+            }
+            let mut done: BTreeMap<u64, u64> = BTreeMap::new();
+            for l in &s.records {
+                let r = &l.record;
+                if r.status == Status::Aborted {
+                    continue;
+                }
+                let (Some(k), Some(e)) = (r.trajectory, r.end_ns) else {
+                    continue;
+                };
+                let c = done.entry(k).or_default();
+                *c = (*c).max(r.start_mono_ns + e);
+            }
+            if let Some((&k, &c)) = done
+                .iter()
+                .filter(|(_, &c)| c >= t_ex)
+                .min_by_key(|(_, &c)| c)
+            {
+                if close.as_ref().is_none_or(|(best, _, _)| c < *best) {
+                    close = Some((
+                        c,
+                        format!("shard {} (trajectory {k})", s.config.shard.index),
+                        None,
+                    ));
+                }
+            }
+        }
+    }
+    let close_at = close.as_ref().map(|c| c.0);
+    let keep_own = close.as_ref().and_then(|c| c.2);
+    for (i, s) in shards.iter_mut().enumerate() {
+        if keep_own == Some(i) {
+            continue;
+        }
+        for l in &mut s.records {
+            let r = &mut l.record;
+            r.in_window = Some(close_at.is_none_or(|c| r.start_mono_ns < c));
+        }
+    }
+
+    // Clocks.
+    let clocks: Vec<ShardClock> = shards
+        .iter()
+        .map(|s| {
+            let (lo, hi, n) = clock_bound(s.records.iter().map(|l| &l.record));
+            ShardClock {
+                shard: s.config.shard.index,
+                offset_lo_ms: lo.map(|v| v as f64 / 1e6),
+                offset_hi_ms: hi.map(|v| v as f64 / 1e6),
+                responses: n,
+            }
+        })
+        .collect();
+    let skew_bound_ms = skew_bound(&clocks);
+
+    // The records in the order a live run folds them: each shard's file is in its collector's
+    // order (turns as they finished); the shards are interleaved by when their turns ended.
+    let lines = interleave(shards.iter_mut().map(|s| std::mem::take(&mut s.records)).collect());
+    let counters = Counters::default();
+    let mut agg = Aggregate::default();
+    for l in &lines {
+        agg.reference.window.fold(&l.record);
+        agg.fold_turn(&l.record, &counters);
+    }
+    let scores = merge_scores(&shards, &lines)?;
+
+    let sum = |f: &dyn Fn(&Value) -> Option<u64>| shards.iter().filter_map(|s| f(&s.summary)).sum();
+    let stopped_by = shards.iter().find_map(|s| {
+        serde_json::from_value::<Option<StopReason>>(s.summary["run"]["stopped_by"].clone())
+            .ok()
+            .flatten()
+    });
+    let m0 = &shards[0].summary["mlperf"];
+    let tokenizer = m0["tokenizer"].as_str().map(|dir| {
+        (
+            dir.to_string(),
+            sum(&|v| v["mlperf"]["template_fallbacks"].as_u64()),
+            shards
+                .iter()
+                .find_map(|s| s.summary["mlperf"]["template_error"].as_str())
+                .map(str::to_string),
+        )
+    });
+    let warmup = merge_warmups(&shards);
+    let dataset_size = config.dataset.as_ref().map_or(0, |d| d.conversations as u64);
+    let facts = RunFacts {
+        start: Anchor {
+            wall_ns: start,
+            mono_ns: start,
+        },
+        end: Anchor {
+            wall_ns: end,
+            mono_ns: end,
+        },
+        interrupted: shards
+            .iter()
+            .any(|s| s.summary["run"]["interrupted"] == Value::Bool(true)),
+        stopped_by,
+        window_closed: close_at,
+        last_claim: exhausted.map(|e| e.0),
+        budget_local: sum(&|v| v["run"]["trajectory_budget"].as_u64()),
+        trajectories_started: sum(&|v| v["run"]["trajectories_started"].as_u64()),
+        trajectories_finished: sum(&|v| v["run"]["trajectories_finished"].as_u64()),
+        scores,
+        tokenizer,
+        warmup,
+        dataset_size,
+        row_overrides: shards[0].summary["run"]["row_overrides"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    let built = Summary::build(agg, config.clone(), facts);
+    let mut summary = built.summary;
+    summary.merge = Some(MergeInfo {
+        shards: shards.len() as u64,
+        of,
+        missing: missing.clone(),
+        dirs: shards.iter().map(|s| s.dir.display().to_string()).collect(),
+        config_hash,
+        clocks,
+        skew_bound_ms,
+        window_start_wall_ns: start,
+        budget_exhausted_wall_ns: exhausted.map(|e| e.0),
+        window_closed_wall_ns: close_at,
+        window_closed_by: close.map(|c| c.1),
+    });
+    if !missing.is_empty() {
+        summary.validity.verdict = tokentap_mlperf::Verdict::Invalid;
+        summary.validity.reasons.insert(
+            0,
+            format!(
+                "partial merge: shard(s) {} of {of} missing",
+                missing
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+    }
+
+    // Write the merged run.
+    let out = &opts.out;
+    std::fs::create_dir_all(out).map_err(|source| ReplayError::Io {
+        what: "cannot create",
+        path: out.clone(),
+        source,
+    })?;
+    let io = |what: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ReplayError::Io { what, path, source }
+    };
+    let rec_path = out.join("records.jsonl");
+    {
+        let f = std::fs::File::create(&rec_path).map_err(io("cannot create", &rec_path))?;
+        let mut w = BufWriter::with_capacity(256 << 10, f);
+        for l in &lines {
+            serde_json::to_writer(&mut w, l).map_err(|e| io("cannot write", &rec_path)(e.into()))?;
+            w.write_all(b"\n").map_err(io("cannot write", &rec_path))?;
+        }
+        w.flush().map_err(io("cannot write", &rec_path))?;
+    }
+    crate::write_json(out, "config.json", &config)?;
+    crate::write_json(out, "summary.json", &summary)?;
+    crate::write_text(out, "result_summary.json", &built.result_summary.to_file_text())?;
+    crate::write_text(out, "scores.json", &built.scores.to_file_text())?;
+    if let Err(e) = tokentap_report::write_html(out) {
+        tracing::warn!("report.html not written: {e}");
+    }
+    Ok(RunOutcome {
+        summary,
+        out_dir: Some(out.clone()),
+        interrupted: false,
+    })
+}
+
+/// A k-way merge of the shards' record sequences by end instant, keeping each shard's order
+/// (so one shard comes out exactly as it went in).
+fn interleave(shards: Vec<Vec<Line>>) -> Vec<Line> {
+    let end = |l: &Line| l.record.start_mono_ns + l.record.end_ns.unwrap_or(0);
+    let total = shards.iter().map(Vec::len).sum();
+    let mut iters: Vec<std::iter::Peekable<std::vec::IntoIter<Line>>> =
+        shards.into_iter().map(|v| v.into_iter().peekable()).collect();
+    let mut out = Vec::with_capacity(total);
+    loop {
+        let next = iters
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, it)| it.peek().map(|l| (end(l), i)))
+            .min();
+        let Some((_, i)) = next else { break };
+        out.extend(iters[i].next());
+    }
+    out
+}
+
+fn load(dir: &Path) -> Result<ShardRun, ReplayError> {
+    let read = |name: &str| -> Result<Vec<u8>, ReplayError> {
+        let p = dir.join(name);
+        std::fs::read(&p).map_err(|source| ReplayError::Io {
+            what: "cannot read (a shard's run directory has config.json, summary.json, records.jsonl and scores.json)",
+            path: p,
+            source,
+        })
+    };
+    let json = |name: &str, bytes: &[u8]| -> Result<Value, ReplayError> {
+        serde_json::from_slice(bytes).map_err(|e| {
+            ReplayError::Config(format!("{}: expected JSON ({e})", dir.join(name).display()))
+        })
+    };
+    let config_v = json("config.json", &read("config.json")?)?;
+    let config: ReplayConfig = serde_json::from_value(config_v).map_err(|e| {
+        ReplayError::Config(format!(
+            "{}: not a tokentap replay config ({e})",
+            dir.join("config.json").display()
+        ))
+    })?;
+    let summary = json("summary.json", &read("summary.json")?)?;
+    let scores = json("scores.json", &read("scores.json")?)?;
+    let rec_path = dir.join("records.jsonl");
+    let f = std::fs::File::open(&rec_path).map_err(|source| ReplayError::Io {
+        what: "cannot read",
+        path: rec_path.clone(),
+        source,
+    })?;
+    let mut records = Vec::new();
+    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
+        let line = line.map_err(|source| ReplayError::Io {
+            what: "cannot read",
+            path: rec_path.clone(),
+            source,
+        })?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let l: Line = serde_json::from_str(&line).map_err(|e| {
+            ReplayError::Config(format!(
+                "{}:{}: expected a tokentap turn record ({e})",
+                rec_path.display(),
+                i + 1
+            ))
+        })?;
+        records.push(l);
+    }
+    let start = &summary["run"]["start"];
+    let (Some(wall), Some(mono)) = (start["wall_ns"].as_u64(), start["mono_ns"].as_u64()) else {
+        return Err(ReplayError::Config(format!(
+            "{}: expected run.start.wall_ns and run.start.mono_ns",
+            dir.join("summary.json").display()
+        )));
+    };
+    Ok(ShardRun {
+        dir: dir.to_path_buf(),
+        config,
+        summary,
+        records,
+        scores,
+        delta: wall as i128 - mono as i128,
+    })
+}
+
+/// The keys of `config.json` every shard must agree on: all but these. (`concurrency` is per
+/// process and must agree; the merged run's is the sum.)
+const PER_SHARD: [&str; 4] = ["shard", "out", "metrics", "model_discovered"];
+
+/// The shared part of a config, as JSON (local paths dropped, the dataset's hash kept).
+fn shared(c: &ReplayConfig) -> Value {
+    let mut v = serde_json::to_value(c).unwrap_or_default();
+    if let Value::Object(o) = &mut v {
+        for k in PER_SHARD {
+            o.remove(k);
+        }
+        o.remove("tokenizer");
+        if let Some(Value::Object(d)) = o.get_mut("dataset") {
+            d.remove("path");
+        }
+    }
+    v
+}
+
+/// Same run, every shard once: the shard count, missing indices and the shared config's hash.
+fn check_same_run(shards: &[ShardRun], partial: bool) -> Result<(u64, Vec<u64>, String), ReplayError> {
+    let bad = |m: String| Err(ReplayError::Config(m));
+    let first = &shards[0];
+    let n = first.config.shard.count;
+    let base = shared(&first.config);
+    let hash0 = first.config.dataset.as_ref().and_then(|d| d.hash.clone());
+    let mut seen: BTreeMap<u64, &Path> = BTreeMap::new();
+    for s in shards {
+        let c = &s.config;
+        if c.shard.count != n {
+            return bad(format!(
+                "{} is shard {}/{} but {} is shard {}/{}: shards of different runs",
+                s.dir.display(),
+                c.shard.index,
+                c.shard.count,
+                first.dir.display(),
+                first.config.shard.index,
+                n
+            ));
+        }
+        let hash = c.dataset.as_ref().and_then(|d| d.hash.clone());
+        if hash != hash0 {
+            return bad(format!(
+                "{} used another dataset than {} ({} vs {}): shards of different runs",
+                s.dir.display(),
+                first.dir.display(),
+                hash.as_deref().unwrap_or("no hash"),
+                hash0.as_deref().unwrap_or("no hash")
+            ));
+        }
+        let v = shared(c);
+        if v != base {
+            let diffs = differences(&base, &v);
+            return bad(format!(
+                "{} and {} are not shards of one run; their configs differ in: {}",
+                first.dir.display(),
+                s.dir.display(),
+                diffs.join("; ")
+            ));
+        }
+        if let Some(other) = seen.insert(c.shard.index, &s.dir) {
+            return bad(format!(
+                "shard {}/{n} is given twice: {} and {}",
+                c.shard.index,
+                other.display(),
+                s.dir.display()
+            ));
+        }
+    }
+    let missing: Vec<u64> = (0..n).filter(|i| !seen.contains_key(i)).collect();
+    if !missing.is_empty() && !partial {
+        return bad(format!(
+            "missing shard(s): {} — the union of the given shards is not the run (give every shard's directory, or --partial to join what is there)",
+            missing
+                .iter()
+                .map(|i| format!("{i}/{n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    use blake2::Digest;
+    let mut h = blake2::Blake2b::<blake2::digest::consts::U32>::new();
+    h.update(serde_json::to_vec(&base).unwrap_or_default());
+    let hex: String = h
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok((n, missing, format!("blake2b-256:{hex}")))
+}
+
+/// `key (a vs b)` for every top-level key whose values differ.
+fn differences(a: &Value, b: &Value) -> Vec<String> {
+    let (Value::Object(a), Value::Object(b)) = (a, b) else {
+        return vec!["the whole config".into()];
+    };
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| {
+            let show = |v: Option<&Value>| v.map_or("absent".to_string(), Value::to_string);
+            format!("{k} ({} vs {})", show(a.get(k)), show(b.get(k)))
+        })
+        .collect()
+}
+
+/// Bounds a host's clock offset against the servers' (local wall − server wall), ns, from the
+/// records' `Date` headers: the server wrote its `Date` (a whole second `S`, the time in
+/// `[S, S+1)`) after the request left and before the response head arrived, so
+/// `send − (S+1) < offset ≤ head − S` for each response; the bound is the intersection.
+/// Returns `(lo, hi, responses)`.
+pub fn clock_bound<'a>(records: impl Iterator<Item = &'a TurnRecord>) -> (Option<i64>, Option<i64>, u64) {
+    let (mut lo, mut hi, mut n) = (i64::MIN, i64::MAX, 0u64);
+    for r in records {
+        let (Some(s), Some(ttfb)) = (r.server_date_s, r.measured.ttfb_ns) else {
+            continue;
+        };
+        let server = s as i64 * 1_000_000_000;
+        let send = r.anchor.wall_ns as i64;
+        let head = send + ttfb as i64;
+        lo = lo.max(send - server - 1_000_000_000);
+        hi = hi.min(head - server);
+        n += 1;
+    }
+    if n == 0 {
+        (None, None, 0)
+    } else {
+        (Some(lo), Some(hi), n)
+    }
+}
+
+/// The largest wall-clock difference two shards' hosts can have, ms.
+fn skew_bound(clocks: &[ShardClock]) -> Option<f64> {
+    let mut worst = 0.0f64;
+    for a in clocks {
+        for b in clocks {
+            let (Some(alo), Some(ahi), Some(blo), Some(bhi)) =
+                (a.offset_lo_ms, a.offset_hi_ms, b.offset_lo_ms, b.offset_hi_ms)
+            else {
+                return None;
+            };
+            worst = worst.max((ahi - blo).abs()).max((alo - bhi).abs());
+        }
+    }
+    Some(worst)
+}
+
+/// The union's `scores.json`: per-turn rows of every shard, the mean of the records'
+/// unrounded scores.
+fn merge_scores(shards: &[ShardRun], lines: &[Line]) -> Result<Scores, ReplayError> {
+    let (mut total, mut n) = (0.0, 0u64);
+    let mut by_domain: BTreeMap<Domain, (f64, u64)> = BTreeMap::new();
+    for l in lines {
+        let Some(a) = l.accuracy else { continue };
+        let conv = l
+            .record
+            .source_conversation_id
+            .as_deref()
+            .unwrap_or_default();
+        total += a;
+        n += 1;
+        let d = by_domain.entry(Domain::of(conv)).or_insert((0.0, 0));
+        d.0 += a;
+        d.1 += 1;
+    }
+    let mut per_turn = Vec::new();
+    let (mut issued, mut observed) = (0u64, 0u64);
+    for s in shards {
+        let sc = &s.scores;
+        issued += sc["turns"]["issued"].as_u64().unwrap_or(0);
+        observed += sc["turns"]["observed"].as_u64().unwrap_or(0);
+        for row in sc["per_turn"].as_array().into_iter().flatten() {
+            let Value::Object(row) = row else { continue };
+            let conv = row["conversation_id"].as_str().unwrap_or_default().to_string();
+            let key = (
+                conv.clone(),
+                row["repeat"].as_u64().unwrap_or(0) as u32,
+                row["turn"].as_u64().unwrap_or(0) as u32,
+            );
+            per_turn.push(TurnScore {
+                key,
+                domain: Domain::of(&conv),
+                score: row["score"].as_f64().unwrap_or(0.0),
+                observed: row.get("missing").is_none(),
+                row: row.clone(),
+            });
+        }
+    }
+    if per_turn.len() as u64 != n {
+        return Err(ReplayError::Config(format!(
+            "the shards' scores.json list {} scored turns but their records carry {n} scores: a shard's files do not belong together",
+            per_turn.len()
+        )));
+    }
+    per_turn.sort_by(|a, b| a.key.cmp(&b.key));
+    let excluded = shards[0].scores["excluded_turns"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let conv = e["conversation_id"].as_str().unwrap_or_default().to_string();
+            ExcludedTurn {
+                domain: Domain::of(&conv),
+                conversation_id: conv,
+                turn: e["turn"].as_u64().unwrap_or(0) as u32,
+            }
+        })
+        .collect();
+    Ok(Scores {
+        score: (n > 0).then(|| py_round(total / n as f64, 4)),
+        issued,
+        expected: n,
+        observed,
+        missing: n.saturating_sub(observed),
+        scored: n,
+        domains: by_domain
+            .into_iter()
+            .map(|(d, (s, c))| (d, (py_round(s / c as f64, 4), c)))
+            .collect(),
+        per_turn,
+        excluded,
+    })
+}
+
+/// The shards' warmups declared as one: requests and trajectories summed, the longest
+/// duration, the concurrency summed (they ran side by side).
+fn merge_warmups(shards: &[ShardRun]) -> Option<WarmupDeclaration> {
+    let all: Vec<WarmupDeclaration> = shards
+        .iter()
+        .filter_map(|s| serde_json::from_value(s.summary["warmup"].clone()).ok())
+        .collect();
+    let first = all.first()?.clone();
+    Some(WarmupDeclaration {
+        duration_s: all.iter().map(|w| w.duration_s).fold(0.0, f64::max),
+        requests_issued: all.iter().map(|w| w.requests_issued).sum(),
+        requests_completed: all.iter().map(|w| w.requests_completed).sum(),
+        trajectories: all.iter().map(|w| w.trajectories).sum(),
+        concurrency: all.iter().map(|w| w.concurrency).sum(),
+        records: None,
+        ..first
+    })
+}
