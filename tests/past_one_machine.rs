@@ -349,7 +349,11 @@ fn read_records(dir: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
-fn merge(dirs: &[&std::path::Path], out: &std::path::Path, partial: bool) -> Result<RunOutcome, String> {
+fn merge(
+    dirs: &[&std::path::Path],
+    out: &std::path::Path,
+    partial: bool,
+) -> Result<RunOutcome, String> {
     tokentap_replay::merge::merge(&tokentap_replay::merge::MergeOpts {
         dirs: dirs.iter().map(|d| d.to_path_buf()).collect(),
         out: out.to_path_buf(),
@@ -417,7 +421,12 @@ async fn three_shards_merged_are_the_run_of_one_process() {
     let p = ttft.percentiles().unwrap();
     let lat = &m["latency_ms"]["ttft"];
     assert_eq!(lat["count"].as_u64().unwrap(), p.count as u64);
-    for (k, v) in [("p50", p.p50), ("p90", p.p90), ("p99", p.p99), ("max", p.max)] {
+    for (k, v) in [
+        ("p50", p.p50),
+        ("p90", p.p90),
+        ("p99", p.p99),
+        ("max", p.max),
+    ] {
         assert!((lat[k].as_f64().unwrap() - v / 1e6).abs() < 1e-9, "{k}");
     }
     // The union's window: it closes at a completion after the last shard's last claim.
@@ -436,12 +445,21 @@ async fn three_shards_merged_are_the_run_of_one_process() {
     // The sim sends Date: every shard's clock is bounded, and the hosts (one host here) agree.
     assert!(info["skew_bound_ms"].as_f64().unwrap() <= 2000.0);
     for c in info["clocks"].as_array().unwrap() {
-        let (lo, hi) = (c["offset_lo_ms"].as_f64().unwrap(), c["offset_hi_ms"].as_f64().unwrap());
-        assert!(lo <= 0.0 && 0.0 <= hi + 1.0, "one host: offset 0 within [{lo}, {hi}]");
+        let (lo, hi) = (
+            c["offset_lo_ms"].as_f64().unwrap(),
+            c["offset_hi_ms"].as_f64().unwrap(),
+        );
+        assert!(
+            lo <= 0.0 && 0.0 <= hi + 1.0,
+            "one host: offset 0 within [{lo}, {hi}]"
+        );
     }
     assert!(out.path().join("report.html").is_file());
     assert!(out.path().join("result_summary.json").is_file());
-    assert_eq!(merged.summary.counts.total, 0 + o["counts"]["total"].as_u64().unwrap());
+    assert_eq!(
+        merged.summary.counts.total,
+        0 + o["counts"]["total"].as_u64().unwrap()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -458,7 +476,15 @@ async fn one_run_merged_alone_is_itself() {
         read_json(&d.path().join("summary.json")),
         read_json(&out.path().join("summary.json")),
     );
-    for k in ["mlperf", "counts", "latency_ms", "throughput", "tokens", "accuracy", "validity"] {
+    for k in [
+        "mlperf",
+        "counts",
+        "latency_ms",
+        "throughput",
+        "tokens",
+        "accuracy",
+        "validity",
+    ] {
         assert_eq!(a[k], b[k], "{k}");
     }
     assert_eq!(a["window"]["duration_s"], b["window"]["duration_s"]);
@@ -484,7 +510,10 @@ async fn merge_refuses_shards_of_different_runs_and_names_missing_ones() {
     let e = merge(&[p[0], p[2]], out.path(), false).unwrap_err();
     assert!(e.contains("missing shard(s): 1/3"), "{e}");
     let partial = merge(&[p[0], p[2]], out.path(), true).unwrap();
-    assert_eq!(partial.summary.validity.verdict, tokentap_mlperf::Verdict::Invalid);
+    assert_eq!(
+        partial.summary.validity.verdict,
+        tokentap_mlperf::Verdict::Invalid
+    );
     assert!(partial.summary.validity.reasons[0].contains("partial merge: shard(s) 1 of 3 missing"));
     // The same shard twice.
     let e = merge(&[p[0], p[1], p[1]], out.path(), false).unwrap_err();
@@ -497,7 +526,10 @@ async fn merge_refuses_shards_of_different_runs_and_names_missing_ones() {
     c.delay_scale = 0.5;
     run(c, ds.clone()).await;
     let e = merge(&[p[0], other.path(), p[2]], out.path(), false).unwrap_err();
-    assert!(e.contains("configs differ in: delay_scale (1.0 vs 0.5)"), "{e}");
+    assert!(
+        e.contains("configs differ in: delay_scale (1.0 vs 0.5)"),
+        "{e}"
+    );
 
     // Another shard count.
     let four = tempfile::tempdir().unwrap();
@@ -505,7 +537,10 @@ async fn merge_refuses_shards_of_different_runs_and_names_missing_ones() {
     c.shard = tokentap_replay::config::Shard { index: 1, count: 4 };
     run(c, ds.clone()).await;
     let e = merge(&[p[0], four.path(), p[2]], out.path(), false).unwrap_err();
-    assert!(e.contains("shard 1/4") && e.contains("different runs"), "{e}");
+    assert!(
+        e.contains("shard 1/4") && e.contains("different runs"),
+        "{e}"
+    );
 
     // Another dataset (same shape, other bytes).
     let ds2 = dataset(3, 3);

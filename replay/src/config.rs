@@ -973,7 +973,10 @@ mod tests {
         assert_eq!(Endpoint::parse("http://h").unwrap().port, 80);
         let tls = Endpoint::parse("https://h").unwrap();
         assert!(tls.https);
-        assert_eq!((tls.port, tls.url.as_str()), (443, "https://h/v1/chat/completions"));
+        assert_eq!(
+            (tls.port, tls.url.as_str()),
+            (443, "https://h/v1/chat/completions")
+        );
         assert!(Endpoint::parse("ftp://h").is_err());
         assert!(Endpoint::parse("h:80").is_err());
     }

@@ -244,7 +244,12 @@ pub fn merge(opts: &MergeOpts) -> Result<RunOutcome, ReplayError> {
 
     // The records in the order a live run folds them: each shard's file is in its collector's
     // order (turns as they finished); the shards are interleaved by when their turns ended.
-    let lines = interleave(shards.iter_mut().map(|s| std::mem::take(&mut s.records)).collect());
+    let lines = interleave(
+        shards
+            .iter_mut()
+            .map(|s| std::mem::take(&mut s.records))
+            .collect(),
+    );
     let counters = Counters::default();
     let mut agg = Aggregate::default();
     for l in &lines {
@@ -271,7 +276,10 @@ pub fn merge(opts: &MergeOpts) -> Result<RunOutcome, ReplayError> {
         )
     });
     let warmup = merge_warmups(&shards);
-    let dataset_size = config.dataset.as_ref().map_or(0, |d| d.conversations as u64);
+    let dataset_size = config
+        .dataset
+        .as_ref()
+        .map_or(0, |d| d.conversations as u64);
     let facts = RunFacts {
         start: Anchor {
             wall_ns: start,
@@ -349,14 +357,19 @@ pub fn merge(opts: &MergeOpts) -> Result<RunOutcome, ReplayError> {
         let f = std::fs::File::create(&rec_path).map_err(io("cannot create", &rec_path))?;
         let mut w = BufWriter::with_capacity(256 << 10, f);
         for l in &lines {
-            serde_json::to_writer(&mut w, l).map_err(|e| io("cannot write", &rec_path)(e.into()))?;
+            serde_json::to_writer(&mut w, l)
+                .map_err(|e| io("cannot write", &rec_path)(e.into()))?;
             w.write_all(b"\n").map_err(io("cannot write", &rec_path))?;
         }
         w.flush().map_err(io("cannot write", &rec_path))?;
     }
     crate::write_json(out, "config.json", &config)?;
     crate::write_json(out, "summary.json", &summary)?;
-    crate::write_text(out, "result_summary.json", &built.result_summary.to_file_text())?;
+    crate::write_text(
+        out,
+        "result_summary.json",
+        &built.result_summary.to_file_text(),
+    )?;
     crate::write_text(out, "scores.json", &built.scores.to_file_text())?;
     if let Err(e) = tokentap_report::write_html(out) {
         tracing::warn!("report.html not written: {e}");
@@ -373,8 +386,10 @@ pub fn merge(opts: &MergeOpts) -> Result<RunOutcome, ReplayError> {
 fn interleave(shards: Vec<Vec<Line>>) -> Vec<Line> {
     let end = |l: &Line| l.record.start_mono_ns + l.record.end_ns.unwrap_or(0);
     let total = shards.iter().map(Vec::len).sum();
-    let mut iters: Vec<std::iter::Peekable<std::vec::IntoIter<Line>>> =
-        shards.into_iter().map(|v| v.into_iter().peekable()).collect();
+    let mut iters: Vec<std::iter::Peekable<std::vec::IntoIter<Line>>> = shards
+        .into_iter()
+        .map(|v| v.into_iter().peekable())
+        .collect();
     let mut out = Vec::with_capacity(total);
     loop {
         let next = iters
@@ -473,7 +488,10 @@ fn shared(c: &ReplayConfig) -> Value {
 }
 
 /// Same run, every shard once: the shard count, missing indices and the shared config's hash.
-fn check_same_run(shards: &[ShardRun], partial: bool) -> Result<(u64, Vec<u64>, String), ReplayError> {
+fn check_same_run(
+    shards: &[ShardRun],
+    partial: bool,
+) -> Result<(u64, Vec<u64>, String), ReplayError> {
     let bad = |m: String| Err(ReplayError::Config(m));
     let first = &shards[0];
     let n = first.config.shard.count;
@@ -536,11 +554,7 @@ fn check_same_run(shards: &[ShardRun], partial: bool) -> Result<(u64, Vec<u64>, 
     use blake2::Digest;
     let mut h = blake2::Blake2b::<blake2::digest::consts::U32>::new();
     h.update(serde_json::to_vec(&base).unwrap_or_default());
-    let hex: String = h
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     Ok((n, missing, format!("blake2b-256:{hex}")))
 }
 
@@ -566,7 +580,9 @@ fn differences(a: &Value, b: &Value) -> Vec<String> {
 /// `[S, S+1)`) after the request left and before the response head arrived, so
 /// `send − (S+1) < offset ≤ head − S` for each response; the bound is the intersection.
 /// Returns `(lo, hi, responses)`.
-pub fn clock_bound<'a>(records: impl Iterator<Item = &'a TurnRecord>) -> (Option<i64>, Option<i64>, u64) {
+pub fn clock_bound<'a>(
+    records: impl Iterator<Item = &'a TurnRecord>,
+) -> (Option<i64>, Option<i64>, u64) {
     let (mut lo, mut hi, mut n) = (i64::MIN, i64::MAX, 0u64);
     for r in records {
         let (Some(s), Some(ttfb)) = (r.server_date_s, r.measured.ttfb_ns) else {
@@ -591,9 +607,12 @@ fn skew_bound(clocks: &[ShardClock]) -> Option<f64> {
     let mut worst = 0.0f64;
     for a in clocks {
         for b in clocks {
-            let (Some(alo), Some(ahi), Some(blo), Some(bhi)) =
-                (a.offset_lo_ms, a.offset_hi_ms, b.offset_lo_ms, b.offset_hi_ms)
-            else {
+            let (Some(alo), Some(ahi), Some(blo), Some(bhi)) = (
+                a.offset_lo_ms,
+                a.offset_hi_ms,
+                b.offset_lo_ms,
+                b.offset_hi_ms,
+            ) else {
                 return None;
             };
             worst = worst.max((ahi - blo).abs()).max((alo - bhi).abs());
@@ -628,7 +647,10 @@ fn merge_scores(shards: &[ShardRun], lines: &[Line]) -> Result<Scores, ReplayErr
         observed += sc["turns"]["observed"].as_u64().unwrap_or(0);
         for row in sc["per_turn"].as_array().into_iter().flatten() {
             let Value::Object(row) = row else { continue };
-            let conv = row["conversation_id"].as_str().unwrap_or_default().to_string();
+            let conv = row["conversation_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             let key = (
                 conv.clone(),
                 row["repeat"].as_u64().unwrap_or(0) as u32,
@@ -655,7 +677,10 @@ fn merge_scores(shards: &[ShardRun], lines: &[Line]) -> Result<Scores, ReplayErr
         .into_iter()
         .flatten()
         .map(|e| {
-            let conv = e["conversation_id"].as_str().unwrap_or_default().to_string();
+            let conv = e["conversation_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             ExcludedTurn {
                 domain: Domain::of(&conv),
                 conversation_id: conv,
