@@ -164,7 +164,7 @@ pub async fn run(
     sim.shutdown().await;
     let outcome = outcome?;
     // The proxy's records are complete now: put the wire beside every point.
-    let file = match tokentap_sweep::attach_wire(&out_sweep, &proxy_dir) {
+    let file = match tokentap_sweep::attach_wire(&out_sweep, std::slice::from_ref(&proxy_dir)) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("warning: the wire's view was not attached: {e:#}");

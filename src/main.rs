@@ -91,6 +91,12 @@ fn main() -> ExitCode {
         if tokentap_sweep::report::is_sweep(&opts.run_dir) {
             return exit(tokentap_sweep::report::run(&opts));
         }
+        if !opts.wire.is_empty() {
+            if let Err(e) = compare_run(&opts) {
+                eprintln!("error: {e:#}");
+                return ExitCode::from(1);
+            }
+        }
         return exit(tokentap_report::run(*opts));
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -143,4 +149,32 @@ fn exit(result: anyhow::Result<i32>) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `tokentap report RUN_DIR --wire DIR…`: the run's records against the proxies' (one wire view),
+/// left in `RUN_DIR/compare.json` for the report's client-vs-wire section.
+fn compare_run(opts: &tokentap_report::Opts) -> anyhow::Result<()> {
+    use tokentap_compare::{client::Clock, Format};
+    let mut c = tokentap_compare::Opts::new(
+        Format::Tokentap,
+        opts.run_dir.join("records.jsonl"),
+        opts.wire.clone(),
+    );
+    // Several proxies are several hosts: only the wall clock compares across them.
+    if opts.wire.len() > 1 {
+        c.clock = Some(Clock::Wall);
+    }
+    let report = tokentap_compare::compare(&c)?;
+    let path = opts.run_dir.join("compare.json");
+    let mut text = serde_json::to_string_pretty(&report)?;
+    text.push('\n');
+    std::fs::write(&path, text).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    eprintln!(
+        "client vs wire: {} ({} of {} turns joined) → {}",
+        report.verdict.as_str(),
+        report.counts.joined,
+        report.counts.client_turns,
+        path.display()
+    );
+    Ok(())
 }

@@ -565,3 +565,117 @@ async fn merge_refuses_shards_of_different_runs_and_names_missing_ones() {
     let e = merge(&[empty.path()], out.path(), false).unwrap_err();
     assert!(e.contains("config.json"), "{e}");
 }
+
+/// A proxy beside a sim, writing its records to `dir`.
+async fn sidecar(sim: &SimServer, dir: &std::path::Path) -> Proxy {
+    let mut pc = tokentap_proxy::Config::new([sim.base_url()]);
+    pc.records_dir = Some(dir.to_path_buf());
+    Proxy::start(pc).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_and_report_treat_several_proxies_as_one_wire() {
+    let ds = dataset(6, 6);
+    let (sa, sb) = (sim().await, sim().await);
+    let (wa, wb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (pa, pb) = (sidecar(&sa, wa.path()).await, sidecar(&sb, wb.path()).await);
+    // The replay spreads the conversations over the two proxies (each stays on one).
+    let run_dir = tempfile::tempdir().unwrap();
+    let mut c = config(&pa.base_url(), &run_dir);
+    c.endpoints
+        .push(tokentap_replay::config::Endpoint::parse(&pb.base_url()).unwrap());
+    c.concurrency = 3;
+    let out = run(c, ds).await;
+    let total = out.summary.counts.total as usize;
+    // Stopped: every record is on disk.
+    for p in [pa, pb] {
+        let rep = p.shutdown(std::time::Duration::from_secs(5)).await;
+        assert_eq!(rep.seen, rep.written);
+    }
+
+    let client = run_dir.path().join("records.jsonl");
+    let both = vec![wa.path().to_path_buf(), wb.path().to_path_buf()];
+    let mut opts = tokentap_compare::Opts::new(
+        tokentap_compare::Format::Tokentap,
+        client.clone(),
+        both.clone(),
+    );
+    opts.clock = Some(tokentap_compare::client::Clock::Wall);
+    let r = tokentap_compare::compare(&opts).unwrap();
+    assert_eq!(
+        r.counts.joined, total,
+        "every client turn found on one of the proxies"
+    );
+    assert_eq!((r.counts.client_only, r.counts.wire_only), (0, 0));
+    assert_eq!(r.wire_sources.len(), 2);
+    for (src, s) in r.wire_sources.iter().zip([&sa, &sb]) {
+        assert!(src.turns > 0);
+        assert_eq!(src.joined, src.turns);
+        // The replica each record came from: the sim behind that proxy.
+        let replicas: Vec<&String> = src.replicas.keys().collect();
+        assert_eq!(replicas.len(), 1);
+        assert!(replicas[0].starts_with(&s.base_url()), "{replicas:?}");
+    }
+    assert!(r.pairs.iter().all(|p| p.replica.is_some()));
+
+    // A session whose turns were seen by two proxies (a router that moved it): the records of
+    // one proxy split by turn into two directories join exactly as the whole.
+    let (h1, h2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut halves = [String::new(), String::new()];
+    for dir in &both {
+        for f in std::fs::read_dir(dir).unwrap() {
+            let text = std::fs::read_to_string(f.unwrap().path()).unwrap();
+            for line in text.lines() {
+                let v: Value = serde_json::from_str(line).unwrap();
+                let i = (v["turn_index"].as_u64().unwrap() % 2) as usize;
+                halves[i] += line;
+                halves[i].push('\n');
+            }
+        }
+    }
+    // The odd turns first on disk: loading order is not time order.
+    std::fs::write(h1.path().join("records-odd.jsonl"), &halves[1]).unwrap();
+    std::fs::write(h2.path().join("records-even.jsonl"), &halves[0]).unwrap();
+    let mut split = tokentap_compare::Opts::new(
+        tokentap_compare::Format::Tokentap,
+        client.clone(),
+        vec![h1.path().to_path_buf(), h2.path().to_path_buf()],
+    );
+    split.clock = Some(tokentap_compare::client::Clock::Wall);
+    let s = tokentap_compare::compare(&split).unwrap();
+    assert_eq!(s.counts.joined, total);
+    assert_eq!(s.counts.by_session_order, r.counts.by_session_order);
+    let key = |p: &tokentap_compare::report::PairOut| {
+        (
+            p.session.clone(),
+            p.turn,
+            p.wire.ttft_ms.map(|t| (t * 1e6) as u64),
+        )
+    };
+    let mut a: Vec<_> = r.pairs.iter().map(key).collect();
+    let mut b: Vec<_> = s.pairs.iter().map(key).collect();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "the same turns are paired");
+
+    // `tokentap report RUN --wire A --wire B`: the comparison is in the run's report.
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_tokentap"))
+        .arg("report")
+        .arg(run_dir.path())
+        .arg("--wire")
+        .arg(wa.path())
+        .arg("--wire")
+        .arg(wb.path())
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let cmp = read_json(&run_dir.path().join("compare.json"));
+    assert_eq!(cmp["counts"]["joined"].as_u64().unwrap() as usize, total);
+    let html = std::fs::read_to_string(run_dir.path().join("report.html")).unwrap();
+    assert!(html.contains("id=\"wire-sources\""));
+    assert!(html.contains(&sa.base_url()) && html.contains(&sb.base_url()));
+}

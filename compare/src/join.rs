@@ -129,8 +129,18 @@ pub fn join(client: &ClientRun, wire: &[WireTurn], cfg: &JoinConfig) -> Joined {
             sessions.entry(k).or_default().push(i);
         }
     }
+    // A session's wire turns in time order. From several proxies (hosts of their own) the
+    // monotonic clocks do not compare: their wall clocks do.
+    let several = wire.iter().any(|w| w.source != 0);
     for v in sessions.values_mut() {
-        v.sort_by_key(|&w| (wstart(w), w));
+        if several {
+            v.sort_by_key(|&w| (wire[w].start_on(crate::client::Clock::Wall), w));
+        } else {
+            v.sort_by_key(|&w| (wstart(w), w));
+        }
+    }
+    if several && client.clock == crate::client::Clock::Mono {
+        notes.push("records of several proxies joined to a client on the monotonic clock: time distances compare across hosts only if every proxy ran on the client's host (give the client's wall clock, --clock wall, otherwise)".into());
     }
     let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
     for (ci, t) in client.turns.iter().enumerate() {
@@ -291,6 +301,7 @@ mod tests {
         r.measured.e2e_ns = Some(5_000_000);
         WireTurn {
             at: String::new(),
+            source: 0,
             record: r,
         }
     }

@@ -176,8 +176,22 @@ pub struct PairOut {
     pub request_id: Option<String>,
     /// Wire start − client start, ms, on the client's clock (`null` if the client has no start).
     pub start_offset_ms: Option<f64>,
+    /// Which `--wire` path (proxy) the wire turn came from, and the replica that proxy sent it
+    /// to (its record's `upstream`).
+    pub wire_source: usize,
+    pub replica: Option<String>,
     pub client: Side,
     pub wire: Side,
+}
+
+/// One `--wire` path (one proxy): its turns, how many were joined, and per replica.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WireSource {
+    pub path: String,
+    pub turns: usize,
+    pub joined: usize,
+    /// Turns per replica (the records' `upstream`; `?` when a record has none).
+    pub replicas: std::collections::BTreeMap<String, usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -214,6 +228,8 @@ pub struct Report {
     pub format: Format,
     pub client_file: String,
     pub wire: Vec<String>,
+    /// Per `--wire` path: the records of several proxies are one wire view.
+    pub wire_sources: Vec<WireSource>,
     pub clock: Clock,
     pub tolerance: Tolerance,
     pub join: JoinSettings,
@@ -292,6 +308,8 @@ pub fn build(
             start_offset_ms: c
                 .start_ns
                 .map(|cs| (w.start_on(client.clock) as f64 - cs as f64) / 1e6),
+            wire_source: w.source,
+            replica: w.record.upstream.clone(),
             client: Side::of(c.ok, &c.values),
             wire: Side::of(w.ok(), &wv),
         });
@@ -463,6 +481,29 @@ pub fn build(
             }
         })
         .collect();
+    let mut wire_sources: Vec<WireSource> = s
+        .wire
+        .iter()
+        .map(|p| WireSource {
+            path: p.clone(),
+            turns: 0,
+            joined: 0,
+            replicas: Default::default(),
+        })
+        .collect();
+    for w in wire {
+        if let Some(src) = wire_sources.get_mut(w.source) {
+            src.turns += 1;
+            *src.replicas
+                .entry(w.record.upstream.clone().unwrap_or_else(|| "?".into()))
+                .or_default() += 1;
+        }
+    }
+    for p in &joined.pairs {
+        if let Some(src) = wire_sources.get_mut(wire[p.wire].source) {
+            src.joined += 1;
+        }
+    }
     let mut notes = client.notes.clone();
     notes.extend(joined.notes.iter().cloned());
     if let Some(p) = &client.published {
@@ -473,6 +514,7 @@ pub fn build(
         format: s.format,
         client_file: s.client_file.clone(),
         wire: s.wire.clone(),
+        wire_sources,
         clock: client.clock,
         tolerance: s.tolerance,
         join: JoinSettings {
@@ -529,6 +571,22 @@ impl Report {
                 String::new()
             }
         );
+        if self.wire_sources.len() > 1 {
+            for src in &self.wire_sources {
+                let replicas: Vec<String> = src
+                    .replicas
+                    .iter()
+                    .map(|(r, n)| format!("{r} {n}"))
+                    .collect();
+                o += &format!(
+                    "    proxy {}: {} turns, {} joined; replicas: {}\n",
+                    src.path,
+                    src.turns,
+                    src.joined,
+                    replicas.join(", ")
+                );
+            }
+        }
         o += &format!(
             "  joined     {} ({} by request id, {} by session + order, {} by time); client only {}; wire only {}; status differs {}\n",
             c.joined, c.by_request_id, c.by_session_order, c.by_time, c.client_only, c.wire_only, c.status_differs
@@ -638,6 +696,7 @@ mod tests {
         r.measured.ttft_ns = Some((ttft_ms * 1e6) as u64);
         WireTurn {
             at: "w:1".into(),
+            source: 0,
             record: r,
         }
     }

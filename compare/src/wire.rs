@@ -12,6 +12,8 @@ use tokentap_core::record::{Status, TurnRecord};
 pub struct WireTurn {
     /// `file:line`, for the reader.
     pub at: String,
+    /// Which `--wire` path (one per proxy: a sidecar beside each replica) it came from.
+    pub source: usize,
     pub record: TurnRecord,
 }
 
@@ -82,12 +84,13 @@ pub fn values_of(r: &TurnRecord) -> Values {
 }
 
 /// Reads proxy records from each path: a directory (its `records-*.jsonl`, in name order) or a
-/// file. Requests that are not completions (`/v1/models`, health checks) are dropped and
+/// file. Several paths are one wire view (one proxy beside each replica): each turn keeps the
+/// index of its path in [`WireTurn::source`]. Requests that are not completions (`/v1/models`, health checks) are dropped and
 /// counted, since no client reports them as turns.
 pub fn load(paths: &[PathBuf]) -> Result<(Vec<WireTurn>, usize), CompareError> {
     let mut out = Vec::new();
     let mut ignored = 0;
-    for p in paths {
+    for (source, p) in paths.iter().enumerate() {
         let files = if p.is_dir() {
             let rd = std::fs::read_dir(p).map_err(|source| CompareError::Io {
                 what: "cannot read the records directory",
@@ -111,13 +114,13 @@ pub fn load(paths: &[PathBuf]) -> Result<(Vec<WireTurn>, usize), CompareError> {
             vec![p.clone()]
         };
         for f in files {
-            ignored += read_file(&f, &mut out)?;
+            ignored += read_file(&f, source, &mut out)?;
         }
     }
     Ok((out, ignored))
 }
 
-fn read_file(path: &Path, out: &mut Vec<WireTurn>) -> Result<usize, CompareError> {
+fn read_file(path: &Path, source: usize, out: &mut Vec<WireTurn>) -> Result<usize, CompareError> {
     let text = std::fs::read_to_string(path).map_err(|source| CompareError::Io {
         what: "cannot read proxy records",
         path: path.to_path_buf(),
@@ -137,6 +140,7 @@ fn read_file(path: &Path, out: &mut Vec<WireTurn>) -> Result<usize, CompareError
         }
         out.push(WireTurn {
             at: format!("{}:{}", path.display(), i + 1),
+            source,
             record,
         });
     }
@@ -194,6 +198,7 @@ mod tests {
         assert!(is_completion(&r));
         let w = WireTurn {
             at: "x:1".into(),
+            source: 0,
             record: r,
         };
         assert_eq!(w.start_on(Clock::Mono), 10);

@@ -403,6 +403,27 @@ fn compare_section(o: &mut String, run: &Run) {
         }
         o.push_str("</ul>");
     }
+    // Several proxies (one beside each replica) are one wire view: what each saw.
+    if let Some(srcs) = c["wire_sources"].as_array().filter(|s| s.len() > 1) {
+        o.push_str("<table id=\"wire-sources\"><tr><th>proxy records</th><th>turns</th><th>joined</th><th>replicas (turns)</th></tr>");
+        for s in srcs {
+            let replicas: Vec<String> = s["replicas"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(r, n)| format!("{r} ({n})"))
+                .collect();
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&value_text(&s["path"])),
+                f(&s["turns"]),
+                f(&s["joined"]),
+                esc(&replicas.join(", "))
+            );
+        }
+        o.push_str("</table>");
+    }
     if let Some(ms) = c["metrics"].as_array() {
         o.push_str("<table id=\"claims\"><tr><th>metric</th><th>stat</th><th>client</th><th>wire</th><th>client − wire</th><th>tolerance</th><th>verdict</th></tr>");
         for m in ms {

@@ -66,11 +66,14 @@ pub struct Opts {
     /// those counts. Read locally; nothing is downloaded.
     #[arg(long, value_name = "DIR")]
     pub tokenizer: Option<PathBuf>,
-    /// A sweep directory only: the records directory of the tokentap proxy that was in the path
-    /// (`tokentap proxy --records DIR`). The wire's TTFT is joined to every point, written to
-    /// `sweep.json`, and shown beside the client's. (For one run: `tokentap compare`.)
+    /// The records directory of a tokentap proxy that was in the path (`tokentap proxy
+    /// --records DIR`); repeat it for a proxy beside each replica (their records are one wire
+    /// view). A sweep: the wire's TTFT is joined to every point, written to `sweep.json` and
+    /// shown beside the client's. One run: the run's records are compared with the wire
+    /// (`tokentap compare --format tokentap`), written to `RUN_DIR/compare.json` and shown in
+    /// the report.
     #[arg(long, value_name = "DIR")]
-    pub wire: Option<PathBuf>,
+    pub wire: Vec<PathBuf>,
 }
 
 /// Renders the report of `run_dir` as HTML.
@@ -92,12 +95,6 @@ pub fn write_html(run_dir: &Path) -> Result<PathBuf, ReportError> {
 
 /// `tokentap report`: exit code 0 on success.
 pub fn run(opts: Opts) -> anyhow::Result<i32> {
-    if opts.wire.is_some() {
-        anyhow::bail!(
-            "--wire joins a proxy's records to a sweep directory; {} is one run: use `tokentap compare`",
-            opts.run_dir.display()
-        );
-    }
     let mut run = Run::load(&opts.run_dir)?;
     if let Some(dir) = &opts.tokenizer {
         let tok = tokentap_mlperf::RefTokenizer::load(dir)

@@ -128,9 +128,15 @@ pub struct SweepFile {
     /// SWE-bench accuracy per mandatory region (from the separate phase), as given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub swe_bench: Vec<(RegionName, f64)>,
-    /// The proxy's records directory (`--wire`), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wire_dir: Option<PathBuf>,
+    /// The proxies' records directories (`--wire`), if any. (`wire_dir`, one directory, in
+    /// files written before several were possible.)
+    #[serde(
+        default,
+        alias = "wire_dir",
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub wire_dirs: Vec<PathBuf>,
     /// Engine metrics endpoints scraped per point (`--engine-metrics`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub engine_metrics: Vec<String>,
@@ -228,4 +234,19 @@ pub fn official_by_name(name: &str) -> Option<tokentap_mlperf::Official> {
     ]
     .into_iter()
     .find(|o| o.model == name)
+}
+
+/// A path, a list of paths, or null.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(PathBuf),
+        Many(Vec<PathBuf>),
+    }
+    Ok(match Option::<OneOrMany>::deserialize(d)? {
+        None => Vec::new(),
+        Some(OneOrMany::One(p)) => vec![p],
+        Some(OneOrMany::Many(v)) => v,
+    })
 }

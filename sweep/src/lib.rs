@@ -84,9 +84,10 @@ pub struct Opts {
     #[arg(long, value_parser = tokentap_replay::config::parse_duration, default_value = "5s", value_name = "DURATION")]
     pub engine_interval: Duration,
     /// The records directory of a tokentap proxy in the path (`tokentap proxy --records DIR`):
-    /// the wire's TTFT p90 is shown beside the client's per point.
+    /// the wire's TTFT p90 is shown beside the client's per point. Repeat it for a proxy beside
+    /// each replica: their records are one wire view.
     #[arg(long, value_name = "DIR")]
-    pub wire: Option<PathBuf>,
+    pub wire: Vec<PathBuf>,
     /// SWE-bench accuracy of the run in a mandatory region (from the separate SWE-bench phase),
     /// e.g. `ultra_low=0.95`; one per region (comma-separated or repeated). Their mean decides
     /// the curve's SWE-bench gate.
@@ -141,7 +142,7 @@ pub struct Sweep {
     pub out: PathBuf,
     pub engine: Vec<http::Uri>,
     pub engine_interval: Duration,
-    pub wire: Option<PathBuf>,
+    pub wire: Vec<PathBuf>,
     pub swe_bench: Vec<(RegionName, f64)>,
     pub min_duration_scale: f64,
     pub progress: ProgressMode,
@@ -261,7 +262,9 @@ impl Sweep {
             } else {
                 self.swe_bench.clone()
             };
-            f.wire_dir = self.wire.clone().or(f.wire_dir);
+            if !self.wire.is_empty() {
+                f.wire_dirs = self.wire.clone();
+            }
             f.engine_metrics = self.engine.iter().map(|u| u.to_string()).collect();
             f.judge();
             return Ok(f);
@@ -275,7 +278,7 @@ impl Sweep {
             official: self.min_duration_scale == 1.0,
             gates,
             swe_bench: self.swe_bench.clone(),
-            wire_dir: self.wire.clone(),
+            wire_dirs: self.wire.clone(),
             engine_metrics: self.engine.iter().map(|u| u.to_string()).collect(),
             points: self
                 .plan
@@ -420,17 +423,17 @@ pub async fn run_with(
     })
 }
 
-/// Joins the proxy's records (`wire_dir`) to every finished point of the sweep in `out` and
-/// rewrites `sweep.json` and the report: for a proxy whose records were complete only after
-/// the sweep (the demo's, shut down at the end).
-pub fn attach_wire(out: &Path, wire_dir: &Path) -> anyhow::Result<SweepFile> {
+/// Joins the proxies' records (`wire_dirs`: one proxy, or one beside each replica) to every
+/// finished point of the sweep in `out` and rewrites `sweep.json` and the report: for a proxy
+/// whose records were complete only after the sweep (the demo's, shut down at the end).
+pub fn attach_wire(out: &Path, wire_dirs: &[PathBuf]) -> anyhow::Result<SweepFile> {
     let mut f = SweepFile::load(out)?;
-    let recs = wire::load(wire_dir)?;
+    let recs = wire::load(wire_dirs)?;
     for p in f.points.iter_mut().filter(|p| p.done()) {
         let dir = out.join(&p.dir);
         p.wire = wire::view(p, &dir, &recs)?;
     }
-    f.wire_dir = Some(wire_dir.to_path_buf());
+    f.wire_dirs = wire_dirs.to_vec();
     f.save(out)?;
     report::write_html(out, &f)?;
     Ok(f)

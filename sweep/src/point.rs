@@ -189,11 +189,11 @@ pub(crate) async fn run_point(
         f.point_mut(c).expect("the point is in the file").error = Some(msg.clone());
         return (false, Err(anyhow::anyhow!(msg)));
     }
-    if let Some(w) = &sweep.wire {
+    if !sweep.wire.is_empty() {
         let p = f.point_mut(c).expect("the point is in the file");
-        match wire::load(w).and_then(|recs| wire::view(p, &dir, &recs)) {
+        match wire::load(&sweep.wire).and_then(|recs| wire::view(p, &dir, &recs)) {
             Ok(v) => p.wire = v,
-            Err(e) => tracing::warn!("--wire {}: {e:#}", w.display()),
+            Err(e) => tracing::warn!("--wire: {e:#}"),
         }
     }
     (outcome.interrupted, Ok(()))

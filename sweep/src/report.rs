@@ -429,9 +429,10 @@ pub fn is_sweep(dir: &Path) -> bool {
 
 /// `tokentap report DIR` for a sweep directory.
 pub fn run(opts: &tokentap_report::Opts) -> anyhow::Result<i32> {
-    let file = match &opts.wire {
-        Some(w) => crate::attach_wire(&opts.run_dir, w)?,
-        None => SweepFile::load(&opts.run_dir)?,
+    let file = if opts.wire.is_empty() {
+        SweepFile::load(&opts.run_dir)?
+    } else {
+        crate::attach_wire(&opts.run_dir, &opts.wire)?
     };
     if opts.tokenizer.is_some() {
         anyhow::bail!(

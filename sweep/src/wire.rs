@@ -12,9 +12,11 @@ use std::path::Path;
 use tokentap_core::record::{Status, TurnRecord};
 use tokentap_core::stats::Samples;
 
-/// The proxy's records (every file of `wire_dir`), loaded once per call.
-pub fn load(wire_dir: &Path) -> anyhow::Result<Vec<TurnRecord>> {
-    let (turns, _ignored) = tokentap_compare::wire::load(&[wire_dir.to_path_buf()])?;
+/// The proxies' records (every file of each of `wire_dirs`, one wire view), loaded once per
+/// call. A session's turns are ordered by their wall-clock start (the proxies may be on
+/// different hosts), so records of several proxies for one session join in time order.
+pub fn load(wire_dirs: &[std::path::PathBuf]) -> anyhow::Result<Vec<TurnRecord>> {
+    let (turns, _ignored) = tokentap_compare::wire::load(wire_dirs)?;
     Ok(turns.into_iter().map(|t| t.record).collect())
 }
 
