@@ -80,46 +80,79 @@ fn bodies(sim: &SimServer) -> BTreeMap<String, Vec<Vec<u8>>> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn https_replay_sends_the_bytes_of_the_http_path_and_stamps_with_the_kernel() {
+async fn https_and_h2_replays_send_the_bytes_of_the_http_path_and_stamp_with_the_kernel() {
     let ds = dataset(3, 2);
-    // http straight to a sim.
+    // http/1.1 straight to a sim: the reference bodies.
     let plain_sim = sim().await;
     let d1 = tempfile::tempdir().unwrap();
     let plain = run(config(&plain_sim.base_url(), &d1), ds.clone()).await;
-    // https to the proxy's TLS listener, trusting the test CA, in front of another sim.
-    let tls_sim = sim().await;
-    let proxy = tls_proxy(&tls_sim).await;
-    let url = format!("https://localhost:{}", proxy.addr().port());
-    let d2 = tempfile::tempdir().unwrap();
-    let mut c = config(&url, &d2);
-    c.ca = Some(certs().join("ca.pem"));
-    let tls = run(c, ds.clone()).await;
+    let want = bodies(&plain_sim);
+    assert_eq!(want.len(), 5);
 
-    assert_eq!(plain.summary.counts.total, tls.summary.counts.total);
-    assert_eq!(
-        tls.summary.counts.turns["ok"],
-        tls.summary.counts.total,
-        "{:?}",
-        records(&tls)
-    );
-    let (a, b) = (bodies(&plain_sim), bodies(&tls_sim));
-    assert_eq!(a.len(), 5);
-    assert_eq!(
-        a, b,
-        "request bodies over https are byte-identical to the http path"
-    );
-    let recs = records(&tls);
-    assert!(recs.iter().all(|r| r["status"] == "ok"));
-    // Under TLS the reads are still stamped by the kernel (the TCP segment's arrival).
-    assert!(
-        recs.iter().all(|r| r["rx_clock"] == "kernel"),
-        "{:?}",
-        recs.iter().map(|r| &r["rx_clock"]).collect::<Vec<_>>()
-    );
-    let config: Value =
-        serde_json::from_slice(&std::fs::read(d2.path().join("config.json")).unwrap()).unwrap();
-    assert_eq!(config["endpoints"][0]["https"], true);
-    assert_eq!(config["insecure"], false);
+    // (label, TLS, --http1, --http2, expect HTTP/2)
+    for (label, tls, http1, http2, h2) in [
+        ("https, ALPN picks h2", true, false, false, true),
+        ("https, --http1", true, true, false, false),
+        ("https, --http2", true, false, true, true),
+        (
+            "http, --http2 (h2c prior knowledge)",
+            false,
+            false,
+            true,
+            true,
+        ),
+    ] {
+        let s = sim().await;
+        let mut pc = tokentap_proxy::Config::new([s.base_url()]);
+        if tls {
+            pc.tls = Some((certs().join("server.pem"), certs().join("server.key")));
+        }
+        pc.keep_records = true;
+        let proxy = Proxy::start(pc).await.unwrap();
+        let url = if tls {
+            format!("https://localhost:{}", proxy.addr().port())
+        } else {
+            proxy.base_url()
+        };
+        let d = tempfile::tempdir().unwrap();
+        let mut c = config(&url, &d);
+        c.ca = Some(certs().join("ca.pem"));
+        c.http1 = http1;
+        c.http2 = http2;
+        let out = run(c, ds.clone()).await;
+        assert_eq!(
+            plain.summary.counts.total, out.summary.counts.total,
+            "{label}"
+        );
+        assert_eq!(
+            out.summary.counts.turns["ok"],
+            out.summary.counts.total,
+            "{label}: {}",
+            records(&out)[0]
+        );
+        assert_eq!(
+            want,
+            bodies(&s),
+            "{label}: request bodies are byte-identical to the http/1.1 path"
+        );
+        let recs = records(&out);
+        for r in &recs {
+            // Still stamped by the kernel (the TCP segment's arrival), under TLS and h2 too.
+            assert_eq!(r["rx_clock"], "kernel", "{label}: {r}");
+            assert_eq!(r["http_version"] == "2", h2, "{label}: {r}");
+        }
+        // The proxy saw the same protocol on its client side.
+        let wire = proxy.wait_records(recs.len()).await;
+        assert!(
+            wire.iter()
+                .all(|w| (w.http_version.as_deref() == Some("2")) == h2),
+            "{label}"
+        );
+        let config: Value =
+            serde_json::from_slice(&std::fs::read(d.path().join("config.json")).unwrap()).unwrap();
+        assert_eq!(config["endpoints"][0]["https"], tls, "{label}");
+        assert_eq!(config["insecure"], false);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

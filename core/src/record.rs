@@ -228,6 +228,10 @@ pub struct TurnRecord {
     /// shards' hosts from it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_date_s: Option<u64>,
+    /// `"2"` when the turn went over HTTP/2 (the client's connection for the replay, the
+    /// client's side for the proxy); absent for HTTP/1.1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_version: Option<String>,
     /// When the turn ended for its client, ns after start: the last response byte, the error,
     /// the timeout or the cancel (0 for a turn never sent). The reference's "complete".
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -291,6 +295,7 @@ impl TurnRecord {
             rx_lag_max_ns: None,
             retries: None,
             server_date_s: None,
+            http_version: None,
             end_ns: None,
             osl: None,
             tpot_tokens: None,

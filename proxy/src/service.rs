@@ -249,6 +249,9 @@ pub async fn handle(
         if route == Route::Other {
             rec.route = Some(req.uri().path().to_string());
         }
+        if req.version() == Version::HTTP_2 {
+            rec.http_version = Some("2".into());
+        }
         for name in &cfg.record_headers {
             if is_secret(name.as_str()) {
                 continue;

@@ -57,6 +57,17 @@ pub struct Target {
     pub authorization: Option<HeaderValue>,
 }
 
+/// Which HTTP versions a run speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocols {
+    /// HTTP/1.1 only (ALPN `http/1.1`).
+    Http1,
+    /// HTTP/1.1 on http://; on https://, HTTP/2 when the server's ALPN picks `h2`.
+    Auto,
+    /// `--http2`: HTTP/2 only (prior knowledge on http://).
+    Http2,
+}
+
 /// One resolved endpoint.
 #[derive(Clone)]
 pub struct EndpointTarget {
@@ -65,8 +76,12 @@ pub struct EndpointTarget {
     pub addr: SocketAddr,
     pub host: HeaderValue,
     pub path: http::Uri,
+    /// `scheme://authority/path`: an HTTP/2 request's `:scheme`, `:authority` and `:path`.
+    pub absolute: http::Uri,
     /// `https://`: the handshake's settings and the name the certificate must carry.
     pub tls: Option<(tokio_rustls::TlsConnector, ServerName<'static>)>,
+    /// `--http2`: HTTP/2 only (prior knowledge on http://; ALPN `h2` alone on https://).
+    pub http2: bool,
     /// Rendezvous seed: the hash of the base URL (as the proxy seeds its replicas).
     seed: u64,
 }
@@ -89,7 +104,9 @@ impl Target {
         routing: &[String],
         api_key: Option<&str>,
         trust: &tokentap_core::tls::Trust,
+        protocols: Protocols,
     ) -> Result<Target, crate::error::ReplayError> {
+        let http2 = protocols == Protocols::Http2;
         use crate::error::ReplayError;
         let cfg = |m: String| ReplayError::Config(m);
         let mut tls_config = None;
@@ -117,8 +134,15 @@ impl Target {
                     Some(c) => std::sync::Arc::clone(c),
                     None => {
                         let c = std::sync::Arc::new(
-                            tokentap_core::tls::client_config(trust, &[b"http/1.1"])
-                                .map_err(|e| cfg(format!("--ca {e}")))?,
+                            tokentap_core::tls::client_config(
+                                trust,
+                                match protocols {
+                                    Protocols::Http2 => &[b"h2"],
+                                    Protocols::Auto => &[b"h2", b"http/1.1"],
+                                    Protocols::Http1 => &[b"http/1.1"],
+                                },
+                            )
+                            .map_err(|e| cfg(format!("--ca {e}")))?,
                         );
                         tls_config = Some(std::sync::Arc::clone(&c));
                         c
@@ -134,12 +158,20 @@ impl Target {
             } else {
                 None
             };
+            let absolute = http::Uri::builder()
+                .scheme(if ep.https { "https" } else { "http" })
+                .authority(ep.authority.as_str())
+                .path_and_query(ep.path.as_str())
+                .build()
+                .map_err(|e| cfg(format!("--endpoint {}: {e}", ep.base)))?;
             endpoints.push(EndpointTarget {
+                absolute,
                 url: ep.url.clone(),
                 addr,
                 host,
                 path,
                 tls,
+                http2,
                 seed: tokentap_core::route::seed(&ep.base),
             });
         }
@@ -265,11 +297,28 @@ impl Conn {
         let stream = tokio::net::TcpStream::connect(addr)
             .await
             .map_err(|e| upstream("connect", format!("connect {addr}: {e}")))?;
-        let rx = RxStream::new(stream, self.kernel_rx)
+        let mut rx = RxStream::new(stream, self.kernel_rx)
             .map_err(|e| internal("connect", format!("TCP_NODELAY: {e}")))?;
+        let h2_failed = |e: h2::Error| {
+            upstream(
+                "connect",
+                format!("HTTP/2 handshake with {} ({addr}) failed: {e}", ep.url),
+            )
+        };
         let io = match &ep.tls {
+            None if ep.http2 => {
+                let cell = std::sync::Arc::new(crate::rx::StampCell::default());
+                rx.share(cell.clone());
+                Io::H2(
+                    crate::http2::H2Conn::handshake(rx, cell)
+                        .await
+                        .map_err(h2_failed)?,
+                )
+            }
             None => Io::Plain(rx),
             Some((connector, name)) => {
+                let cell = std::sync::Arc::new(crate::rx::StampCell::default());
+                rx.share(cell.clone());
                 let tls = connector.connect(name.clone(), rx).await.map_err(|e| {
                     upstream(
                         "tls",
@@ -284,7 +333,23 @@ impl Conn {
                         ),
                     )
                 })?;
-                Io::Tls(Box::new(tls))
+                if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+                    Io::H2(
+                        crate::http2::H2Conn::handshake(tls, cell)
+                            .await
+                            .map_err(h2_failed)?,
+                    )
+                } else if ep.http2 {
+                    return Err(upstream(
+                        "connect",
+                        format!(
+                            "{} did not agree to HTTP/2 (ALPN); drop --http2 to use HTTP/1.1",
+                            ep.url
+                        ),
+                    ));
+                } else {
+                    Io::Tls(Box::new(tls))
+                }
             }
         };
         self.io = Some(io);
@@ -309,10 +374,12 @@ impl Conn {
     }
 }
 
-/// A slot's transport: plain TCP, or TLS over the same stamping socket.
+/// A slot's transport: plain TCP, or TLS over the same stamping socket (HTTP/1.1), or an
+/// HTTP/2 connection over either.
 enum Io {
     Plain(RxStream),
     Tls(Box<tokio_rustls::client::TlsStream<RxStream>>),
+    H2(crate::http2::H2Conn),
 }
 
 impl Io {
@@ -321,6 +388,9 @@ impl Io {
     /// after decryption, so the decryption time is in the read lag, not in any latency.
     async fn read(&mut self, buf: &mut [u8]) -> std::io::Result<Read> {
         match self {
+            Io::H2(_) => Err(std::io::Error::other(
+                "an HTTP/2 connection is read by its streams",
+            )),
             Io::Plain(rx) => rx.read(buf).await,
             Io::Tls(tls) => {
                 use tokio::io::AsyncReadExt;
@@ -346,6 +416,7 @@ impl Io {
 
     fn idle_ok(&self) -> bool {
         match self {
+            Io::H2(h) => h.alive(),
             Io::Plain(rx) => rx.idle_ok(),
             // A TLS server's close starts with a close_notify alert: readable bytes on an idle
             // connection mean it is going away (as for plain TCP).
@@ -397,7 +468,7 @@ pub struct RxReport {
 }
 
 impl RxReport {
-    fn on_read(&mut self, r: &Read) {
+    pub(crate) fn on_read(&mut self, r: &Read) {
         self.clock = Some(match (self.clock, r.clock) {
             (Some(RxClock::User), _) | (_, RxClock::User) => RxClock::User,
             _ => RxClock::Kernel,
@@ -421,6 +492,8 @@ pub struct Scratch {
     pub http_status: Option<u16>,
     /// The last response's `Date` header, Unix seconds (the server's clock, 1 s resolution).
     pub server_date: Option<u64>,
+    /// The last exchange went over HTTP/2.
+    pub http2: bool,
 }
 
 /// What one exchange is told besides the request.
@@ -447,7 +520,7 @@ pub enum Exchange {
 }
 
 /// An attempt that failed before any response byte on a kept-alive connection: worth one retry.
-struct Stale(TurnError);
+pub(crate) struct Stale(pub(crate) TurnError);
 
 /// Runs one turn on `conn`: waits for the connection, stamps the send instant, creates the
 /// turn's [`Timeline`] in `tl` (offsets from that instant), sends, and streams the response into
@@ -468,8 +541,10 @@ pub async fn exchange(
     scratch.server_date = None;
     let mut head = std::mem::take(&mut conn.head);
     head.clear();
-    http1::write_head(&req, &mut head);
-    let body = req.into_body();
+    let (parts, body) = req.into_parts();
+    let req_head = Request::from_parts(parts, ());
+    http1::write_head(&req_head, &mut head);
+    scratch.http2 = false;
     let out = loop {
         let reused = match conn.ready(target, endpoint).await {
             Ok(r) => r,
@@ -481,7 +556,28 @@ pub async fn exchange(
             }
         };
         conn.dirty = true;
-        match attempt(conn, &head, &body, tl, scratch, opts).await {
+        let res = match conn.io.as_mut() {
+            Some(Io::H2(h)) => {
+                scratch.http2 = true;
+                let r = crate::http2::attempt(
+                    h,
+                    &target.endpoints[endpoint].absolute,
+                    &req_head,
+                    body.segments(),
+                    tl,
+                    scratch,
+                    opts,
+                )
+                .await;
+                // A stream ends cleanly without taking the connection down.
+                if matches!(r, Ok(Exchange::Ok { .. })) {
+                    conn.dirty = false;
+                }
+                r
+            }
+            _ => attempt(conn, &head, &body, tl, scratch, opts).await,
+        };
+        match res {
             Ok(x) => break x,
             Err(Stale(error)) if reused && scratch.retries == 0 => {
                 tracing::debug!(error = %error.message, "kept-alive connection closed under the request; sending it again");
@@ -588,13 +684,7 @@ async fn attempt(
     let status = head.status;
     scratch.http_status = Some(status);
     let mut decoder = Decoder::new(head.framing);
-    let mut sink = if !(200..300).contains(&status) {
-        Sink::Error(Vec::new())
-    } else if head.json {
-        Sink::Json(Vec::new())
-    } else {
-        Sink::Sse(Framer::new())
-    };
+    let mut sink = Sink::for_response(status, head.json);
     let mut ctx = Ctx {
         tl,
         output: &mut scratch.output,
@@ -654,7 +744,18 @@ async fn attempt(
     let cut_mid_event = sink.finish(&mut ctx, r.at);
     // A complete response leaves the connection reusable if the server keeps it alive.
     conn.dirty = !(clean_end && head.keep_alive);
-    Ok(match sink {
+    Ok(conclude(sink, &mut ctx, status, cut_mid_event, capture))
+}
+
+/// How a response that ended (by its framing, or the connection's close) ends the turn.
+pub(crate) fn conclude(
+    sink: Sink,
+    ctx: &mut Ctx<'_>,
+    status: u16,
+    cut_mid_event: bool,
+    capture: Capture,
+) -> Exchange {
+    match sink {
         Sink::Error(excerpt) => Exchange::Failed {
             http_status: Some(status),
             error: upstream(
@@ -694,10 +795,10 @@ async fn attempt(
         Sink::Sse(_) => Exchange::Ok {
             http_status: status,
         },
-    })
+    }
 }
 
-fn broke(http_status: Option<u16>, message: String) -> Exchange {
+pub(crate) fn broke(http_status: Option<u16>, message: String) -> Exchange {
     Exchange::Failed {
         http_status,
         error: upstream("stream", message),
@@ -708,6 +809,7 @@ fn broke(http_status: Option<u16>, message: String) -> Exchange {
 /// (under TLS: as few TLS records; then flushed).
 async fn write_request(io: &mut Io, head: &[u8], segments: &[bytes::Bytes]) -> std::io::Result<()> {
     match io {
+        Io::H2(_) => Err(std::io::Error::other("HTTP/2 requests go as streams")),
         Io::Plain(rx) => write_vectored_all(rx.stream(), head, segments).await,
         Io::Tls(tls) => {
             write_vectored_all(&mut **tls, head, segments).await?;
@@ -748,14 +850,14 @@ async fn write_vectored_all<W: tokio::io::AsyncWrite + Unpin>(
 }
 
 /// What a turn's response body is fed to.
-struct Ctx<'a> {
-    tl: &'a mut Timeline,
-    output: &'a mut Accumulator,
-    rx: &'a mut RxReport,
-    capture: Capture,
+pub(crate) struct Ctx<'a> {
+    pub tl: &'a mut Timeline,
+    pub output: &'a mut Accumulator,
+    pub rx: &'a mut RxReport,
+    pub capture: Capture,
 }
 
-enum Sink {
+pub(crate) enum Sink {
     /// A non-2xx response: a short, bounded excerpt of the body (servers put the reason there).
     Error(Vec<u8>),
     /// A server that ignored `stream: true` and sent one JSON body: no per-chunk timeline, but
@@ -765,9 +867,20 @@ enum Sink {
 }
 
 impl Sink {
+    /// The sink for a response with this status and content type.
+    pub fn for_response(status: u16, json: bool) -> Sink {
+        if !(200..300).contains(&status) {
+            Sink::Error(Vec::new())
+        } else if json {
+            Sink::Json(Vec::new())
+        } else {
+            Sink::Sse(Framer::new())
+        }
+    }
+
     /// Body bytes that arrived with read `r`.
     #[inline]
-    fn data(&mut self, ctx: &mut Ctx<'_>, d: &[u8], r: &Read) {
+    pub fn data(&mut self, ctx: &mut Ctx<'_>, d: &[u8], r: &Read) {
         if d.is_empty() {
             return;
         }
@@ -795,7 +908,7 @@ impl Sink {
 
     /// A body past its bound: a JSON body over [`MAX_JSON_BODY`], or an SSE event (or line)
     /// over `max_event` bytes still without its end — the framer would otherwise hold it all.
-    fn overflow(&self, max_event: usize) -> Option<TurnError> {
+    pub fn overflow(&self, max_event: usize) -> Option<TurnError> {
         match self {
             Sink::Json(whole) if whole.len() > MAX_JSON_BODY => Some(upstream(
                 "body_too_large",
@@ -811,7 +924,7 @@ impl Sink {
 
     /// The body ended (or broke) at `end`: a last event without its blank line still counts,
     /// and `true` says there was one (the stream was cut inside it).
-    fn finish(&mut self, ctx: &mut Ctx<'_>, end: MonoNs) -> bool {
+    pub fn finish(&mut self, ctx: &mut Ctx<'_>, end: MonoNs) -> bool {
         match self {
             Sink::Sse(framer) => {
                 let (tl, output, capture) = (&mut *ctx.tl, &mut *ctx.output, ctx.capture);

@@ -249,6 +249,14 @@ pub struct Opts {
     /// Do not check https endpoints' certificates (test rigs only; the summary says so).
     #[arg(long)]
     pub insecure: bool,
+    /// HTTP/2 only: prior knowledge on http:// (h2c), ALPN `h2` alone on https://. Without it,
+    /// https:// uses HTTP/2 when the server's ALPN picks it, http:// uses HTTP/1.1. One stream
+    /// per turn on one connection per conversation slot: the closed loop is unchanged.
+    #[arg(long, conflicts_with = "http1")]
+    pub http2: bool,
+    /// HTTP/1.1 only, also on https:// (ALPN `http/1.1`), as the MLPerf reference client.
+    #[arg(long)]
+    pub http1: bool,
     /// MLPerf agentic dataset (JSONL, one row per message).
     #[arg(long)]
     pub dataset: PathBuf,
@@ -506,6 +514,12 @@ pub struct ReplayConfig {
     pub ca: Option<PathBuf>,
     /// `--insecure`: https certificates were not checked.
     pub insecure: bool,
+    /// `--http2`: HTTP/2 only.
+    #[serde(default)]
+    pub http2: bool,
+    /// `--http1`: HTTP/1.1 only.
+    #[serde(default)]
+    pub http1: bool,
     /// The model was not given: it is the one the endpoints list at `/v1/models`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub model_discovered: bool,
@@ -574,6 +588,16 @@ impl ReplayConfig {
         }
     }
 
+    /// The HTTP versions `--http1` / `--http2` allow.
+    pub fn protocols(&self) -> crate::client::Protocols {
+        use crate::client::Protocols;
+        match (self.http1, self.http2) {
+            (true, _) => Protocols::Http1,
+            (_, true) => Protocols::Http2,
+            _ => Protocols::Auto,
+        }
+    }
+
     /// The endpoints' URLs, comma-separated (for headlines).
     pub fn endpoint_urls(&self) -> String {
         self.endpoints
@@ -589,6 +613,8 @@ impl ReplayConfig {
             endpoints: vec![Endpoint::parse(endpoint)?],
             ca: None,
             insecure: false,
+            http2: false,
+            http1: false,
             model_discovered: false,
             model: None,
             preset: None,
@@ -638,6 +664,8 @@ impl ReplayConfig {
         }
         c.ca = opts.ca.clone();
         c.insecure = opts.insecure;
+        c.http2 = opts.http2;
+        c.http1 = opts.http1;
         let mut s = opts.preset.map(Preset::sampling).unwrap_or_default();
         let set_f = |slot: &mut Option<f64>, v: Option<f64>| {
             if v.is_some() {
@@ -789,6 +817,9 @@ impl ReplayConfig {
             if w.concurrency == 0 {
                 return bad("--warmup-concurrency must be at least 1".into());
             }
+        }
+        if self.http1 && self.http2 {
+            return bad("--http1 and --http2 exclude each other".into());
         }
         if let Some(ca) = &self.ca {
             if let Err(why) = tokentap_core::tls::read_certs(ca) {

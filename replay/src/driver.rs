@@ -432,6 +432,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
             rec.rx_lag_max_ns = scratch.rx.max_lag_ns;
             rec.retries = (scratch.retries > 0).then_some(scratch.retries);
             rec.server_date_s = scratch.server_date;
+            rec.http_version = scratch.http2.then(|| "2".to_string());
         }
         match ended {
             Ended::Done(Exchange::Ok { http_status }) => {

@@ -52,6 +52,7 @@ pub mod collector;
 pub mod config;
 pub mod driver;
 pub mod error;
+mod http2;
 pub mod merge;
 pub mod metrics;
 pub mod models;
@@ -234,6 +235,7 @@ pub async fn run_with_hooks(
         &config.routing_headers,
         config.api_key.as_ref().map(|k| k.expose()),
         &config.trust(),
+        config.protocols(),
     )
     .await?;
     let out_dir = config.out.clone();

@@ -55,6 +55,43 @@ pub struct RxStream {
     kernel: bool,
     /// The newest read's stamps.
     last: Option<Read>,
+    /// Where the newest read's stamps are published for a reader on another task (HTTP/2:
+    /// the connection task reads the socket, the slot reads the stream).
+    shared: Option<std::sync::Arc<StampCell>>,
+}
+
+/// The newest read's stamps, readable from another task.
+#[derive(Debug, Default)]
+pub struct StampCell {
+    at: std::sync::atomic::AtomicU64,
+    kernel: std::sync::atomic::AtomicBool,
+}
+
+impl StampCell {
+    /// The stamps of the newest read, as a [`Read`] of `n` bytes handed over now.
+    pub fn read(&self, n: usize) -> Read {
+        use std::sync::atomic::Ordering::Acquire;
+        let user = clock::now();
+        let at = self.at.load(Acquire);
+        if at == 0 {
+            return Read {
+                n,
+                at: user,
+                user,
+                clock: RxClock::User,
+            };
+        }
+        Read {
+            n,
+            at,
+            user,
+            clock: if self.kernel.load(Acquire) {
+                RxClock::Kernel
+            } else {
+                RxClock::User
+            },
+        }
+    }
 }
 
 impl RxStream {
@@ -68,7 +105,13 @@ impl RxStream {
             cmsg: nix::cmsg_space!(nix::sys::time::TimeSpec),
             kernel,
             last: None,
+            shared: None,
         })
+    }
+
+    /// Publishes every read's stamps to `cell` from now on.
+    pub fn share(&mut self, cell: std::sync::Arc<StampCell>) {
+        self.shared = Some(cell);
     }
 
     /// Whether reads carry the kernel's timestamp.
@@ -135,6 +178,11 @@ impl RxStream {
         }
         let r = Read { n, at, user, clock };
         self.last = Some(r);
+        if let Some(c) = &self.shared {
+            use std::sync::atomic::Ordering::Release;
+            c.kernel.store(clock == RxClock::Kernel, Release);
+            c.at.store(at, Release);
+        }
         Ok(r)
     }
 
