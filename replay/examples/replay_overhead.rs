@@ -124,6 +124,20 @@ enum Cmd {
         #[arg(long, default_value_t = 0.0)]
         decode_ms: f64,
     },
+    /// http vs https (HTTP/1.1 and h2) through a tokentap proxy child (plain or TLS listener, the
+    /// test certificates) in front of a sim child, same run: TTFT overhead against the sim's
+    /// stamp, this process's CPU per turn, turns/s.
+    Tls {
+        #[arg(long, value_delimiter = ',', default_value = "1,64")]
+        concurrency: Vec<usize>,
+        #[arg(long, default_value_t = 64)]
+        tokens: u64,
+        #[arg(long, default_value_t = 2000)]
+        turns: usize,
+        /// The tokentap binary that runs the proxy (build it with `cargo build --release`).
+        #[arg(long, default_value = "target/release/tokentap")]
+        tokentap: PathBuf,
+    },
     /// 613 synthetic trajectories: turns/s and peak RSS.
     Full {
         #[arg(long, default_value_t = 64)]
@@ -448,6 +462,111 @@ async fn latency(
     Ok(())
 }
 
+/// A `tokentap proxy` child process in front of `upstream`.
+struct ProxyChild {
+    child: Child,
+    url: String,
+}
+
+impl ProxyChild {
+    fn start(bin: &Path, upstream: &str, tls: bool) -> anyhow::Result<ProxyChild> {
+        let certs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proxy/tests/certs");
+        let mut cmd = Command::new(bin);
+        cmd.args(["proxy", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+            .args(["--upstream", upstream]);
+        if tls {
+            cmd.arg("--tls-cert")
+                .arg(certs.join("server.pem"))
+                .arg("--tls-key")
+                .arg(certs.join("server.key"));
+        }
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
+        let out = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+        let mut line = String::new();
+        std::io::BufReader::new(out).read_line(&mut line)?;
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .ok_or_else(|| anyhow::anyhow!("proxy said {line:?}"))?
+            .replace("127.0.0.1", if tls { "localhost" } else { "127.0.0.1" });
+        Ok(ProxyChild { child, url })
+    }
+}
+
+impl Drop for ProxyChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn tls(levels: Vec<usize>, tokens: u64, turns: usize, bin: PathBuf) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        bin.is_file(),
+        "{}: build it first (cargo build --release)",
+        bin.display()
+    );
+    let ca = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proxy/tests/certs/ca.pem");
+    println!(
+        "replay → tokentap proxy (child) → zero-delay sim (child), {tokens} tokens/turn; TTFT overhead = client first-text arrival − sim first-text write (the proxy hop is in every row)"
+    );
+    println!(
+        "{:>6} {:<16} {:>7} {:>9} {:>9} {:>9} {:>9} {:>14}",
+        "conc", "path", "turns", "p50 µs", "p90 µs", "p99 µs", "turns/s", "client CPU/turn"
+    );
+    for c in levels {
+        for (label, tls, h2) in [
+            ("http/1.1", false, false),
+            ("https http/1.1", true, false),
+            ("https h2", true, true),
+        ] {
+            let dir = temp_dir(&format!("tls{c}"))?;
+            let per_conv = 4;
+            let n = (turns / per_conv).max(c * 2);
+            let ds = Arc::new(closed_loop_dataset(n, per_conv));
+            let sim = SimChild::start(&dir, tokens as f64, 0.0, 0.0)?;
+            let proxy = ProxyChild::start(&bin, &sim.url, tls)?;
+            let mut cfg = ReplayConfig::new(&proxy.url)?;
+            cfg.model = Some("m".into());
+            cfg.concurrency = c;
+            cfg.sampling.max_completion_tokens = Some(tokens);
+            cfg.out = Some(dir.clone());
+            cfg.ca = Some(ca.clone());
+            cfg.http1 = !h2;
+            cfg.http2 = h2;
+            let cpu0 = cpu_s();
+            let out = tokentap_replay::run_with(cfg, ds, ProgressMode::Off, std::future::pending())
+                .await?;
+            let cpu = cpu_s() - cpu0;
+            drop(proxy);
+            let log = sim.finish()?;
+            let recs = read_records(&dir)?;
+            let not_ok = recs.iter().filter(|r| r["status"] != "ok").count();
+            anyhow::ensure!(not_ok == 0, "{label} at {c}: {not_ok} turns not ok");
+            let (mut d, _) = join(&recs, &log);
+            let p = d
+                .percentiles()
+                .ok_or_else(|| anyhow::anyhow!("no joined samples"))?;
+            println!(
+                "{:>6} {:<16} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>9.0} {:>11.0} µs",
+                c,
+                label,
+                p.count,
+                p.p50 / 1e3,
+                p.p90 / 1e3,
+                p.p99 / 1e3,
+                out.summary.throughput.turns_per_s.unwrap_or(0.0),
+                cpu / recs.len().max(1) as f64 * 1e6,
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    Ok(())
+}
+
 async fn full(
     concurrency: usize,
     scale: f64,
@@ -550,6 +669,12 @@ fn main() -> anyhow::Result<()> {
                 in_process,
                 decode_ms,
             } => latency(concurrency, tokens, turns, in_process, decode_ms).await,
+            Cmd::Tls {
+                concurrency,
+                tokens,
+                turns,
+                tokentap,
+            } => tls(concurrency, tokens, turns, tokentap).await,
             Cmd::Full {
                 concurrency,
                 scale,
