@@ -53,7 +53,7 @@ fn help_lists_every_subcommand_and_each_help_works() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     for sub in [
-        "demo", "replay", "sweep", "proxy", "sim", "dataset", "compare", "report",
+        "demo", "replay", "sweep", "merge", "proxy", "sim", "dataset", "compare", "report",
     ] {
         assert!(text.contains(sub), "--help does not mention {sub}:\n{text}");
         let out = tokentap(&[sub, "--help"]);
@@ -433,4 +433,55 @@ fn proxy_cli_drains_a_stream_in_flight_on_sigterm_and_records_it() {
     assert_eq!(records[0]["conversation_id"], "drain-1");
     assert_eq!(records[0]["output_tokens"].as_u64(), Some(40));
     rt.block_on(sim.shutdown());
+}
+
+#[test]
+fn the_proxy_keeps_serving_when_nobody_reads_its_stdout() {
+    // A supervisor that closed its end of the pipe: the status lines hit a closed pipe, which
+    // must not stop the proxy (`println!` would panic on EPIPE).
+    let free = |_| {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .to_string()
+    };
+    let (listen, admin) = (free(0), free(1));
+    let mut child = Command::new(BIN)
+        .args(["proxy", "--listen", &listen, "--admin", &admin])
+        .args(["--upstream", "http://127.0.0.1:9"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    // The admin listener answers /health once the proxy is up (bounded wait for start-up).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let health = loop {
+        if let Ok(mut s) = TcpStream::connect(&admin) {
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            write!(
+                s,
+                "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            )
+            .unwrap();
+            let mut body = String::new();
+            let _ = s.read_to_string(&mut body);
+            if !body.is_empty() {
+                break body;
+            }
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the proxy exited with its stdout closed"
+        );
+        assert!(Instant::now() < deadline, "the proxy did not come up");
+        std::thread::yield_now();
+    };
+    assert!(health.starts_with("HTTP/1.1 "), "{health}");
+    // Still running, and it stops cleanly when told to: exit 0 (a panic on the closed pipe
+    // exits 101, before or after the signal).
+    signal(child.id(), "-TERM");
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the proxy ended {status:?}");
 }

@@ -371,8 +371,15 @@ pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Resu
     let cfg = Config::from_opts(&opts)?;
     let grace = cfg.grace;
     let proxy = Proxy::start(cfg).await?;
-    println!("listening on {}", proxy.base_url());
-    println!("admin on http://{}", proxy.admin_addr());
+    // Status lines: a closed stdout (a supervisor that stopped reading) must not stop the
+    // proxy, so write errors are ignored rather than panicking as `println!` would.
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening on {}", proxy.base_url());
+        let _ = writeln!(out, "admin on http://{}", proxy.admin_addr());
+        let _ = out.flush();
+    }
     shutdown.await;
     let r = proxy.shutdown(grace).await;
     tracing::info!(

@@ -485,8 +485,11 @@ impl ProxyChild {
             .stdout
             .take()
             .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+        let mut reader = std::io::BufReader::new(out);
         let mut line = String::new();
-        std::io::BufReader::new(out).read_line(&mut line)?;
+        reader.read_line(&mut line)?;
+        // Keep reading its stdout to the end.
+        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
         let url = line
             .trim()
             .strip_prefix("listening on ")
@@ -545,7 +548,15 @@ async fn tls(levels: Vec<usize>, tokens: u64, turns: usize, bin: PathBuf) -> any
             let log = sim.finish()?;
             let recs = read_records(&dir)?;
             let not_ok = recs.iter().filter(|r| r["status"] != "ok").count();
-            anyhow::ensure!(not_ok == 0, "{label} at {c}: {not_ok} turns not ok");
+            if not_ok > 0 {
+                let mut kinds: HashMap<String, usize> = HashMap::new();
+                for r in recs.iter().filter(|r| r["status"] != "ok") {
+                    *kinds
+                        .entry(format!("{} {}", r["status"], r["error"]["message"]))
+                        .or_default() += 1;
+                }
+                anyhow::bail!("{label} at {c}: {not_ok} turns not ok: {kinds:?}");
+            }
             let (mut d, _) = join(&recs, &log);
             let p = d
                 .percentiles()
