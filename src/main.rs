@@ -43,7 +43,8 @@ enum Command {
     Sweep(Box<tokentap_sweep::Opts>),
     /// Join the run directories of the shards of one run (`replay --shard I/N` on N machines)
     /// into that run: one window, exact percentiles from the union, accuracy, validity, report.
-    /// Exit codes as `replay`'s.
+    /// Exit codes as `replay`'s. Sweep directories (`sweep --shard I/N --barrier DIR`) are
+    /// joined point by point into one curve (exit codes as `sweep`'s).
     Merge(Box<tokentap_replay::merge::MergeOpts>),
     /// Run the measurement proxy in front of one or more OpenAI-compatible servers.
     Proxy(Box<tokentap_proxy::Opts>),
@@ -76,6 +77,9 @@ fn main() -> ExitCode {
         return exit(tokentap_compare::run(*opts));
     }
     if let Command::Merge(opts) = cli.command {
+        if opts.dirs.iter().any(|d| tokentap_sweep::merge::is_sweep(d)) {
+            return exit(tokentap_sweep::merge::run(&opts));
+        }
         return match tokentap_replay::merge::merge(&opts) {
             Ok(outcome) => {
                 print!("{}", outcome.summary.render_text());

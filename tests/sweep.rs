@@ -621,3 +621,113 @@ async fn a_point_runs_whole_passes_until_its_minimum_duration() {
     assert!(t.message.contains("all finished"), "{}", t.message);
     sim.shutdown().await;
 }
+
+/// The args of shard `i` of 2 of a sharded sweep (no --min-duration-scale: its length is
+/// --trajectories).
+fn shard_args(
+    sim: &SimServer,
+    data: &Path,
+    out: &Path,
+    i: u64,
+    trajectories: usize,
+    barrier: &Path,
+) -> Vec<String> {
+    let mut a = args(sim, data, out, "1,2");
+    let at = a.iter().position(|x| x == "--min-duration-scale").unwrap();
+    a.drain(at..at + 2);
+    a.extend([
+        "--shard".to_string(),
+        format!("{i}/2"),
+        "--trajectories".to_string(),
+        trajectories.to_string(),
+        "--barrier".to_string(),
+        barrier.display().to_string(),
+    ]);
+    a
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_sweep_runs_its_points_together_and_merges_point_by_point() {
+    let sim = SimServer::start(sim_config()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ds.jsonl");
+    write_dataset(&data, 3, 5);
+    let barrier = dir.path().join("barrier");
+    let (o0, o1) = (dir.path().join("shard-0"), dir.path().join("shard-1"));
+
+    // Without --trajectories or --barrier a sharded sweep is refused, with the reason.
+    let mut a = shard_args(&sim, &data, &o0, 0, 8, &barrier);
+    let at = a.iter().position(|x| x == "--barrier").unwrap();
+    a.drain(at..at + 2);
+    let opts = tokentap_sweep::Opts::try_parse_from_args(&a).unwrap();
+    let e = Sweep::from_opts(&opts).await.err().unwrap().to_string();
+    assert!(e.contains("needs --barrier DIR"), "{e}");
+    let mut a = shard_args(&sim, &data, &o0, 0, 8, &barrier);
+    let at = a.iter().position(|x| x == "--trajectories").unwrap();
+    a.drain(at..at + 2);
+    let opts = tokentap_sweep::Opts::try_parse_from_args(&a).unwrap();
+    let e = Sweep::from_opts(&opts).await.err().unwrap().to_string();
+    assert!(e.contains("needs --trajectories T"), "{e}");
+
+    // Two machines, side by side.
+    let s0 = sweep(&shard_args(&sim, &data, &o0, 0, 8, &barrier)).await;
+    let s1 = sweep(&shard_args(&sim, &data, &o1, 1, 8, &barrier)).await;
+    let (r0, r1) = tokio::join!(
+        tokentap_sweep::run_with(s0, std::future::pending()),
+        tokentap_sweep::run_with(s1, std::future::pending())
+    );
+    let (f0, f1) = (r0.unwrap().file, r1.unwrap().file);
+    // The barrier: no shard starts a point before every shard has finished the one before.
+    let span = |f: &tokentap_sweep::file::SweepFile, c: u64| {
+        let p = f.points.iter().find(|p| p.concurrency == c).unwrap();
+        (p.started_wall_ns.unwrap(), p.ended_wall_ns.unwrap())
+    };
+    for (a, b) in [(&f0, &f1), (&f1, &f0)] {
+        assert!(
+            span(a, 2).0 >= span(b, 1).1,
+            "a shard started point 2 before the other finished point 1"
+        );
+    }
+
+    let merged = dir.path().join("merged");
+    let f = tokentap_sweep::merge::merge(&tokentap_replay::merge::MergeOpts {
+        dirs: vec![o0.clone(), o1.clone()],
+        out: merged.clone(),
+        partial: false,
+    })
+    .unwrap();
+    assert!(f.points.iter().all(|p| p.status == PointStatus::Done));
+    for c in [1u64, 2] {
+        let s = read(&merged.join(format!("r{c}/summary.json")));
+        assert_eq!(s["merge"]["shards"], 2, "r{c}");
+        assert_eq!(
+            s["run"]["trajectories_finished"], 8,
+            "r{c}: the union is the point"
+        );
+        assert_eq!(s["throughput"]["concurrency"], 2 * c, "r{c}");
+        let p = f.points.iter().find(|p| p.concurrency == c).unwrap();
+        assert_eq!(p.trajectories, Some(8));
+        assert_eq!(
+            p.primary.unwrap().system_tps,
+            s["mlperf"]["system_tps"].as_f64(),
+            "the curve's point is the merged run's"
+        );
+    }
+    assert!(merged.join("sweep.json").is_file() && merged.join("report.html").is_file());
+    // The CLI dispatches sweep directories to the sweep merge.
+    let out = Command::new(BIN)
+        .arg("merge")
+        .arg(&o0)
+        .arg(&o1)
+        .arg("--out")
+        .arg(dir.path().join("merged-cli"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("merged 2 shard sweeps"));
+}

@@ -44,7 +44,8 @@ use tokentap_mlperf::scorer::{py_round, Domain, ExcludedTurn, Scores, TurnScore}
 #[derive(clap::Args, Clone, Debug)]
 pub struct MergeOpts {
     /// The shards' run directories (each with config.json, summary.json, records.jsonl,
-    /// scores.json — what `replay --shard I/N --out DIR` writes).
+    /// scores.json — what `replay --shard I/N --out DIR` writes), or the shards' sweep
+    /// directories (`sweep --shard I/N --barrier DIR --out DIR`).
     #[arg(required = true, num_args = 1.., value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// Where the merged run is written (records.jsonl, summary.json, result_summary.json,

@@ -18,6 +18,8 @@
 //! - [`wire`]: `--wire`: the proxy's TTFT beside the client's per point.
 //! - [`report`]: the sweep report (HTML with the Pareto plots, Markdown, JSON) and the terminal
 //!   table.
+//! - [`merge`]: `tokentap merge` of the N sweep directories of a sharded sweep (`--shard I/N
+//!   --barrier DIR` on N machines), point by point.
 //!
 //! The regions, the proposed plan and the curve's verdict are the benchmark's rules and live
 //! in `tokentap_mlperf::pareto`.
@@ -36,6 +38,7 @@
 pub mod engine;
 pub mod error;
 pub mod file;
+pub mod merge;
 mod plan;
 mod point;
 pub mod report;
@@ -93,6 +96,12 @@ pub struct Opts {
     /// the curve's SWE-bench gate.
     #[arg(long = "swe-bench-accuracy", value_name = "REGION=FRACTION", value_delimiter = ',', value_parser = parse_swe)]
     pub swe_bench: Vec<(RegionName, f64)>,
+    /// With --shard I/N: a directory every shard can write (the shared volume). Before each
+    /// point, each shard leaves a marker there and waits for all N, so the shards of a point
+    /// start together and no shard's point overlaps another's. Then `tokentap merge` joins the
+    /// N sweep directories point by point.
+    #[arg(long, value_name = "DIR")]
+    pub barrier: Option<PathBuf>,
 }
 
 impl Opts {
@@ -146,6 +155,8 @@ pub struct Sweep {
     pub swe_bench: Vec<(RegionName, f64)>,
     pub min_duration_scale: f64,
     pub progress: ProgressMode,
+    /// `--shard` with `--barrier DIR`: the shards wait for each other before each point.
+    pub barrier: Option<PathBuf>,
 }
 
 /// What a sweep produced.
@@ -174,7 +185,30 @@ impl Sweep {
             base.c_min = Some(r.c_min);
         }
         let scale = opts.run.min_duration_scale.unwrap_or(1.0);
-        base.min_duration_scale = Some(scale);
+        if base.shard.count > 1 {
+            // Each shard would extend a point on its own clock: a sharded point's length is
+            // its --trajectories, and its tracked duration is judged against the minimum after
+            // the merge (the point's own min_duration rule).
+            let bad = |m: &str| Err(SweepError::Config(m.into()));
+            if opts.run.min_duration_scale.is_some() {
+                return bad("--min-duration-scale with --shard: the shards cannot extend a point together; give --trajectories (the merged point's duration is checked against the minimum)").map_err(Into::into);
+            }
+            if opts.run.trajectories.is_none() {
+                return bad("a sharded sweep needs --trajectories T: every point issues T trajectories over all shards").map_err(Into::into);
+            }
+            if opts.barrier.is_none() {
+                return bad("a sharded sweep needs --barrier DIR: a directory every shard can write (the shared volume), where the shards wait for each other before each point").map_err(Into::into);
+            }
+            base.min_duration_scale = None;
+        } else {
+            if opts.barrier.is_some() {
+                return Err(SweepError::Config(
+                    "--barrier is for a sharded sweep (--shard I/N)".into(),
+                )
+                .into());
+            }
+            base.min_duration_scale = Some(scale);
+        }
         base.check()?;
         let engine = opts
             .engine_metrics
@@ -203,6 +237,7 @@ impl Sweep {
             wire: opts.wire.clone(),
             swe_bench: opts.swe_bench.clone(),
             min_duration_scale: scale,
+            barrier: opts.barrier.clone(),
             progress: if opts.run.quiet {
                 ProgressMode::Off
             } else {

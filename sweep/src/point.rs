@@ -85,6 +85,13 @@ pub(crate) async fn run_point(
             Err(anyhow::anyhow!("creating {}: {e}", dir.display())),
         );
     }
+    if let Some(b) = &sweep.barrier {
+        match barrier(b, c, sweep.base.shard, sweep.progress, stop).await {
+            Ok(true) => {}
+            Ok(false) => return (true, Ok(())),
+            Err(e) => return (false, Err(e)),
+        }
+    }
     let start = tokentap_core::clock::Anchor::now();
     {
         let p = f.point_mut(c).expect("the point is in the file");
@@ -200,6 +207,45 @@ pub(crate) async fn run_point(
 }
 
 /// The first failed turn's error in a records file, as `kind: message`.
+/// Leaves this shard's marker for point `c` in `dir` and waits until every shard's is there
+/// (polled every 20 ms); `false` when stopped while waiting.
+async fn barrier(
+    dir: &Path,
+    c: u64,
+    shard: tokentap_replay::config::Shard,
+    progress: ProgressMode,
+    stop: &CancellationToken,
+) -> anyhow::Result<bool> {
+    let marker = |i: u64| dir.join(format!("r{c}.shard-{i}-of-{}", shard.count));
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::anyhow!("--barrier {}: {e}", dir.display()))?;
+    std::fs::write(marker(shard.index), b"")
+        .map_err(|e| anyhow::anyhow!("--barrier {}: {e}", dir.display()))?;
+    let mut said = false;
+    loop {
+        let missing: Vec<u64> = (0..shard.count).filter(|&i| !marker(i).exists()).collect();
+        if missing.is_empty() {
+            return Ok(true);
+        }
+        if !said && progress == ProgressMode::Line {
+            eprintln!(
+                "point r{c}: waiting for shard(s) {} at {}",
+                missing
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                dir.display()
+            );
+            said = true;
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return Ok(false),
+            _ = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+        }
+    }
+}
+
 fn first_error(records: &Path) -> Option<String> {
     let text = std::fs::read_to_string(records).ok()?;
     text.lines().find_map(|l| {
