@@ -13,7 +13,9 @@
 //! - [`salt`]: BLAKE2b-2 salt tags (SPEC §4).
 //! - [`merge`]: `tokentap merge` — the shards of one run joined into that run.
 //! - [`models`]: without `--model`, the one model the endpoints list at `/v1/models`.
-//! - [`client`]: one HTTP/1.1 keep-alive connection per slot; one measured exchange per turn.
+//! - [`client`]: one keep-alive connection per slot (TCP or TLS; HTTP/1.1 read by hand); one
+//!   measured exchange per turn.
+//! - `http2`: the same exchange as one HTTP/2 stream (ALPN `h2`, `--http2`).
 //! - [`driver`]: slots, the trajectory FIFO, delays, timeouts, performance window, stopping.
 //! - `post`: after each turn, off the slots' path — the reference tokenizer's OSL, TPOT and
 //!   ISL counts and the reference inline scorer (`tokentap-mlperf`).
