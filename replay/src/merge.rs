@@ -93,6 +93,18 @@ pub struct ShardClock {
     pub responses: u64,
 }
 
+impl ShardClock {
+    fn of(s: &ShardRun) -> ShardClock {
+        let (lo, hi, n) = clock_bound(s.records.iter().map(|l| &l.record));
+        ShardClock {
+            shard: s.config.shard.index,
+            offset_lo_ms: lo.map(|v| v as f64 / 1e6),
+            offset_hi_ms: hi.map(|v| v as f64 / 1e6),
+            responses: n,
+        }
+    }
+}
+
 /// One shard as read from its directory.
 struct ShardRun {
     dir: PathBuf,
@@ -123,124 +135,12 @@ pub fn merge(opts: &MergeOpts) -> Result<RunOutcome, ReplayError> {
         .collect::<Result<Vec<_>, _>>()?;
     let (of, missing, config_hash) = check_same_run(&shards, opts.partial)?;
     shards.sort_by_key(|s| s.config.shard.index);
-
-    // The shared config, unsharded: the merged run is checked as one run.
-    let mut config = shards[0].config.clone();
-    config.shard = Shard::default();
-    // N processes of C slots each: N·C conversations were active at once.
-    config.concurrency = shards.iter().map(|s| s.config.concurrency).sum();
-    config.out = Some(opts.out.clone());
-    config.metrics = None;
-
-    // One timeline.
-    let at = |s: &ShardRun, mono: u64| (mono as i128 + s.delta).max(0) as u64;
-    for s in &mut shards {
-        let d = s.delta;
-        for l in &mut s.records {
-            let r = &mut l.record;
-            r.start_mono_ns = (r.start_mono_ns as i128 + d).max(0) as u64;
-            r.anchor.mono_ns = r.start_mono_ns;
-            r.scheduled_mono_ns = r.scheduled_mono_ns.map(|t| (t as i128 + d).max(0) as u64);
-        }
-    }
-    let mono = |v: &Value| v.as_u64();
-    let start = shards
-        .iter()
-        .map(|s| at(s, mono(&s.summary["run"]["start"]["mono_ns"]).unwrap_or(0)))
-        .min()
-        .unwrap_or(0);
-    let end = shards
-        .iter()
-        .map(|s| at(s, mono(&s.summary["run"]["end"]["mono_ns"]).unwrap_or(0)))
-        .max()
-        .unwrap_or(start);
-
-    // The union's window.
-    let mut exhausted: Option<(u64, usize)> = None;
-    for (i, s) in shards.iter().enumerate() {
-        let Some(t) = mono(&s.summary["window"]["last_claim_mono_ns"]) else {
-            if s.summary["window"].get("last_claim_mono_ns").is_none() {
-                return Err(ReplayError::Config(format!(
-                    "{}: summary.json has no window.last_claim_mono_ns (written by an older tokentap); run the shard again",
-                    s.dir.display()
-                )));
-            }
-            continue; // claimed nothing
-        };
-        let t = at(s, t);
-        if exhausted.is_none_or(|(e, _)| t > e) {
-            exhausted = Some((t, i));
-        }
-    }
-    let mut close: Option<(u64, String, Option<usize>)> = None;
-    if let Some((t_ex, last)) = exhausted {
-        // The last shard to run out: its own window closed at its first completion after
-        // that, which is after t_ex.
-        if let Some(c) = mono(&shards[last].summary["window"]["closed_mono_ns"]) {
-            let c = at(&shards[last], c);
-            close = Some((
-                c,
-                format!("shard {}", shards[last].config.shard.index),
-                Some(last),
-            ));
-        }
-        // Other shards: their trajectories that completed after t_ex.
-        for (i, s) in shards.iter().enumerate() {
-            if i == last {
-                continue;
-            }
-            let mut done: BTreeMap<u64, u64> = BTreeMap::new();
-            for l in &s.records {
-                let r = &l.record;
-                if r.status == Status::Aborted {
-                    continue;
-                }
-                let (Some(k), Some(e)) = (r.trajectory, r.end_ns) else {
-                    continue;
-                };
-                let c = done.entry(k).or_default();
-                *c = (*c).max(r.start_mono_ns + e);
-            }
-            if let Some((&k, &c)) = done
-                .iter()
-                .filter(|(_, &c)| c >= t_ex)
-                .min_by_key(|(_, &c)| c)
-            {
-                if close.as_ref().is_none_or(|(best, _, _)| c < *best) {
-                    close = Some((
-                        c,
-                        format!("shard {} (trajectory {k})", s.config.shard.index),
-                        None,
-                    ));
-                }
-            }
-        }
-    }
-    let close_at = close.as_ref().map(|c| c.0);
-    let keep_own = close.as_ref().and_then(|c| c.2);
-    for (i, s) in shards.iter_mut().enumerate() {
-        if keep_own == Some(i) {
-            continue;
-        }
-        for l in &mut s.records {
-            let r = &mut l.record;
-            r.in_window = Some(close_at.is_none_or(|c| r.start_mono_ns < c));
-        }
-    }
-
-    // Clocks.
-    let clocks: Vec<ShardClock> = shards
-        .iter()
-        .map(|s| {
-            let (lo, hi, n) = clock_bound(s.records.iter().map(|l| &l.record));
-            ShardClock {
-                shard: s.config.shard.index,
-                offset_lo_ms: lo.map(|v| v as f64 / 1e6),
-                offset_hi_ms: hi.map(|v| v as f64 / 1e6),
-                responses: n,
-            }
-        })
-        .collect();
+    let config = merged_config(&shards, &opts.out);
+    align(&mut shards);
+    let (start, end) = span(&shards);
+    let window = union_window(&shards)?;
+    refresh_in_window(&mut shards, &window);
+    let clocks: Vec<ShardClock> = shards.iter().map(ShardClock::of).collect();
     let skew_bound_ms = skew_bound(&clocks);
 
     // The records in the order a live run folds them: each shard's file is in its collector's
@@ -258,62 +158,9 @@ pub fn merge(opts: &MergeOpts) -> Result<RunOutcome, ReplayError> {
         agg.fold_turn(&l.record, &counters);
     }
     let scores = merge_scores(&shards, &lines)?;
-
-    let sum = |f: &dyn Fn(&Value) -> Option<u64>| shards.iter().filter_map(|s| f(&s.summary)).sum();
-    let stopped_by = shards.iter().find_map(|s| {
-        serde_json::from_value::<Option<StopReason>>(s.summary["run"]["stopped_by"].clone())
-            .ok()
-            .flatten()
-    });
-    let m0 = &shards[0].summary["mlperf"];
-    let tokenizer = m0["tokenizer"].as_str().map(|dir| {
-        (
-            dir.to_string(),
-            sum(&|v| v["mlperf"]["template_fallbacks"].as_u64()),
-            shards
-                .iter()
-                .find_map(|s| s.summary["mlperf"]["template_error"].as_str())
-                .map(str::to_string),
-        )
-    });
-    let warmup = merge_warmups(&shards);
-    let dataset_size = config
-        .dataset
-        .as_ref()
-        .map_or(0, |d| d.conversations as u64);
-    let facts = RunFacts {
-        start: Anchor {
-            wall_ns: start,
-            mono_ns: start,
-        },
-        end: Anchor {
-            wall_ns: end,
-            mono_ns: end,
-        },
-        interrupted: shards
-            .iter()
-            .any(|s| s.summary["run"]["interrupted"] == Value::Bool(true)),
-        stopped_by,
-        window_closed: close_at,
-        last_claim: exhausted.map(|e| e.0),
-        budget_local: sum(&|v| v["run"]["trajectory_budget"].as_u64()),
-        trajectories_started: sum(&|v| v["run"]["trajectories_started"].as_u64()),
-        trajectories_finished: sum(&|v| v["run"]["trajectories_finished"].as_u64()),
-        scores,
-        tokenizer,
-        warmup,
-        dataset_size,
-        row_overrides: shards[0].summary["run"]["row_overrides"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default(),
-    };
-    let built = Summary::build(agg, config.clone(), facts);
-    let mut summary = built.summary;
+    let facts = facts(&shards, &config, start, end, &window, scores);
+    let mut built = Summary::build(agg, config.clone(), facts);
+    let summary = &mut built.summary;
     summary.merge = Some(MergeInfo {
         shards: shards.len() as u64,
         of,
@@ -323,9 +170,9 @@ pub fn merge(opts: &MergeOpts) -> Result<RunOutcome, ReplayError> {
         clocks,
         skew_bound_ms,
         window_start_wall_ns: start,
-        budget_exhausted_wall_ns: exhausted.map(|e| e.0),
-        window_closed_wall_ns: close_at,
-        window_closed_by: close.map(|c| c.1),
+        budget_exhausted_wall_ns: window.exhausted.map(|e| e.0),
+        window_closed_wall_ns: window.close.as_ref().map(|c| c.at),
+        window_closed_by: window.close.map(|c| c.by),
     });
     if !missing.is_empty() {
         summary.validity.verdict = tokentap_mlperf::Verdict::Invalid;
@@ -341,12 +188,225 @@ pub fn merge(opts: &MergeOpts) -> Result<RunOutcome, ReplayError> {
             ),
         );
     }
+    write(&opts.out, &lines, &config, &built)?;
+    Ok(RunOutcome {
+        summary: built.summary,
+        out_dir: Some(opts.out.clone()),
+        interrupted: false,
+    })
+}
 
-    // Write the merged run.
-    let out = &opts.out;
+/// The shared config, unsharded: the merged run is checked as one run. N processes of C slots
+/// each had N·C conversations active at once.
+fn merged_config(shards: &[ShardRun], out: &Path) -> ReplayConfig {
+    let mut config = shards[0].config.clone();
+    config.shard = Shard::default();
+    config.concurrency = shards.iter().map(|s| s.config.concurrency).sum();
+    config.out = Some(out.to_path_buf());
+    config.metrics = None;
+    config
+}
+
+/// A shard's monotonic instant on the aligned timeline.
+fn at(s: &ShardRun, mono: u64) -> u64 {
+    (mono as i128 + s.delta).max(0) as u64
+}
+
+/// Moves every record's instants onto the aligned timeline.
+fn align(shards: &mut [ShardRun]) {
+    for s in shards {
+        let d = s.delta;
+        for l in &mut s.records {
+            let r = &mut l.record;
+            r.start_mono_ns = (r.start_mono_ns as i128 + d).max(0) as u64;
+            r.anchor.mono_ns = r.start_mono_ns;
+            r.scheduled_mono_ns = r.scheduled_mono_ns.map(|t| (t as i128 + d).max(0) as u64);
+        }
+    }
+}
+
+/// The union's start (the first shard's) and end (the last shard's), aligned.
+fn span(shards: &[ShardRun]) -> (u64, u64) {
+    let of = |s: &ShardRun, k: &str| at(s, s.summary["run"][k]["mono_ns"].as_u64().unwrap_or(0));
+    let start = shards.iter().map(|s| of(s, "start")).min().unwrap_or(0);
+    let end = shards.iter().map(|s| of(s, "end")).max().unwrap_or(start);
+    (start, end)
+}
+
+/// The union's window on the aligned timeline.
+struct UnionWindow {
+    /// When the last shard claimed its last trajectory, and which shard that was.
+    exhausted: Option<(u64, usize)>,
+    close: Option<Close>,
+}
+
+struct Close {
+    at: u64,
+    by: String,
+    /// The shard whose own window closed at this instant (it keeps its own flags).
+    own: Option<usize>,
+}
+
+/// SPEC §5 on the union: the budget is exhausted when the last shard claims its last
+/// trajectory; tracking stops at the first trajectory completion on any shard after that.
+fn union_window(shards: &[ShardRun]) -> Result<UnionWindow, ReplayError> {
+    let mut exhausted: Option<(u64, usize)> = None;
+    for (i, s) in shards.iter().enumerate() {
+        let Some(t) = s.summary["window"]["last_claim_mono_ns"].as_u64() else {
+            if s.summary["window"].get("last_claim_mono_ns").is_none() {
+                return Err(ReplayError::Config(format!(
+                    "{}: summary.json has no window.last_claim_mono_ns (written by an older tokentap); run the shard again",
+                    s.dir.display()
+                )));
+            }
+            continue; // claimed nothing
+        };
+        let t = at(s, t);
+        if exhausted.is_none_or(|(e, _)| t > e) {
+            exhausted = Some((t, i));
+        }
+    }
+    let Some((t_ex, last)) = exhausted else {
+        return Ok(UnionWindow {
+            exhausted,
+            close: None,
+        });
+    };
+    // The last shard to run out: its own window closed at its first completion after that.
+    let mut close = shards[last].summary["window"]["closed_mono_ns"]
+        .as_u64()
+        .map(|c| Close {
+            at: at(&shards[last], c),
+            by: format!("shard {}", shards[last].config.shard.index),
+            own: Some(last),
+        });
+    // Other shards: their trajectories that completed after t_ex.
+    for (i, s) in shards.iter().enumerate() {
+        if i == last {
+            continue;
+        }
+        let first_after = completions(s)
+            .into_iter()
+            .filter(|&(_, c)| c >= t_ex)
+            .min_by_key(|&(_, c)| c);
+        if let Some((k, c)) = first_after {
+            if close.as_ref().is_none_or(|best| c < best.at) {
+                close = Some(Close {
+                    at: c,
+                    by: format!("shard {} (trajectory {k})", s.config.shard.index),
+                    own: None,
+                });
+            }
+        }
+    }
+    Ok(UnionWindow { exhausted, close })
+}
+
+/// Each trajectory's completion (its last sent turn's end), aligned: `(trajectory, instant)`.
+fn completions(s: &ShardRun) -> BTreeMap<u64, u64> {
+    let mut done: BTreeMap<u64, u64> = BTreeMap::new();
+    for l in &s.records {
+        let r = &l.record;
+        if r.status == Status::Aborted {
+            continue;
+        }
+        let (Some(k), Some(e)) = (r.trajectory, r.end_ns) else {
+            continue;
+        };
+        let c = done.entry(k).or_default();
+        *c = (*c).max(r.start_mono_ns + e);
+    }
+    done
+}
+
+/// `in_window` on the union: issued before the close (the shard that closed it keeps its own).
+fn refresh_in_window(shards: &mut [ShardRun], w: &UnionWindow) {
+    let close_at = w.close.as_ref().map(|c| c.at);
+    let keep_own = w.close.as_ref().and_then(|c| c.own);
+    for (i, s) in shards.iter_mut().enumerate() {
+        if keep_own == Some(i) {
+            continue;
+        }
+        for l in &mut s.records {
+            let r = &mut l.record;
+            r.in_window = Some(close_at.is_none_or(|c| r.start_mono_ns < c));
+        }
+    }
+}
+
+/// What the summary needs besides the folded records.
+fn facts(
+    shards: &[ShardRun],
+    config: &ReplayConfig,
+    start: u64,
+    end: u64,
+    w: &UnionWindow,
+    scores: Scores,
+) -> RunFacts {
+    let sum = |f: &dyn Fn(&Value) -> Option<u64>| shards.iter().filter_map(|s| f(&s.summary)).sum();
+    let stopped_by = shards.iter().find_map(|s| {
+        serde_json::from_value::<Option<StopReason>>(s.summary["run"]["stopped_by"].clone())
+            .ok()
+            .flatten()
+    });
+    let tokenizer = shards[0].summary["mlperf"]["tokenizer"]
+        .as_str()
+        .map(|dir| {
+            (
+                dir.to_string(),
+                sum(&|v| v["mlperf"]["template_fallbacks"].as_u64()),
+                shards
+                    .iter()
+                    .find_map(|s| s.summary["mlperf"]["template_error"].as_str())
+                    .map(str::to_string),
+            )
+        });
+    RunFacts {
+        start: Anchor {
+            wall_ns: start,
+            mono_ns: start,
+        },
+        end: Anchor {
+            wall_ns: end,
+            mono_ns: end,
+        },
+        interrupted: shards
+            .iter()
+            .any(|s| s.summary["run"]["interrupted"] == Value::Bool(true)),
+        stopped_by,
+        window_closed: w.close.as_ref().map(|c| c.at),
+        last_claim: w.exhausted.map(|e| e.0),
+        budget_local: sum(&|v| v["run"]["trajectory_budget"].as_u64()),
+        trajectories_started: sum(&|v| v["run"]["trajectories_started"].as_u64()),
+        trajectories_finished: sum(&|v| v["run"]["trajectories_finished"].as_u64()),
+        scores,
+        tokenizer,
+        warmup: merge_warmups(shards),
+        dataset_size: config
+            .dataset
+            .as_ref()
+            .map_or(0, |d| d.conversations as u64),
+        row_overrides: shards[0].summary["run"]["row_overrides"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// Writes the merged run: the same files as a run.
+fn write(
+    out: &Path,
+    lines: &[Line],
+    config: &ReplayConfig,
+    built: &crate::summary::Built,
+) -> Result<(), ReplayError> {
     std::fs::create_dir_all(out).map_err(|source| ReplayError::Io {
         what: "cannot create",
-        path: out.clone(),
+        path: out.to_path_buf(),
         source,
     })?;
     let io = |what: &'static str, path: &Path| {
@@ -357,15 +417,15 @@ pub fn merge(opts: &MergeOpts) -> Result<RunOutcome, ReplayError> {
     {
         let f = std::fs::File::create(&rec_path).map_err(io("cannot create", &rec_path))?;
         let mut w = BufWriter::with_capacity(256 << 10, f);
-        for l in &lines {
+        for l in lines {
             serde_json::to_writer(&mut w, l)
                 .map_err(|e| io("cannot write", &rec_path)(e.into()))?;
             w.write_all(b"\n").map_err(io("cannot write", &rec_path))?;
         }
         w.flush().map_err(io("cannot write", &rec_path))?;
     }
-    crate::write_json(out, "config.json", &config)?;
-    crate::write_json(out, "summary.json", &summary)?;
+    crate::write_json(out, "config.json", config)?;
+    crate::write_json(out, "summary.json", &built.summary)?;
     crate::write_text(
         out,
         "result_summary.json",
@@ -375,11 +435,7 @@ pub fn merge(opts: &MergeOpts) -> Result<RunOutcome, ReplayError> {
     if let Err(e) = tokentap_report::write_html(out) {
         tracing::warn!("report.html not written: {e}");
     }
-    Ok(RunOutcome {
-        summary,
-        out_dir: Some(out.clone()),
-        interrupted: false,
-    })
+    Ok(())
 }
 
 /// A k-way merge of the shards' record sequences by end instant, keeping each shard's order
