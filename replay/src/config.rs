@@ -416,6 +416,17 @@ impl Opts {
     }
 }
 
+/// Which HTTP versions a run speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocols {
+    /// HTTP/1.1 only (ALPN `http/1.1`).
+    Http1,
+    /// HTTP/1.1 on http://; on https://, HTTP/2 when the server's ALPN picks `h2`.
+    Auto,
+    /// `--http2`: HTTP/2 only (prior knowledge on http://).
+    Http2,
+}
+
 /// Where requests go.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Endpoint {
@@ -589,8 +600,7 @@ impl ReplayConfig {
     }
 
     /// The HTTP versions `--http1` / `--http2` allow.
-    pub fn protocols(&self) -> crate::client::Protocols {
-        use crate::client::Protocols;
+    pub fn protocols(&self) -> Protocols {
         match (self.http1, self.http2) {
             (true, _) => Protocols::Http1,
             (_, true) => Protocols::Http2,

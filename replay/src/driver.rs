@@ -297,7 +297,10 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
     let session = match HeaderValue::from_str(&t.logical) {
         Ok(v) => v,
         Err(e) => {
-            aborted_from(0, client::internal("session_header", format!("{e}")));
+            aborted_from(
+                0,
+                crate::response::internal("session_header", format!("{e}")),
+            );
             run.counters.trajectory_done();
             return;
         }
@@ -313,7 +316,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
     let mut builder = match built {
         Ok(b) => b,
         Err(e) => {
-            aborted_from(0, client::internal("build", e.to_string()));
+            aborted_from(0, crate::response::internal("build", e.to_string()));
             run.counters.trajectory_done();
             return;
         }
@@ -343,7 +346,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
         let body = match builder.body(row) {
             Ok(b) => b,
             Err(e) => {
-                aborted_from(ti, client::internal("build", e.to_string()));
+                aborted_from(ti, crate::response::internal("build", e.to_string()));
                 break;
             }
         };
@@ -439,7 +442,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
                 rec.http_status = Some(http_status);
                 if rec.measured.error_events > 0 {
                     rec.status = Status::Failed;
-                    rec.error = Some(client::upstream(
+                    rec.error = Some(crate::response::upstream(
                         "stream_error",
                         format!(
                             "{} error object(s) inside the stream",

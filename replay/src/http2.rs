@@ -10,7 +10,9 @@
 //! last TCP segment, or later when the connection task had already read the frames after it
 //! (never earlier than the truth; frames that arrive together are stamped together).
 
-use crate::client::{upstream, Capture, Exchange, Scratch, Stale, TurnOpts};
+use crate::response::{
+    broke, conclude, upstream, Capture, Ctx, Exchange, Scratch, Sink, Stale, TurnOpts,
+};
 use crate::rx::StampCell;
 use bytes::Bytes;
 use http::Request;
@@ -101,12 +103,7 @@ pub(crate) async fn attempt(
         Err(e) if e.reason() == Some(h2::Reason::REFUSED_STREAM) || e.is_go_away() || e.is_io() => {
             return Err(stale("HTTP/2 stream refused before any response", e))
         }
-        Err(e) => {
-            return Ok(crate::client::broke(
-                None,
-                format!("HTTP/2 response head: {e}"),
-            ))
-        }
+        Err(e) => return Ok(broke(None, format!("HTTP/2 response head: {e}"))),
     };
     let first = h2c.stamps.read(0);
     scratch.rx.on_read(&first);
@@ -126,9 +123,9 @@ pub(crate) async fn attempt(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("application/json"));
     let mut body = response.into_body();
-    let mut sink = crate::client::Sink::for_response(status, json);
+    let mut sink = Sink::for_response(status, json);
     let capture: Capture = opts.capture;
-    let mut ctx = crate::client::Ctx {
+    let mut ctx = Ctx {
         tl,
         output: &mut scratch.output,
         rx: &mut scratch.rx,
@@ -153,21 +150,12 @@ pub(crate) async fn attempt(
             }
             Some(Err(e)) => {
                 sink.finish(&mut ctx, last.at);
-                return Ok(crate::client::broke(
-                    Some(status),
-                    format!("response stream broke: {e}"),
-                ));
+                return Ok(broke(Some(status), format!("response stream broke: {e}")));
             }
         }
     }
     let cut_mid_event = sink.finish(&mut ctx, last.at);
-    Ok(crate::client::conclude(
-        sink,
-        &mut ctx,
-        status,
-        cut_mid_event,
-        capture,
-    ))
+    Ok(conclude(sink, &mut ctx, status, cut_mid_event, capture))
 }
 
 /// Sends the body segments as the server's window allows, the last with END_STREAM.

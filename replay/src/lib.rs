@@ -61,6 +61,7 @@ pub mod models;
 mod phase;
 mod post;
 pub mod progress;
+mod response;
 pub mod rx;
 pub mod salt;
 pub mod summary;

@@ -29,7 +29,7 @@ use crate::config::{ReplayConfig, Shard};
 use crate::driver::StopReason;
 use crate::error::ReplayError;
 use crate::progress::Counters;
-use crate::summary::{RunFacts, Summary, WarmupDeclaration};
+use crate::summary::{MergeInfo, RunFacts, ShardClock, Summary, WarmupDeclaration};
 use crate::RunOutcome;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -55,42 +55,6 @@ pub struct MergeOpts {
     /// Join even when shards are missing (the result says so and is never valid).
     #[arg(long)]
     pub partial: bool,
-}
-
-/// What `summary.json` says about the merge.
-#[derive(Debug, Clone, Serialize)]
-pub struct MergeInfo {
-    /// Shards joined, of how many.
-    pub shards: u64,
-    pub of: u64,
-    /// Shard indices not given (only with `--partial`).
-    pub missing: Vec<u64>,
-    pub dirs: Vec<String>,
-    /// `blake2b-256` of the shared configuration (what every shard had to agree on).
-    pub config_hash: String,
-    /// Per shard: its host's clock against the servers' `Date` headers.
-    pub clocks: Vec<ShardClock>,
-    /// Bound on the wall-clock difference between any two shards' hosts, ms (`None`: a shard
-    /// saw no `Date` header, the skew is not bounded).
-    pub skew_bound_ms: Option<f64>,
-    /// The union's window on the aligned timeline (wall-clock ns).
-    pub window_start_wall_ns: u64,
-    pub budget_exhausted_wall_ns: Option<u64>,
-    pub window_closed_wall_ns: Option<u64>,
-    /// Which shard's trajectory completion stopped tracking.
-    pub window_closed_by: Option<String>,
-}
-
-/// One shard's clock.
-#[derive(Debug, Clone, Serialize)]
-pub struct ShardClock {
-    pub shard: u64,
-    /// Offset of this host's wall clock from the servers' (local − server), bounded: it lies in
-    /// `[lo, hi]` ms. `None` without any `Date` header.
-    pub offset_lo_ms: Option<f64>,
-    pub offset_hi_ms: Option<f64>,
-    /// Responses that carried a `Date` header.
-    pub responses: u64,
 }
 
 impl ShardClock {

@@ -30,7 +30,7 @@ pub async fn discover(
         config.api_key.as_ref().map(|k| k.expose()),
         &config.trust(),
         // A plain GET: HTTP/1.1 whatever the run speaks.
-        crate::client::Protocols::Http1,
+        crate::config::Protocols::Http1,
     )
     .await?;
     let why_needed = format!(
