@@ -19,13 +19,14 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokentap_core::metrics::{names_in_expr, ALL_NAMES, ENGINE_NAMES};
 use tokentap_dataset::synth::{synth, SynthConfig};
 use tokentap_dataset::Dataset;
 use tokentap_proxy::Proxy;
 use tokentap_replay::{ProgressMode, ReplayConfig};
 use tokentap_sim::{EngineFlavor, SimConfig, SimServer};
+use tokio::time::Instant;
 
 const RATE: &str = "5s";
 

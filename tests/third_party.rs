@@ -12,20 +12,22 @@
 //! measures timing, and AIPerf's ten Python processes or a busy llama-server next to another
 //! test's measurement would measure the machine, not the client.
 
+use parking_lot::Mutex;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use tokentap_compare::{Format, Verdict};
 use tokentap_core::record::{Status, TurnRecord};
 use tokentap_dataset::synth::{synth, SynthConfig};
 use tokentap_proxy::Proxy;
 use tokentap_sim::{SimConfig, SimServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tokentap");
 const MODEL: &str = "tiny-random-llama";
@@ -107,9 +109,7 @@ impl LlamaServer {
             let log = log.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                    log.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(line.clone());
+                    log.lock().push(line.clone());
                     let _ = tx.send(line);
                 }
             });
@@ -131,7 +131,7 @@ impl LlamaServer {
                     let _ = child.wait();
                     panic!(
                         "llama-server did not get ready ({e:?}):\n{}",
-                        log.lock().unwrap_or_else(|p| p.into_inner()).join("\n")
+                        log.lock().join("\n")
                     );
                 }
             }
@@ -141,7 +141,7 @@ impl LlamaServer {
     }
 
     fn log_tail(&self) -> String {
-        let l = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        let l = self.log.lock();
         l[l.len().saturating_sub(30)..].join("\n")
     }
 }

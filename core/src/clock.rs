@@ -67,6 +67,10 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(
+        clippy::disallowed_types,
+        reason = "the test compares our clock with std's own monotonic clock"
+    )]
     fn monotonic_matches_std_instant_rate() {
         let a = now();
         let i = std::time::Instant::now();

@@ -31,12 +31,12 @@
 use crate::output::{MessageParts, ModelOutput};
 use crate::pyjson;
 use crate::template::{ChatTemplate, RenderInput};
+use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
 use tokentap_core::record::{CountSource, TurnRecord};
 
 /// Why a tokenizer folder could not be used.
@@ -253,11 +253,7 @@ impl RefTokenizer {
 
     /// Counts produced by the fallback path so far, and the first template error.
     pub fn fallbacks(&self) -> (u64, Option<String>) {
-        let first = self
-            .first_fallback
-            .lock()
-            .map(|g| g.clone())
-            .unwrap_or_default();
+        let first = self.first_fallback.lock().clone();
         (self.fallbacks.load(Relaxed), first)
     }
 
@@ -338,10 +334,9 @@ impl RefTokenizer {
 
     fn note_fallback(&self, why: String) {
         self.fallbacks.fetch_add(1, Relaxed);
-        if let Ok(mut g) = self.first_fallback.lock() {
-            if g.is_none() {
-                *g = Some(why);
-            }
+        let mut g = self.first_fallback.lock();
+        if g.is_none() {
+            *g = Some(why);
         }
     }
 
@@ -382,11 +377,12 @@ impl RefTokenizer {
             return self.count_text(piece);
         }
         let key = hash128(piece);
-        if let Some(n) = self.pieces.lock().ok().and_then(|m| m.get(&key).copied()) {
+        if let Some(n) = self.pieces.lock().get(&key).copied() {
             return u64::from(n);
         }
         let n = self.count_text(piece);
-        if let Ok(mut m) = self.pieces.lock() {
+        {
+            let mut m = self.pieces.lock();
             if m.len() >= PIECE_CACHE_MAX {
                 m.clear();
             }

@@ -525,9 +525,12 @@ impl Nginx {
             .map_err(|e| anyhow::anyhow!("nginx: {e} (apt-get install nginx-light)"))?;
         // Ready when it accepts a connection (polled, bounded).
         let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse()?;
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(addr).is_err() {
-            anyhow::ensure!(std::time::Instant::now() < deadline, "nginx did not start");
+            anyhow::ensure!(
+                tokio::time::Instant::now() < deadline,
+                "nginx did not start"
+            );
             std::thread::yield_now();
         }
         Ok(Nginx {

@@ -35,14 +35,16 @@ use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, HOST, TRANSFER_ENCOD
 use http::{HeaderMap, Method, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
+use parking_lot::Mutex;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokentap_core::http1::{self, Decoder, Framing};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 /// Idle connections kept per replica at most.
 const MAX_IDLE: usize = 4096;
@@ -84,8 +86,8 @@ impl Pool {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(TcpStream, Instant)>> {
-        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Vec<(TcpStream, Instant)>> {
+        self.idle.lock()
     }
 }
 

@@ -15,12 +15,12 @@
 //! No session id, ever, as a label; `upstream` is bounded by the configured list, `route` by the
 //! fixed set in [`crate::service::Route`], `model` by the cap.
 
+use parking_lot::Mutex;
 use prometheus::{
     Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Registry,
     TextEncoder,
 };
 use std::collections::HashMap;
-use std::sync::Mutex;
 use tokentap_core::metrics::register::{counter, counter_vec, gauge};
 use tokentap_core::metrics::{buckets, labels, names, ModelCap, TurnSeries};
 use tokentap_core::record::{ErrorSource, TurnRecord};
@@ -192,10 +192,7 @@ impl Metrics {
         let Some(model) = model else {
             return "unknown";
         };
-        match self.models.lock() {
-            Ok(mut cap) => cap.label(model),
-            Err(_) => labels::MODEL_OTHER,
-        }
+        self.models.lock().label(model)
     }
 
     /// Everything observed from a finished record, once per request. `llm`: the route is a

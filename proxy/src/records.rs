@@ -20,14 +20,16 @@
 //! when [`WriterConfig::keep`] is set: tests and the demo read them back with
 //! [`Writer::subscribe`]).
 
+use parking_lot::Mutex;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use tokentap_core::record::TurnRecord;
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 
 /// Channel capacity, in records.
 pub const CHANNEL: usize = 65_536;
@@ -71,7 +73,7 @@ impl Counts {
     }
 
     pub fn last_error(&self) -> Option<String> {
-        self.last_error.lock().ok().and_then(|e| e.clone())
+        self.last_error.lock().clone()
     }
 }
 
@@ -308,9 +310,7 @@ impl Loop {
             Err(e) => {
                 self.counts.failed.fetch_add(n, Ordering::Relaxed);
                 let path = f.path();
-                if let Ok(mut last) = self.counts.last_error.lock() {
-                    *last = Some(format!("{}: {e}", path.display()));
-                }
+                *self.counts.last_error.lock() = Some(format!("{}: {e}", path.display()));
                 self.log.failed(n, &e, &path);
             }
         }

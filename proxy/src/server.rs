@@ -91,7 +91,7 @@ where
 #[derive(Default)]
 struct Backoff {
     wait: Duration,
-    logged: Option<std::time::Instant>,
+    logged: Option<tokio::time::Instant>,
     since: u64,
 }
 
@@ -104,7 +104,7 @@ impl Backoff {
             .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
         {
             tracing::warn!(error = %e, failures = self.since, next_try_ms = self.wait.as_millis() as u64, "accept failed; backing off");
-            self.logged = Some(std::time::Instant::now());
+            self.logged = Some(tokio::time::Instant::now());
             self.since = 0;
         }
         self.wait

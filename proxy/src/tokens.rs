@@ -14,9 +14,10 @@
 
 use crate::records::Writer;
 use bytes::Bytes;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokentap_core::record::{Status, TurnRecord};
 use tokentap_core::sse::Framer;
 use tokentap_core::timeline::TokenSource;
@@ -73,10 +74,7 @@ impl Stage {
             std::thread::Builder::new()
                 .name(format!("tokentap-tokens-{i}"))
                 .spawn(move || loop {
-                    let job = match rx.lock() {
-                        Ok(g) => g.recv(),
-                        Err(_) => return,
-                    };
+                    let job = rx.lock().recv();
                     let Ok(job) = job else { return };
                     w.send(count(&tok, job));
                     if p.n.fetch_sub(1, Ordering::AcqRel) == 1 {

@@ -14,10 +14,11 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use parking_lot::Mutex;
 use serde_json::json;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokentap_core::http1::{Decoder, Framing};
 use tokentap_core::record::{ErrorSource, Status};
 use tokentap_proxy::config::UpstreamClient;
@@ -85,7 +86,7 @@ impl Scripted {
     }
 
     fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
+        self.seen.lock().clone()
     }
 
     fn conns(&self) -> usize {
@@ -102,7 +103,7 @@ where
         let Some(req) = read_request(&mut sock, &mut buf, conn).await else {
             return;
         };
-        seen.lock().unwrap().push(req.clone());
+        seen.lock().push(req.clone());
         match script(conn, nth, &req) {
             Act::Answer(b) => {
                 if sock.write_all(&b).await.is_err() {

@@ -264,7 +264,7 @@ async fn a_stream_that_goes_silent_is_cut_after_the_idle_timeout() {
     let mut pc = proxy_cfg(&[s.base_url()]);
     pc.upstream_idle_timeout = Duration::from_millis(300);
     let p = proxy(pc).await;
-    let t0 = std::time::Instant::now();
+    let t0 = tokio::time::Instant::now();
     let got = send(&client(), post(&url(&p), chat(true, 40, json!({})), None)).await;
     assert!(got.error.is_some(), "the client sees the stream cut");
     assert!(

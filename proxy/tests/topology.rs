@@ -278,7 +278,7 @@ async fn cut_after_grace(c: TestClient) {
     for _ in 0..4 {
         rx.recv().await.unwrap();
     }
-    let t0 = std::time::Instant::now();
+    let t0 = tokio::time::Instant::now();
     let report = within(p.shutdown(Duration::from_millis(100))).await;
     assert!(
         t0.elapsed() < Duration::from_secs(5),

@@ -615,7 +615,7 @@ async fn full(
     cfg.salt = true;
     cfg.out = Some(dir.join("out"));
     cfg.tokenizer = tokenizer();
-    let t0 = std::time::Instant::now();
+    let t0 = tokio::time::Instant::now();
     let cpu0 = cpu_s();
     let out =
         tokentap_replay::run_with(cfg, ds, ProgressMode::Line, std::future::pending()).await?;

@@ -20,11 +20,12 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
 use prometheus::{Encoder, Gauge, IntCounterVec, IntGauge, Registry, TextEncoder};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokentap_core::metrics::register::{counter_vec as counter, gauge};
 use tokentap_core::metrics::{labels, names, status_class, ModelCap, TurnSeries};
 use tokentap_core::record::{ErrorSource, Status, TurnRecord};
@@ -60,9 +61,8 @@ impl Default for ClientMetrics {
 impl ClientMetrics {
     /// Exports the per-turn series of the run's model (`--model`) at 0 before the first turn.
     pub fn preset_model(&self, model: &str) {
-        if let Ok(mut cap) = self.models.lock() {
-            self.turn.preset(cap.label(model));
-        }
+        let mut cap = self.models.lock();
+        self.turn.preset(cap.label(model));
     }
 
     pub fn new() -> ClientMetrics {
@@ -150,10 +150,9 @@ impl ClientMetrics {
         }
         self.in_flight.dec();
         // No allocation once the model is known: the label borrows the record's string.
-        let model: &str = match (rec.model.as_deref(), self.models.lock()) {
-            (Some(m), Ok(mut cap)) => cap.label(m),
-            (Some(_), Err(_)) => labels::MODEL_OTHER,
-            (None, _) => "unknown",
+        let model: &str = match rec.model.as_deref() {
+            Some(m) => self.models.lock().label(m),
+            None => "unknown",
         };
         let source = rec.error.as_ref().map_or("none", |e| match e.source {
             ErrorSource::Upstream => "upstream",

@@ -16,8 +16,9 @@
 
 use crate::body::RequestBody;
 use crate::collector::{Msg, RefTurn, ReplayRecord};
+use parking_lot::Mutex;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokentap_core::record::{CountSource, Status, TurnRecord};
 use tokentap_core::timeline::TokenSource;
 use tokentap_mlperf::scorer::{ModelMessage, TurnKey};
@@ -60,12 +61,7 @@ pub(crate) fn start(
         let spawned = std::thread::Builder::new()
             .name(format!("tokentap-post-{i}"))
             .spawn(move || loop {
-                // Invariant: a worker never panics while holding the lock (recv only), so the
-                // mutex is never poisoned; should it be, the worker stops like a closed queue.
-                let job = match rx.lock() {
-                    Ok(g) => g.recv(),
-                    Err(_) => return,
-                };
+                let job = rx.lock().recv();
                 let Ok(job) = job else { return };
                 // The collector outlives the pool; a failed send means it crashed, which the run
                 // reports on its own.

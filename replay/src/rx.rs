@@ -288,7 +288,7 @@ impl KernelStamps {
         let mut rx = RxStream::new(accepted?.0, true)?;
         let mut tx = client?;
         tx.set_nodelay(true)?;
-        let deadline = std::time::Instant::now() + limit;
+        let deadline = tokio::time::Instant::now() + limit;
         let mut b = [0u8; 1];
         loop {
             tx.write_all(b"p").await?;
@@ -299,7 +299,7 @@ impl KernelStamps {
             if r.clock == RxClock::Kernel {
                 return Ok(((rx, tx), true));
             }
-            if !rx.kernel() || std::time::Instant::now() >= deadline {
+            if !rx.kernel() || tokio::time::Instant::now() >= deadline {
                 return Ok(((rx, tx), false));
             }
             // The kernel's deferred switch runs on a worker thread: give it the CPU.

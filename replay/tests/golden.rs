@@ -57,7 +57,7 @@ fn start_oracle() -> Oracle {
         });
     let mut o = Oracle { child, port };
     // Ready when it accepts a connection (it binds before serving); give up after 20 s.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return o;
@@ -66,7 +66,7 @@ fn start_oracle() -> Oracle {
             panic!("oracle_server.py exited: {st}");
         }
         assert!(
-            std::time::Instant::now() < deadline,
+            tokio::time::Instant::now() < deadline,
             "oracle_server.py did not listen on port {port} within 20 s"
         );
         std::thread::yield_now();

@@ -140,7 +140,7 @@ async fn a_turn_timeout_cancels_the_request_and_aborts_the_rest_unsent() {
     let ds = dataset(&conversations(2, 3, 0.0));
     let mut c = config(&sim, "timeout");
     c.turn_timeout = Duration::from_millis(300);
-    let t0 = std::time::Instant::now();
+    let t0 = tokio::time::Instant::now();
     let (out, recs) = run(c, ds).await;
     assert!(
         t0.elapsed() < Duration::from_secs(10),
@@ -294,7 +294,7 @@ async fn max_duration_stops_issuing() {
     c.delays = true;
     c.max_duration = Some(Duration::from_millis(150));
     // Turn 1 at once, then 10 s of delay before turn 2: the stop must cut the delay short.
-    let t0 = std::time::Instant::now();
+    let t0 = tokio::time::Instant::now();
     let (out, recs) = run(c, dataset(&conversations(2, 3, 10.0))).await;
     assert!(t0.elapsed() < Duration::from_secs(5));
     let recs = sorted(recs);

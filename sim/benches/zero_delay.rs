@@ -23,8 +23,9 @@
 use criterion::{criterion_group, Criterion, Throughput};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokentap_sim::{SimConfig, SimServer};
+use tokio::time::Instant;
 
 #[global_allocator]
 static GLOBAL: tokentap_benchutil::Counting = tokentap_benchutil::Counting;

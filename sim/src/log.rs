@@ -12,10 +12,11 @@
 //! guarantees every finished request is on disk when the server has shut down.
 
 use crate::RequestLog;
+use parking_lot::{Mutex, MutexGuard};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::sync::{mpsc, Mutex, MutexGuard};
+use std::sync::mpsc;
 use std::thread::JoinHandle;
 use tokio::sync::watch;
 
@@ -67,7 +68,7 @@ impl LogStore {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding this lock leaves the log consistent (each update is one
         // assignment), so a poisoned lock is still usable.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.lock()
     }
 
     /// Assigns the arrival number and records the entry (which `make` builds from it).
@@ -97,7 +98,7 @@ impl LogStore {
 
     /// Records the final entry and wakes `wait_finished`.
     pub fn finish(&self, entry: RequestLog) {
-        if let Some(w) = &*self.writer.lock().unwrap_or_else(|p| p.into_inner()) {
+        if let Some(w) = &*self.writer.lock() {
             match serde_json::to_string(&entry) {
                 Ok(line) => {
                     let _ = w.tx.send(line);
@@ -141,7 +142,7 @@ impl LogStore {
 
     /// Closes the JSONL writer and waits until every line is flushed.
     pub async fn close(&self) {
-        let w = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let w = self.writer.lock().take();
         if let Some(Writer { tx, thread }) = w {
             drop(tx);
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;

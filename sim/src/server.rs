@@ -22,11 +22,12 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
+use parking_lot::Mutex;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokentap_core::clock::Anchor;
@@ -78,9 +79,9 @@ impl Shared {
         })
     }
 
-    fn engine(&self) -> std::sync::MutexGuard<'_, Engine> {
+    fn engine(&self) -> parking_lot::MutexGuard<'_, Engine> {
         // Engine updates cannot leave it inconsistent in a way that matters to a simulator.
-        self.engine.lock().unwrap_or_else(|p| p.into_inner())
+        self.engine.lock()
     }
 
     pub fn cache_insert(&self, keys: &[u64]) {
