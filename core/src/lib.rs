@@ -15,6 +15,7 @@
 //! - [`timeline`]: the per-turn token timeline of SPEC §7 (TTFB, TTFT, per-chunk instants and
 //!   token counts, ITL per token, inter-chunk latency, TPOT, E2E).
 //! - [`record`]: the per-turn record written as JSONL by the replay client and the proxy.
+//! - [`rng`]: SplitMix64, the one deterministic random source (sim, synthesizer, filler, hashes).
 //! - [`route`]: session affinity (rendezvous hashing) shared by the proxy and the replay.
 //! - [`stats`]: exact percentiles from raw samples.
 //! - [`metrics`]: Prometheus names, buckets and label rules (SPEC §8) for proxy, replay, dashboards.
@@ -42,6 +43,7 @@ pub mod clock;
 pub mod http1;
 pub mod metrics;
 pub mod record;
+pub mod rng;
 pub mod route;
 pub mod sse;
 pub mod stats;

@@ -17,12 +17,7 @@ pub fn hash64(b: &[u8]) -> u64 {
     mix(h)
 }
 
-/// SplitMix64's finaliser.
-pub fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+pub use crate::rng::mix;
 
 /// The seed of a target URL.
 pub fn seed(url: &str) -> u64 {

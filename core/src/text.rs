@@ -24,13 +24,9 @@ pub const WORDS: &[&str] = &[
 /// Deterministic filler of about `approx_bytes` bytes from a 64-bit `seed` (splitmix64 words).
 pub fn filler(seed: u64, approx_bytes: usize) -> String {
     let mut s = String::with_capacity(approx_bytes + 16);
-    let mut x = seed;
+    let mut rng = crate::rng::SplitMix64::new(seed);
     while s.len() < approx_bytes {
-        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
+        let z = rng.next_u64();
         if !s.is_empty() {
             s.push(' ');
         }

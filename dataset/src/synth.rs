@@ -244,30 +244,27 @@ impl<W: Write + ?Sized> RowWriter<'_, W> {
 // ---------------------------------------------------------------------------------------------
 // Randomness
 
-/// splitmix64: tiny, fast, well mixed, and fully specified (no dependency whose stream could
-/// change between versions).
-struct Rng(u64);
+/// A trajectory's stream: [`tokentap_core::rng::SplitMix64`] (fully specified: no dependency
+/// whose stream could change between versions).
+struct Rng(tokentap_core::rng::SplitMix64);
 
 impl Rng {
     fn new(seed: u64, domain: u64, index: u64) -> Rng {
-        let mut r = Rng(seed
-            ^ domain.wrapping_mul(0xA076_1D64_78BD_642F)
-            ^ index.wrapping_mul(0xE703_7ED1_A0B4_28DB));
+        let mut r = Rng(tokentap_core::rng::SplitMix64::new(
+            seed ^ domain.wrapping_mul(0xA076_1D64_78BD_642F)
+                ^ index.wrapping_mul(0xE703_7ED1_A0B4_28DB),
+        ));
         r.next();
         r
     }
 
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in [0, 1).
     fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+        self.0.unit()
     }
 
     /// Uniform integer in `lo..=hi` (modulo bias < 2^-40 for our ranges).
