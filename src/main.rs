@@ -1,5 +1,6 @@
-//! `tokentap` — one binary, one module per subcommand. `main` parses options, builds the runtime,
-//! calls the library's `run(opts, shutdown)` and maps the outcome to an exit code.
+//! `tokentap` — one binary. `main` parses options, builds the runtime, calls the subcommand's
+//! library `run(opts, shutdown)` and maps the outcome to an exit code; `demo` is the demo and
+//! `shutdown` the Ctrl-C / SIGTERM future every long-running command gets.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
