@@ -34,22 +34,65 @@ pub fn idle_connection_open(conn: impl std::os::fd::AsFd) -> bool {
 
 /// Appends the request line and headers of `req` (and the blank line) to `out`.
 pub fn write_head<B>(req: &Request<B>, out: &mut Vec<u8>) {
-    out.extend_from_slice(req.method().as_str().as_bytes());
-    out.push(b' ');
     let path = req
         .uri()
         .path_and_query()
         .map(|p| p.as_str())
         .unwrap_or("/");
-    out.extend_from_slice(path.as_bytes());
-    out.extend_from_slice(b" HTTP/1.1\r\n");
+    write_request_line(req.method().as_str(), path, out);
     for (name, value) in req.headers() {
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        write_header(name.as_str().as_bytes(), value.as_bytes(), out);
     }
     out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `METHOD PATH HTTP/1.1\r\n`.
+pub fn write_request_line(method: &str, path: &str, out: &mut Vec<u8>) {
+    out.extend_from_slice(method.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(path.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+}
+
+/// Appends `name: value\r\n`.
+pub fn write_header(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Linux takes at most this many slices per `writev` (`IOV_MAX`).
+pub const IOV_MAX: usize = 1024;
+
+/// Writes every part with as few `writev` calls as the kernel allows (at most [`IOV_MAX`]
+/// slices each; empty parts skipped).
+pub async fn write_all_vectored<W>(w: &mut W, parts: &[&[u8]]) -> std::io::Result<()>
+where
+    W: tokio::io::AsyncWrite + Unpin + ?Sized,
+{
+    use std::io::IoSlice;
+    use tokio::io::AsyncWriteExt;
+    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(parts.len().min(IOV_MAX));
+    let mut next = 0;
+    while next < parts.len() {
+        slices.clear();
+        while next < parts.len() && slices.len() < IOV_MAX {
+            if !parts[next].is_empty() {
+                slices.push(IoSlice::new(parts[next]));
+            }
+            next += 1;
+        }
+        let mut bufs = &mut slices[..];
+        while !bufs.is_empty() {
+            let n = w.write_vectored(bufs).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            IoSlice::advance_slices(&mut bufs, n);
+        }
+    }
+    Ok(())
 }
 
 /// How the response body is delimited (RFC 9112 §6.3).
@@ -412,6 +455,37 @@ fn after_size(value: u64) -> Chunk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn vectored_writes_cover_more_parts_than_iov_max() {
+        // A real socket: writev refuses more than IOV_MAX slices, so the parts go in batches.
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (mut tx, accepted) = tokio::join!(tokio::net::TcpStream::connect(addr), l.accept());
+        let (mut rx, _) = accepted.unwrap();
+        let owned: Vec<Vec<u8>> = (0..3 * IOV_MAX + 7)
+            .map(|i| {
+                if i % 5 == 0 {
+                    Vec::new()
+                } else {
+                    format!("{i},").into_bytes()
+                }
+            })
+            .collect();
+        let parts: Vec<&[u8]> = owned.iter().map(|p| &p[..]).collect();
+        let want: Vec<u8> = owned.concat();
+        let reader = tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
+            let mut got = Vec::new();
+            rx.read_to_end(&mut got).await.unwrap();
+            got
+        });
+        write_all_vectored(tx.as_mut().unwrap(), &parts)
+            .await
+            .unwrap();
+        drop(tx);
+        assert_eq!(reader.await.unwrap(), want);
+    }
 
     fn head(s: &str) -> Head {
         parse_head(s.as_bytes()).unwrap().unwrap().1

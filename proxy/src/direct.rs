@@ -36,13 +36,13 @@ use http::{HeaderMap, Method, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use parking_lot::Mutex;
-use std::io::{self, IoSlice};
+use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokentap_core::http1::{self, Decoder, Framing};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -208,16 +208,8 @@ async fn connect(up: &Upstream, timeout: Duration) -> Result<TcpStream, Exchange
 /// The request head, and whether the body goes chunked.
 fn request_head(up: &Upstream, req: &Outgoing<'_>) -> (Bytes, bool) {
     let mut out = Vec::with_capacity(512);
-    out.extend_from_slice(req.method.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(req.path.as_bytes());
-    out.extend_from_slice(b" HTTP/1.1\r\n");
-    let mut line = |name: &[u8], value: &[u8]| {
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
-    };
+    http1::write_request_line(req.method.as_str(), req.path, &mut out);
+    let mut line = |name: &[u8], value: &[u8]| http1::write_header(name, value, &mut out);
     if !req.headers.contains_key(HOST) {
         line(b"host", up.authority().as_str().as_bytes());
     }
@@ -383,16 +375,8 @@ fn encode(out: &mut Vec<Bytes>, data: &Bytes, chunked: bool) {
 }
 
 async fn write_all(conn: &mut TcpStream, parts: &[Bytes]) -> io::Result<()> {
-    let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|b| IoSlice::new(b)).collect();
-    let mut left: &mut [IoSlice<'_>] = &mut slices;
-    while !left.is_empty() {
-        let n = conn.write_vectored(left).await?;
-        if n == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-        IoSlice::advance_slices(&mut left, n);
-    }
-    Ok(())
+    let parts: Vec<&[u8]> = parts.iter().map(|b| &b[..]).collect();
+    http1::write_all_vectored(conn, &parts).await
 }
 
 /// The upstream response body, read by whoever polls it.

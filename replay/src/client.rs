@@ -39,7 +39,6 @@ use http::header::{
     HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST,
 };
 use http::{Method, Request};
-use std::io::IoSlice;
 use std::net::SocketAddr;
 use tokentap_core::clock;
 use tokentap_core::http1::{self, Decoder};
@@ -640,46 +639,22 @@ async fn attempt(
     Ok(conclude(sink, &mut ctx, status, cut_mid_event, capture))
 }
 
+/// The head and the body's segments as one list of parts.
+fn parts<'a>(head: &'a [u8], segments: &'a [bytes::Bytes]) -> Vec<&'a [u8]> {
+    std::iter::once(head)
+        .chain(segments.iter().map(|b| &b[..]))
+        .collect()
+}
+
 /// Writes the request head and body segments with as few `writev` calls as the kernel allows
 /// (under TLS: as few TLS records; then flushed).
 async fn write_request(io: &mut Io, head: &[u8], segments: &[bytes::Bytes]) -> std::io::Result<()> {
     match io {
         Io::H2(_) => Err(std::io::Error::other("HTTP/2 requests go as streams")),
-        Io::Plain(rx) => write_vectored_all(rx.stream(), head, segments).await,
+        Io::Plain(rx) => http1::write_all_vectored(rx.stream(), &parts(head, segments)).await,
         Io::Tls(tls) => {
-            write_vectored_all(&mut **tls, head, segments).await?;
+            http1::write_all_vectored(&mut **tls, &parts(head, segments)).await?;
             tls.flush().await
         }
     }
-}
-
-async fn write_vectored_all<W: tokio::io::AsyncWrite + Unpin>(
-    w: &mut W,
-    head: &[u8],
-    segments: &[bytes::Bytes],
-) -> std::io::Result<()> {
-    // Linux takes at most 1024 slices per writev (IOV_MAX).
-    const IOV_MAX: usize = 1024;
-    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity((segments.len() + 1).min(IOV_MAX));
-    let total = segments.len() + 1;
-    let mut next = 0;
-    while next < total {
-        slices.clear();
-        while next < total && slices.len() < IOV_MAX {
-            let part: &[u8] = if next == 0 { head } else { &segments[next - 1] };
-            next += 1;
-            if !part.is_empty() {
-                slices.push(IoSlice::new(part));
-            }
-        }
-        let mut bufs = &mut slices[..];
-        while !bufs.is_empty() {
-            let n = w.write_vectored(bufs).await?;
-            if n == 0 {
-                return Err(std::io::ErrorKind::WriteZero.into());
-            }
-            IoSlice::advance_slices(&mut bufs, n);
-        }
-    }
-    Ok(())
 }
