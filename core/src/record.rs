@@ -75,10 +75,195 @@ pub enum ErrorSource {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnError {
     pub source: ErrorSource,
-    /// A short, bounded identifier: `connect`, `http_status`, `reset`, `timeout`, `stream`, ...
+    /// One of [`ErrorKind`] (a string, so records of other versions still read).
     pub kind: String,
     /// Human-readable detail (never contains credentials or prompt text).
     pub message: String,
+}
+
+/// Every `error.kind` a record can carry: one closed vocabulary for the replay and the proxy,
+/// so the same event has the same name on both sides (docs/records.md lists them all; a test
+/// checks it does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// no connection to the server (refused, unreachable, DNS; the proxy's TLS to an upstream too)
+    Connect,
+    /// the replay's TLS handshake failed (e.g. a certificate it does not trust)
+    Tls,
+    /// the server's connection broke or closed after the request was sent: before any response byte, or in the middle of the response
+    Reset,
+    /// the response head could not be read as HTTP
+    HttpHead,
+    /// the server answered with an error status
+    HttpStatus,
+    /// error objects inside an SSE stream
+    StreamError,
+    /// the stream ended (by its framing or the connection's close) before `data: [DONE]`
+    StreamWithoutDone,
+    /// the stream ended inside an event
+    StreamCutMidEvent,
+    /// an SSE event or line past `--max-event-bytes`
+    EventTooLarge,
+    /// a JSON (non-streamed) response past 64 MiB
+    ResponseTooLarge,
+    /// the replay's turn timeout fired; the request was cancelled
+    TurnTimeout,
+    /// the proxy's upstream sent no response head within `--upstream-timeout`
+    Timeout,
+    /// the proxy's upstream stream was silent longer than `--idle-timeout`
+    IdleTimeout,
+    /// in flight when the replay was stopped (Ctrl-C, the shutdown future)
+    Cancelled,
+    /// the proxy's client went away before the response ended
+    ClientGone,
+    /// cut by the proxy at the end of its shutdown grace period
+    Shutdown,
+    /// not sent: an earlier turn of the trajectory did not end `ok`
+    PreviousTurnFailed,
+    /// not sent: issuing stopped first
+    Stopped,
+    /// the replay could not build the request body
+    Build,
+    /// the conversation id is not a valid header value
+    SessionHeader,
+    /// request headers past the proxy's `--max-header-bytes`
+    HeadersTooLarge,
+    /// a request body past the proxy's `--max-body-bytes`
+    BodyTooLarge,
+    /// the client's request body broke while the proxy read it
+    RequestBody,
+    /// `--inject-usage` could not read the request as JSON (forwarded untouched)
+    BadJson,
+    /// an HTTP/1.1 request without exactly one `Host`
+    BadHost,
+    /// `CONNECT`: the proxy does not open tunnels
+    MethodNotAllowed,
+    /// the client's request body stalled past `--body-timeout`
+    RequestBodyTimeout,
+    /// every connection of the replica was in use past `--upstream-queue-timeout`
+    UpstreamBusy,
+    /// a bug or an impossible state in tokentap
+    Internal,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 29] = [
+        ErrorKind::Connect,
+        ErrorKind::Tls,
+        ErrorKind::Reset,
+        ErrorKind::HttpHead,
+        ErrorKind::HttpStatus,
+        ErrorKind::StreamError,
+        ErrorKind::StreamWithoutDone,
+        ErrorKind::StreamCutMidEvent,
+        ErrorKind::EventTooLarge,
+        ErrorKind::ResponseTooLarge,
+        ErrorKind::TurnTimeout,
+        ErrorKind::Timeout,
+        ErrorKind::IdleTimeout,
+        ErrorKind::Cancelled,
+        ErrorKind::ClientGone,
+        ErrorKind::Shutdown,
+        ErrorKind::PreviousTurnFailed,
+        ErrorKind::Stopped,
+        ErrorKind::Build,
+        ErrorKind::SessionHeader,
+        ErrorKind::HeadersTooLarge,
+        ErrorKind::BodyTooLarge,
+        ErrorKind::RequestBody,
+        ErrorKind::BadJson,
+        ErrorKind::BadHost,
+        ErrorKind::MethodNotAllowed,
+        ErrorKind::RequestBodyTimeout,
+        ErrorKind::UpstreamBusy,
+        ErrorKind::Internal,
+    ];
+
+    /// The name written in records and used as a metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Connect => "connect",
+            ErrorKind::Tls => "tls",
+            ErrorKind::Reset => "reset",
+            ErrorKind::HttpHead => "http_head",
+            ErrorKind::HttpStatus => "http_status",
+            ErrorKind::StreamError => "stream_error",
+            ErrorKind::StreamWithoutDone => "stream_without_done",
+            ErrorKind::StreamCutMidEvent => "stream_cut_mid_event",
+            ErrorKind::EventTooLarge => "event_too_large",
+            ErrorKind::ResponseTooLarge => "response_too_large",
+            ErrorKind::TurnTimeout => "turn_timeout",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::IdleTimeout => "idle_timeout",
+            ErrorKind::Cancelled => "cancelled",
+            ErrorKind::ClientGone => "client_gone",
+            ErrorKind::Shutdown => "shutdown",
+            ErrorKind::PreviousTurnFailed => "previous_turn_failed",
+            ErrorKind::Stopped => "stopped",
+            ErrorKind::Build => "build",
+            ErrorKind::SessionHeader => "session_header",
+            ErrorKind::HeadersTooLarge => "headers_too_large",
+            ErrorKind::BodyTooLarge => "body_too_large",
+            ErrorKind::RequestBody => "request_body",
+            ErrorKind::BadJson => "bad_json",
+            ErrorKind::BadHost => "bad_host",
+            ErrorKind::MethodNotAllowed => "method_not_allowed",
+            ErrorKind::RequestBodyTimeout => "request_body_timeout",
+            ErrorKind::UpstreamBusy => "upstream_busy",
+            ErrorKind::Internal => "internal",
+        }
+    }
+
+    /// What happened, in one line (docs/records.md says the same).
+    pub fn meaning(self) -> &'static str {
+        match self {
+            ErrorKind::Connect => "no connection to the server (refused, unreachable, DNS; the proxy's TLS to an upstream too)",
+            ErrorKind::Tls => "the replay's TLS handshake failed (e.g. a certificate it does not trust)",
+            ErrorKind::Reset => "the server's connection broke or closed after the request was sent: before any response byte, or in the middle of the response",
+            ErrorKind::HttpHead => "the response head could not be read as HTTP",
+            ErrorKind::HttpStatus => "the server answered with an error status",
+            ErrorKind::StreamError => "error objects inside an SSE stream",
+            ErrorKind::StreamWithoutDone => "the stream ended (by its framing or the connection's close) before `data: [DONE]`",
+            ErrorKind::StreamCutMidEvent => "the stream ended inside an event",
+            ErrorKind::EventTooLarge => "an SSE event or line past `--max-event-bytes`",
+            ErrorKind::ResponseTooLarge => "a JSON (non-streamed) response past 64 MiB",
+            ErrorKind::TurnTimeout => "the replay's turn timeout fired; the request was cancelled",
+            ErrorKind::Timeout => "the proxy's upstream sent no response head within `--upstream-timeout`",
+            ErrorKind::IdleTimeout => "the proxy's upstream stream was silent longer than `--idle-timeout`",
+            ErrorKind::Cancelled => "in flight when the replay was stopped (Ctrl-C, the shutdown future)",
+            ErrorKind::ClientGone => "the proxy's client went away before the response ended",
+            ErrorKind::Shutdown => "cut by the proxy at the end of its shutdown grace period",
+            ErrorKind::PreviousTurnFailed => "not sent: an earlier turn of the trajectory did not end `ok`",
+            ErrorKind::Stopped => "not sent: issuing stopped first",
+            ErrorKind::Build => "the replay could not build the request body",
+            ErrorKind::SessionHeader => "the conversation id is not a valid header value",
+            ErrorKind::HeadersTooLarge => "request headers past the proxy's `--max-header-bytes`",
+            ErrorKind::BodyTooLarge => "a request body past the proxy's `--max-body-bytes`",
+            ErrorKind::RequestBody => "the client's request body broke while the proxy read it",
+            ErrorKind::BadJson => "`--inject-usage` could not read the request as JSON (forwarded untouched)",
+            ErrorKind::BadHost => "an HTTP/1.1 request without exactly one `Host`",
+            ErrorKind::MethodNotAllowed => "`CONNECT`: the proxy does not open tunnels",
+            ErrorKind::RequestBodyTimeout => "the client's request body stalled past `--body-timeout`",
+            ErrorKind::UpstreamBusy => "every connection of the replica was in use past `--upstream-queue-timeout`",
+            ErrorKind::Internal => "a bug or an impossible state in tokentap",
+        }
+    }
+
+    /// The kind named `s`, if it is one of the vocabulary.
+    pub fn parse(s: &str) -> Option<ErrorKind> {
+        ErrorKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl TurnError {
+    /// An error of `kind` whose fault was `source`.
+    pub fn new(source: ErrorSource, kind: ErrorKind, message: impl Into<String>) -> TurnError {
+        TurnError {
+            source,
+            kind: kind.as_str().to_string(),
+            message: message.into(),
+        }
+    }
 }
 
 /// Which clock stamped the response's arrival instants.
@@ -341,5 +526,37 @@ mod tests {
         assert!(!line.contains('\n'));
         let back: TurnRecord = serde_json::from_str(&line).unwrap();
         assert_eq!(back, r);
+    }
+}
+
+#[cfg(test)]
+mod error_kinds_are_documented {
+    use super::ErrorKind;
+
+    /// docs/records.md's "Error kinds" table lists exactly the vocabulary, each with its meaning.
+    #[test]
+    fn the_table_is_the_vocabulary() {
+        let doc = include_str!("../../docs/records.md");
+        let start = doc.find("### Error kinds").expect("the section");
+        let rows: Vec<(&str, &str)> = doc[start..]
+            .lines()
+            .skip_while(|l| !l.starts_with("|---"))
+            .skip(1)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                (cells[1].trim_matches('`'), cells[3])
+            })
+            .collect();
+        let names: Vec<&str> = rows.iter().map(|r| r.0).collect();
+        let want: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(
+            names, want,
+            "docs/records.md lists the kinds of ErrorKind::ALL, in order"
+        );
+        for (k, (_, meaning)) in ErrorKind::ALL.iter().zip(&rows) {
+            assert_eq!(*meaning, k.meaning(), "the meaning of `{}`", k.as_str());
+            assert_eq!(ErrorKind::parse(k.as_str()), Some(*k));
+        }
     }
 }

@@ -14,9 +14,9 @@ use tokentap_core::record::{CountSource, Status, TurnRecord};
 /// The reference would have issued this turn.
 pub fn issued(r: &TurnRecord) -> bool {
     r.status != Status::Aborted
-        || r.error
-            .as_ref()
-            .is_some_and(|e| e.kind == "previous_turn_failed")
+        || r.error.as_ref().is_some_and(|e| {
+            e.kind == tokentap_core::record::ErrorKind::PreviousTurnFailed.as_str()
+        })
 }
 
 /// The folded window.

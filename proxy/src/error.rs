@@ -9,7 +9,7 @@
 
 use bytes::Bytes;
 use http::StatusCode;
-use tokentap_core::record::{ErrorSource, Status, TurnError};
+use tokentap_core::record::{ErrorKind, ErrorSource, Status, TurnError};
 
 /// A failure the proxy answers itself.
 #[derive(Debug, thiserror::Error)]
@@ -78,19 +78,24 @@ impl ProxyError {
 
     /// The bounded identifier used in records and metric labels.
     pub fn kind(&self) -> &'static str {
+        self.error_kind().as_str()
+    }
+
+    /// Its name in the shared vocabulary.
+    pub fn error_kind(&self) -> ErrorKind {
         match self {
-            ProxyError::Connect(_) => "connect",
-            ProxyError::Timeout(_) => "timeout",
-            ProxyError::Reset(_) => "reset",
-            ProxyError::HeadersTooLarge { .. } => "headers_too_large",
-            ProxyError::BodyTooLarge { .. } => "body_too_large",
-            ProxyError::RequestBody(_) => "request_body",
-            ProxyError::BadJson(_) => "bad_json",
-            ProxyError::BadHost(_) => "bad_host",
-            ProxyError::MethodNotAllowed(_) => "method_not_allowed",
-            ProxyError::BodyTimeout(_) => "request_body_timeout",
-            ProxyError::UpstreamBusy { .. } => "upstream_busy",
-            ProxyError::Internal(_) => "internal",
+            ProxyError::Connect(_) => ErrorKind::Connect,
+            ProxyError::Timeout(_) => ErrorKind::Timeout,
+            ProxyError::Reset(_) => ErrorKind::Reset,
+            ProxyError::HeadersTooLarge { .. } => ErrorKind::HeadersTooLarge,
+            ProxyError::BodyTooLarge { .. } => ErrorKind::BodyTooLarge,
+            ProxyError::RequestBody(_) => ErrorKind::RequestBody,
+            ProxyError::BadJson(_) => ErrorKind::BadJson,
+            ProxyError::BadHost(_) => ErrorKind::BadHost,
+            ProxyError::MethodNotAllowed(_) => ErrorKind::MethodNotAllowed,
+            ProxyError::BodyTimeout(_) => ErrorKind::RequestBodyTimeout,
+            ProxyError::UpstreamBusy { .. } => ErrorKind::UpstreamBusy,
+            ProxyError::Internal(_) => ErrorKind::Internal,
         }
     }
 
@@ -121,11 +126,7 @@ impl ProxyError {
 
     /// The record's error field.
     pub fn turn_error(&self) -> TurnError {
-        TurnError {
-            source: self.source(),
-            kind: self.kind().to_string(),
-            message: self.to_string(),
-        }
+        TurnError::new(self.source(), self.error_kind(), self.to_string())
     }
 
     /// `{"error":{"message","type":"proxy_error","code"}}`.

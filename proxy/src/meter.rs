@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokentap_core::clock::{self, Anchor, MonoNs};
-use tokentap_core::record::{ErrorSource, Origin, Status, TurnError, TurnRecord};
+use tokentap_core::record::{ErrorKind, ErrorSource, Origin, Status, TurnError, TurnRecord};
 use tokentap_core::sse::Framer;
 use tokentap_core::timeline::Timeline;
 
@@ -211,7 +211,7 @@ impl Tap {
                 Status::Failed,
                 Some(TurnError {
                     source: ErrorSource::Upstream,
-                    kind: "http_status".into(),
+                    kind: ErrorKind::HttpStatus.as_str().into(),
                     message: format!("upstream answered {s}"),
                 }),
             ),
@@ -350,23 +350,19 @@ impl Drop for Tap {
             let (source, kind, message) = if self.shared.cutting.load(Ordering::Acquire) {
                 (
                     ErrorSource::Internal,
-                    "shutdown",
+                    ErrorKind::Shutdown,
                     "cut at the end of the shutdown grace period",
                 )
             } else {
                 (
                     ErrorSource::Downstream,
-                    "client_gone",
+                    ErrorKind::ClientGone,
                     "the client went away before the response ended",
                 )
             };
             self.finish(
                 Status::Cancelled,
-                Some(TurnError {
-                    source,
-                    kind: kind.into(),
-                    message: message.into(),
-                }),
+                Some(TurnError::new(source, kind, message)),
                 None,
             );
         }
@@ -487,7 +483,7 @@ where
                                     Status::TimedOut,
                                     TurnError {
                                         source: ErrorSource::Upstream,
-                                        kind: "idle_timeout".into(),
+                                        kind: ErrorKind::IdleTimeout.as_str().into(),
                                         message: e.to_string(),
                                     },
                                 );
@@ -535,7 +531,7 @@ where
                         Status::Failed,
                         TurnError {
                             source: ErrorSource::Upstream,
-                            kind: "reset".into(),
+                            kind: ErrorKind::Reset.as_str().into(),
                             message: crate::error::chain(&e),
                         },
                     );

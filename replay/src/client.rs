@@ -42,7 +42,7 @@ use http::{Method, Request};
 use std::net::SocketAddr;
 use tokentap_core::clock;
 use tokentap_core::http1::{self, Decoder};
-use tokentap_core::record::{RxClock, TurnError};
+use tokentap_core::record::{ErrorKind, RxClock, TurnError};
 use tokentap_core::timeline::Timeline;
 use tokio::io::AsyncWriteExt;
 use tokio_rustls::rustls::pki_types::ServerName;
@@ -285,12 +285,12 @@ impl Conn {
         let addr = ep.addr;
         let stream = tokio::net::TcpStream::connect(addr)
             .await
-            .map_err(|e| upstream("connect", format!("connect {addr}: {e}")))?;
+            .map_err(|e| upstream(ErrorKind::Connect, format!("connect {addr}: {e}")))?;
         let mut rx = RxStream::new(stream, self.kernel_rx)
-            .map_err(|e| internal("connect", format!("TCP_NODELAY: {e}")))?;
+            .map_err(|e| internal(ErrorKind::Connect, format!("TCP_NODELAY: {e}")))?;
         let h2_failed = |e: h2::Error| {
             upstream(
-                "connect",
+                ErrorKind::Connect,
                 format!("HTTP/2 handshake with {} ({addr}) failed: {e}", ep.url),
             )
         };
@@ -310,7 +310,7 @@ impl Conn {
                 rx.share(cell.clone());
                 let tls = connector.connect(name.clone(), rx).await.map_err(|e| {
                     upstream(
-                        "tls",
+                        ErrorKind::Tls,
                         format!(
                             "TLS handshake with {} ({addr}) failed: {e}{}",
                             ep.url,
@@ -330,7 +330,7 @@ impl Conn {
                     )
                 } else if ep.http2 {
                     return Err(upstream(
-                        "connect",
+                        ErrorKind::Connect,
                         format!(
                             "{} did not agree to HTTP/2 (ALPN); drop --http2 to use HTTP/1.1",
                             ep.url
@@ -504,7 +504,7 @@ async fn attempt(
         max_event,
     } = opts;
     let Some(io) = conn.io.as_mut() else {
-        return Err(Stale(internal("connect", "no connection".into())));
+        return Err(Stale(internal(ErrorKind::Connect, "no connection".into())));
     };
     if conn.buf.len() < READ_BUF {
         conn.buf.resize(READ_BUF, 0);
@@ -513,7 +513,10 @@ async fn attempt(
     // The send instant: every offset of the turn counts from here.
     let tl = tl_slot.insert(Timeline::new(clock::now(), expected_chunks));
     if let Err(e) = write_request(io, head, body.segments()).await {
-        return Err(Stale(upstream("send", format!("request failed: {e}"))));
+        return Err(Stale(upstream(
+            ErrorKind::Reset,
+            format!("request failed: {e}"),
+        )));
     }
 
     // Response head (1xx interim responses are skipped).
@@ -524,7 +527,7 @@ async fn attempt(
             Ok(r) => r,
             Err(e) if filled == 0 => {
                 return Err(Stale(upstream(
-                    "send",
+                    ErrorKind::Reset,
                     format!("connection failed before any response byte: {e}"),
                 )))
             }
@@ -533,7 +536,7 @@ async fn attempt(
         if r.n == 0 {
             if filled == 0 {
                 return Err(Stale(upstream(
-                    "send",
+                    ErrorKind::Reset,
                     "connection closed before any response byte".into(),
                 )));
             }
@@ -567,7 +570,7 @@ async fn attempt(
             Err(e) => {
                 return Ok(Exchange::Failed {
                     http_status: None,
-                    error: upstream("http_head", e.0),
+                    error: upstream(ErrorKind::HttpHead, e.0),
                 })
             }
         }

@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokentap_core::clock::{self, Anchor, MonoNs};
-use tokentap_core::record::{ErrorSource, Origin, Status, TurnError, TurnRecord};
+use tokentap_core::record::{ErrorKind, ErrorSource, Origin, Status, TurnError, TurnRecord};
 use tokentap_dataset::{Conversation, Dataset};
 use tokentap_mlperf::Scorer;
 use tokio_util::sync::CancellationToken;
@@ -299,7 +299,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
         Err(e) => {
             aborted_from(
                 0,
-                crate::response::internal("session_header", format!("{e}")),
+                crate::response::internal(ErrorKind::SessionHeader, format!("{e}")),
             );
             run.counters.trajectory_done();
             return;
@@ -316,7 +316,10 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
     let mut builder = match built {
         Ok(b) => b,
         Err(e) => {
-            aborted_from(0, crate::response::internal("build", e.to_string()));
+            aborted_from(
+                0,
+                crate::response::internal(ErrorKind::Build, e.to_string()),
+            );
             run.counters.trajectory_done();
             return;
         }
@@ -346,7 +349,10 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
         let body = match builder.body(row) {
             Ok(b) => b,
             Err(e) => {
-                aborted_from(ti, crate::response::internal("build", e.to_string()));
+                aborted_from(
+                    ti,
+                    crate::response::internal(ErrorKind::Build, e.to_string()),
+                );
                 break;
             }
         };
@@ -443,7 +449,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
                 if rec.measured.error_events > 0 {
                     rec.status = Status::Failed;
                     rec.error = Some(crate::response::upstream(
-                        "stream_error",
+                        ErrorKind::StreamError,
                         format!(
                             "{} error object(s) inside the stream",
                             rec.measured.error_events
@@ -462,7 +468,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
                 rec.status = Status::TimedOut;
                 rec.error = Some(TurnError {
                     source: ErrorSource::Internal,
-                    kind: "timeout".into(),
+                    kind: ErrorKind::TurnTimeout.as_str().into(),
                     message: format!(
                         "turn timeout of {:?} elapsed; request cancelled",
                         run.cfg.turn_timeout
@@ -475,7 +481,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
                 rec.status = Status::Cancelled;
                 rec.error = Some(TurnError {
                     source: ErrorSource::Internal,
-                    kind: "cancelled".into(),
+                    kind: ErrorKind::Cancelled.as_str().into(),
                     message: "the run was stopped while the turn was in flight".into(),
                 });
             }
@@ -500,7 +506,7 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
                 ti + 1,
                 TurnError {
                     source: ErrorSource::Internal,
-                    kind: "previous_turn_failed".into(),
+                    kind: ErrorKind::PreviousTurnFailed.as_str().into(),
                     message: format!(
                         "turn {ti} of this trajectory ended {}; the rest is not sent",
                         status.as_str()
@@ -527,7 +533,7 @@ fn stopped(run: &Run) -> TurnError {
     };
     TurnError {
         source: ErrorSource::Internal,
-        kind: "stopped".into(),
+        kind: ErrorKind::Stopped.as_str().into(),
         message: format!("issuing stopped ({why}) before this turn was sent"),
     }
 }

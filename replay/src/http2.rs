@@ -18,6 +18,7 @@ use bytes::Bytes;
 use http::Request;
 use std::sync::Arc;
 use tokentap_core::clock;
+use tokentap_core::record::ErrorKind;
 use tokentap_core::timeline::Timeline;
 
 /// The flow-control windows the client advertises: large enough that a streamed response
@@ -75,7 +76,8 @@ pub(crate) async fn attempt(
     scratch: &mut Scratch,
     opts: TurnOpts,
 ) -> Result<Exchange, Stale> {
-    let stale = |what: &str, e: h2::Error| Stale(upstream("send", format!("{what}: {e}")));
+    let stale =
+        |what: &str, e: h2::Error| Stale(upstream(ErrorKind::Reset, format!("{what}: {e}")));
     let mut send = h2c
         .send
         .clone()

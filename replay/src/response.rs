@@ -5,7 +5,7 @@
 
 use crate::rx::Read;
 use tokentap_core::clock::MonoNs;
-use tokentap_core::record::{ErrorSource, RxClock, TurnError};
+use tokentap_core::record::{ErrorKind, ErrorSource, RxClock, TurnError};
 use tokentap_core::sse::{Event, Framer};
 use tokentap_core::timeline::Timeline;
 use tokentap_mlperf::Accumulator;
@@ -119,7 +119,7 @@ pub(crate) fn conclude(
         Sink::Error(excerpt) => Exchange::Failed {
             http_status: Some(status),
             error: upstream(
-                "http_status",
+                ErrorKind::HttpStatus,
                 format!(
                     "HTTP {status}: {}",
                     String::from_utf8_lossy(&excerpt).trim()
@@ -140,7 +140,7 @@ pub(crate) fn conclude(
         Sink::Sse(_) if cut_mid_event => Exchange::Failed {
             http_status: Some(status),
             error: upstream(
-                "stream_cut_mid_event",
+                ErrorKind::StreamCutMidEvent,
                 "the stream ended inside an event (its last data line has no blank line after it)"
                     .into(),
             ),
@@ -148,7 +148,7 @@ pub(crate) fn conclude(
         Sink::Sse(_) if !ctx.tl.done() => Exchange::Failed {
             http_status: Some(status),
             error: upstream(
-                "stream_without_done",
+                ErrorKind::StreamWithoutDone,
                 "the stream ended before `data: [DONE]`".into(),
             ),
         },
@@ -161,7 +161,7 @@ pub(crate) fn conclude(
 pub(crate) fn broke(http_status: Option<u16>, message: String) -> Exchange {
     Exchange::Failed {
         http_status,
-        error: upstream("stream", message),
+        error: upstream(ErrorKind::Reset, message),
     }
 }
 
@@ -227,11 +227,11 @@ impl Sink {
     pub fn overflow(&self, max_event: usize) -> Option<TurnError> {
         match self {
             Sink::Json(whole) if whole.len() > MAX_JSON_BODY => Some(upstream(
-                "body_too_large",
+                ErrorKind::ResponseTooLarge,
                 format!("JSON response over {MAX_JSON_BODY} bytes"),
             )),
             Sink::Sse(framer) if framer.buffered() > max_event => Some(upstream(
-                "event_too_large",
+                ErrorKind::EventTooLarge,
                 format!("an SSE event over {max_event} bytes without its end (--max-event-bytes)"),
             )),
             _ => None,
@@ -269,18 +269,10 @@ fn on_event(
     }
 }
 
-pub(crate) fn upstream(kind: &str, message: String) -> TurnError {
-    TurnError {
-        source: ErrorSource::Upstream,
-        kind: kind.to_string(),
-        message,
-    }
+pub(crate) fn upstream(kind: ErrorKind, message: String) -> TurnError {
+    TurnError::new(ErrorSource::Upstream, kind, message)
 }
 
-pub(crate) fn internal(kind: &str, message: String) -> TurnError {
-    TurnError {
-        source: ErrorSource::Internal,
-        kind: kind.to_string(),
-        message,
-    }
+pub(crate) fn internal(kind: ErrorKind, message: String) -> TurnError {
+    TurnError::new(ErrorSource::Internal, kind, message)
 }

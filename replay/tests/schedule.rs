@@ -159,7 +159,7 @@ async fn a_turn_timeout_cancels_the_request_and_aborts_the_rest_unsent() {
             "aborted"
         ]
     );
-    assert_eq!(recs[0]["error"]["kind"], "timeout");
+    assert_eq!(recs[0]["error"]["kind"], "turn_timeout");
     assert_eq!(recs[1]["error"]["kind"], "previous_turn_failed");
     // What had arrived before the stall is kept.
     assert!(!recs[0]["chunks"].as_array().unwrap().is_empty());
@@ -204,7 +204,7 @@ async fn error_status_and_broken_stream_fail_the_turn() {
     let (_, recs) = run(config(&sim, "disc"), dataset(&conversations(1, 2, 0.0))).await;
     let recs = sorted(recs);
     assert_eq!(status(&recs[0]), "failed");
-    assert_eq!(recs[0]["error"]["kind"], "stream", "{}", recs[0]);
+    assert_eq!(recs[0]["error"]["kind"], "reset", "{}", recs[0]);
     assert_eq!(recs[0]["http_status"], 200);
     assert!(!recs[0]["chunks"].as_array().unwrap().is_empty());
     assert_eq!(status(&recs[1]), "aborted");
