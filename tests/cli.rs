@@ -486,3 +486,37 @@ fn the_proxy_keeps_serving_when_nobody_reads_its_stdout() {
     let status = child.wait().unwrap();
     assert!(status.success(), "the proxy ended {status:?}");
 }
+
+#[test]
+fn every_option_has_a_help_line() {
+    for sub in [
+        &["replay"][..],
+        &["sweep"],
+        &["merge"],
+        &["proxy"],
+        &["sim"],
+        &["compare"],
+        &["report"],
+        &["demo"],
+        &["dataset", "validate"],
+        &["dataset", "stats"],
+        &["dataset", "synth"],
+    ] {
+        let mut args = sub.to_vec();
+        args.push("--help");
+        let out = tokentap(&args);
+        assert!(out.status.success(), "{sub:?} --help");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        for w in lines.windows(2) {
+            // An option line: indented 2 to 6 spaces, then `-` (descriptions are indented 10).
+            let indent = w[0].len() - w[0].trim_start().len();
+            let option = (2..=6).contains(&indent) && w[0].trim_start().starts_with('-');
+            assert!(
+                !(option && w[1].trim().is_empty()),
+                "{sub:?}: `{}` has no help line",
+                w[0].trim()
+            );
+        }
+    }
+}

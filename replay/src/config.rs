@@ -294,18 +294,25 @@ pub struct Opts {
     /// Official sampling settings, timeout and validity gates of one model.
     #[arg(long, value_enum)]
     pub preset: Option<Preset>,
+    /// Run-level `temperature` sent in every request (over the preset's; a row's own wins).
     #[arg(long)]
     pub temperature: Option<f64>,
+    /// Run-level `top_p` (over the preset's; a row's own wins).
     #[arg(long)]
     pub top_p: Option<f64>,
+    /// Run-level `top_k` (over the preset's; a row's own wins; -1 = off, as vLLM reads it).
     #[arg(long, allow_negative_numbers = true)]
     pub top_k: Option<i64>,
+    /// Run-level `presence_penalty` (over the preset's; a row's own wins).
     #[arg(long)]
     pub presence_penalty: Option<f64>,
+    /// Run-level `repetition_penalty` (over the preset's; a row's own wins).
     #[arg(long)]
     pub repetition_penalty: Option<f64>,
+    /// Run-level `frequency_penalty` (over the preset's; a row's own wins).
     #[arg(long)]
     pub frequency_penalty: Option<f64>,
+    /// Run-level sampling `seed` sent in every request (none by default, as the reference).
     #[arg(long, allow_negative_numbers = true)]
     pub seed: Option<i64>,
     /// JSON object sent as `chat_template_kwargs`.
