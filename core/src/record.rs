@@ -48,6 +48,17 @@ impl Status {
         Status::Cancelled,
     ];
 
+    /// Its position in [`Status::ALL`] (for count arrays).
+    pub fn index(self) -> usize {
+        match self {
+            Status::Ok => 0,
+            Status::Failed => 1,
+            Status::TimedOut => 2,
+            Status::Aborted => 3,
+            Status::Cancelled => 4,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Ok => "ok",

@@ -2,7 +2,6 @@
 //! operator asks. Built once at the end of the request from refcounted clones of the frames (the
 //! data path only clones `Bytes` while this is on).
 
-use crate::meter::concat_frames;
 use bytes::Bytes;
 use serde_json::{json, Value};
 use tokentap_core::sse::Framer;
@@ -45,4 +44,19 @@ pub fn build(request: Option<&Bytes>, response: &[Bytes]) -> Value {
         return json!({"request": req, "response": resp});
     }
     json!({"request": req, "output": output, "reasoning": reasoning})
+}
+
+/// The frames of a body as one buffer (no copy for a single frame).
+pub(crate) fn concat_frames(frames: &[Bytes]) -> Bytes {
+    match frames {
+        [] => Bytes::new(),
+        [one] => one.clone(),
+        many => {
+            let mut v = Vec::with_capacity(many.iter().map(Bytes::len).sum());
+            for f in many {
+                v.extend_from_slice(f);
+            }
+            Bytes::from(v)
+        }
+    }
 }

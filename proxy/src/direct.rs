@@ -20,7 +20,7 @@
 //! ([`crate::upstream::Clients`]), and `--upstream-client hyper` puts plain ones back on it.
 //!
 //! ## Connections
-//! Each replica has a [`Pool`] of idle connections, newest first. Before reuse a connection is
+//! Each replica has a [`Pool`](crate::pool::Pool) of idle connections, newest first. Before reuse a connection is
 //! checked (a non-blocking `MSG_PEEK`: a close or stray bytes drop it) and must be younger than
 //! `--upstream-keepalive`. A server may still close a kept-alive connection just as the request
 //! goes out; if no response byte came back, the request is sent again, once, on a new connection
@@ -28,6 +28,7 @@
 //! arrives, so this works for a streamed POST too. A connection goes back to the pool only after
 //! a complete response that allows keep-alive with nothing after it.
 
+use crate::pool::Pool;
 use crate::sniff::TapError;
 use crate::upstream::{UpBody, Upstream};
 use bytes::{Buf, Bytes, BytesMut};
@@ -35,7 +36,6 @@ use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, HOST, TRANSFER_ENCOD
 use http::{HeaderMap, Method, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use parking_lot::Mutex;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -44,52 +44,11 @@ use std::time::Duration;
 use tokentap_core::http1::{self, Decoder, Framing};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
-use tokio::time::Instant;
 
 /// Idle connections kept per replica at most.
-const MAX_IDLE: usize = 4096;
 /// Read buffer: first size, and the least free space before a read.
 const READ_BUF: usize = 16 << 10;
 const MIN_READ: usize = 4 << 10;
-
-/// One replica's idle connections.
-#[derive(Debug, Default)]
-pub struct Pool {
-    idle: Mutex<Vec<(TcpStream, Instant)>>,
-}
-
-impl Pool {
-    /// The newest idle connection that is younger than `keepalive` and still open.
-    fn take(&self, keepalive: Duration) -> Option<TcpStream> {
-        loop {
-            let (s, at) = self.lock().pop()?;
-            if at.elapsed() < keepalive && http1::idle_connection_open(&s) {
-                return Some(s);
-            }
-        }
-    }
-
-    fn put(&self, s: TcpStream) {
-        let mut idle = self.lock();
-        if idle.len() < MAX_IDLE {
-            idle.push((s, Instant::now()));
-        }
-    }
-
-    /// Closes idle connections older than `keepalive`.
-    pub fn sweep(&self, keepalive: Duration) {
-        self.lock().retain(|(_, at)| at.elapsed() < keepalive);
-    }
-
-    /// Idle connections now.
-    pub fn idle(&self) -> usize {
-        self.lock().len()
-    }
-
-    fn lock(&self) -> parking_lot::MutexGuard<'_, Vec<(TcpStream, Instant)>> {
-        self.idle.lock()
-    }
-}
 
 /// Why an exchange failed.
 #[derive(Debug, thiserror::Error)]

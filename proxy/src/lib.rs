@@ -27,12 +27,14 @@
 //! - [`config`]: `Opts` (clap, env `TOKENTAP_PROXY_*`) and the validated `Config`.
 //! - [`server`]: listeners, TLS, graceful drain with a deadline.
 //! - [`service`]: the request path — limits, headers, body, replica choice, failover, errors.
+//! - [`shared`]: the state every request shares; [`route`]: the measured routes.
 //! - [`meter`]: `Tap` and `MeteredBody`, the per-chunk hot path and the record at the end.
 //! - [`sniff`]: reads `model`/`stream`/`stream_options`/messages without holding the body back.
 //! - [`inject`]: `--inject-usage` request rewrite and response stripping.
 //! - [`upstream`]: replica set, rendezvous hashing, hyper-util's pooled clients (rustls, h2).
 //! - [`direct`]: the HTTP/1.1 client for `http://` upstreams whose response body is read by the
 //!   task that writes it to the client (one wake-up per chunk, reads coalesced into one write).
+//! - [`pool`]: a replica's idle connections for the direct client.
 //! - [`records`], [`sessions`], [`metrics`], [`admin`], [`error`], [`headers`], [`content`].
 //!
 //! ## Measured cost
@@ -58,10 +60,13 @@ pub mod headers;
 pub mod inject;
 pub mod meter;
 pub mod metrics;
+pub mod pool;
 pub mod records;
+pub mod route;
 pub mod server;
 pub mod service;
 pub mod sessions;
+pub mod shared;
 pub mod sniff;
 pub mod tokens;
 pub mod upstream;

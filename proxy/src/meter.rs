@@ -27,7 +27,8 @@
 use crate::direct::H1Body;
 use crate::inject::Stripper;
 use crate::metrics::CHUNK_SAMPLE_EVERY;
-use crate::service::{Route, Shared};
+use crate::route::Route;
+use crate::shared::Shared;
 use crate::sniff::ReqCell;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
@@ -258,7 +259,7 @@ impl Tap {
                     });
                 }
                 Reader::Json(frames) => {
-                    let body = concat(&frames);
+                    let body = crate::content::concat_frames(&frames);
                     tl.on_json_body(&body);
                 }
                 Reader::Plain => {}
@@ -324,24 +325,6 @@ impl Tap {
             shared.idle.notify_waiters();
         }
     }
-}
-
-fn concat(frames: &[Bytes]) -> Bytes {
-    match frames {
-        [] => Bytes::new(),
-        [one] => one.clone(),
-        many => {
-            let mut v = Vec::with_capacity(many.iter().map(Bytes::len).sum());
-            for f in many {
-                v.extend_from_slice(f);
-            }
-            Bytes::from(v)
-        }
-    }
-}
-
-pub(crate) fn concat_frames(frames: &[Bytes]) -> Bytes {
-    concat(frames)
 }
 
 impl Drop for Tap {

@@ -13,88 +13,27 @@
 //! connection hyper reads the next head as soon as it arrives, so that is the proxy's closest
 //! observable instant to "first byte in".
 
-use crate::config::{Config, UpstreamClient};
+use crate::config::UpstreamClient;
 use crate::direct;
 use crate::error::{chain, ProxyError};
 use crate::headers::{head_size, is_secret, strip_hop_by_hop};
 use crate::inject::{self, Stripper};
 use crate::meter::{MeteredBody, ProxyBody, Tap, UpstreamBody};
-use crate::metrics::Metrics;
-use crate::records::Writer;
-use crate::sessions::Sessions;
 use crate::sniff::{ReqCell, ReqInfo, RequestTap};
-use crate::upstream::{Clients, UpBody, Upstream, Upstreams};
+use crate::upstream::{UpBody, Upstream};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, Uri, Version};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokentap_core::clock::{self, Anchor};
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::oneshot;
 
-/// State shared by every request. Nothing in it is touched per chunk.
-pub struct Shared {
-    pub cfg: Config,
-    pub upstreams: Upstreams,
-    pub clients: Clients,
-    pub writer: Writer,
-    pub metrics: Metrics,
-    pub sessions: Sessions,
-    /// Requests handed to the service.
-    pub seen: AtomicU64,
-    /// Taps not yet finished (records not yet handed to the writer).
-    pub live: AtomicUsize,
-    /// Notified when `live` drops to zero.
-    pub idle: Notify,
-    /// The shutdown deadline passed: taps dropped now were cut by us, not by the client.
-    pub cutting: AtomicBool,
-    /// `--tokenizer`: counts the reference's tokens before records reach the writer.
-    pub tokens: Option<crate::tokens::Stage>,
-}
-
-impl Shared {
-    /// Request bodies and response frames are kept for the end of the request (content
-    /// recording, or the tokenizer's counts).
-    pub fn keep_bodies(&self) -> bool {
-        self.cfg.record_content || self.tokens.is_some()
-    }
-}
-
-/// The routes the proxy measures; everything else is forwarded and recorded with status and
-/// E2E only. Also the `route` metric label (bounded).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    Chat,
-    Completions,
-    Other,
-}
-
-impl Route {
-    pub fn of(path: &str) -> Route {
-        if path.ends_with("/v1/chat/completions") {
-            Route::Chat
-        } else if path.ends_with("/v1/completions") {
-            Route::Completions
-        } else {
-            Route::Other
-        }
-    }
-
-    pub fn is_llm(self) -> bool {
-        self != Route::Other
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Route::Chat => "/v1/chat/completions",
-            Route::Completions => "/v1/completions",
-            Route::Other => "other",
-        }
-    }
-}
+pub use crate::route::Route;
+pub use crate::shared::Shared;
 
 /// The first configured session header present on the request, as the session id. Header
 /// values are bytes: visible ASCII is taken as it is, other valid UTF-8 too (byte-exact), and
@@ -498,7 +437,7 @@ async fn read_limited(mut body: Incoming, limit: u64) -> Result<Bytes, ProxyErro
             frames.push(d);
         }
     }
-    Ok(crate::meter::concat_frames(&frames))
+    Ok(crate::content::concat_frames(&frames))
 }
 
 /// The proxy answers itself: JSON error body, and the record is finished now.

@@ -132,7 +132,7 @@ pub fn count(tok: &RefTokenizer, job: Job) -> Box<TurnRecord> {
         return rec;
     }
     let mut acc = Accumulator::default();
-    let body = crate::meter::concat_frames(&response);
+    let body = crate::content::concat_frames(&response);
     if sse {
         Framer::each_data(&body, |data| acc.feed(data));
     } else {

@@ -62,7 +62,7 @@ pub struct Upstream {
     /// Requests in flight on this replica.
     pub in_flight: AtomicUsize,
     /// Idle connections of the direct HTTP/1.1 client.
-    pub pool: Arc<crate::direct::Pool>,
+    pub pool: Arc<crate::pool::Pool>,
     /// `--max-upstream-connections`: a permit per request in flight to this replica (an
     /// HTTP/1.1 request is a connection); requests beyond wait for one (bounded by
     /// `--upstream-queue-timeout`).

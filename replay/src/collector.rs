@@ -54,15 +54,9 @@ pub(crate) enum Msg {
     Record(Box<ReplayRecord>),
 }
 
-/// Status → index into the count arrays.
+/// Status → index into the count arrays ([`Status::index`]).
 pub(crate) fn status_index(s: Status) -> usize {
-    match s {
-        Status::Ok => 0,
-        Status::Failed => 1,
-        Status::TimedOut => 2,
-        Status::Aborted => 3,
-        Status::Cancelled => 4,
-    }
+    s.index()
 }
 
 /// Mean of scores.

@@ -5,7 +5,6 @@
 //! takes (and resets) at every tick, so the line shows the means since the last line. Only
 //! atomics: nothing on the hot path waits for the printer.
 
-use crate::collector::status_index;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -48,7 +47,7 @@ impl Counters {
     }
 
     pub(crate) fn turn_recorded(&self, s: Status) {
-        self.turns[status_index(s)].fetch_add(1, Relaxed);
+        self.turns[s.index()].fetch_add(1, Relaxed);
     }
 
     /// Adds one turn's TTFT and its ITL samples (sum, count) to the live means.

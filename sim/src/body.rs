@@ -22,7 +22,7 @@
 
 use crate::frame::{self, ChunkWriter};
 use crate::plan::{FaultKind, Plan, SegKind};
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::{ChunkKind, ChunkLog, RequestLog};
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};

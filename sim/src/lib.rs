@@ -98,6 +98,7 @@ mod plan;
 pub mod render;
 mod rng;
 mod server;
+mod shared;
 
 pub use body::SimBodyError;
 pub use cli::{run, run_with, Opts, Preset};

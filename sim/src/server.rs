@@ -7,11 +7,9 @@
 //! logged `finished: false`), then flush the JSONL log.
 
 use crate::body::{SimBody, SimBodyError};
-use crate::cache::PrefixCache;
 use crate::config::SimConfig;
-use crate::log::LogStore;
-use crate::metrics::EngineMetrics;
 use crate::plan::{self, Api, FaultKind, Parsed};
+use crate::shared::Shared;
 use crate::RequestLog;
 use bytes::Bytes;
 use http::{header, Method, Request, Response, StatusCode};
@@ -22,11 +20,9 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use parking_lot::Mutex;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -39,80 +35,6 @@ use tokio::time::Instant;
 
 /// Largest request body accepted (a 100k-token prompt is ~400 KiB).
 const MAX_BODY: usize = 64 * 1024 * 1024;
-
-/// State shared by every connection.
-pub(crate) struct Shared {
-    pub config: SimConfig,
-    /// Requests currently decoding (past their first token, not finished).
-    pub active_decodes: AtomicUsize,
-    engine: Mutex<Engine>,
-    pub log: LogStore,
-    /// vLLM's series, served on `GET /metrics`.
-    pub metrics: EngineMetrics,
-}
-
-/// The parts of the model that requests contend for; locked once per request at admission
-/// (and once more at the end to cache the output blocks).
-struct Engine {
-    cache: PrefixCache,
-    /// When each prefill lane is next free (only with `timing.prefill_lanes > 0`).
-    lanes: Vec<Instant>,
-}
-
-impl Shared {
-    fn new(config: SimConfig, keep_log: bool) -> std::io::Result<Shared> {
-        let cap = if config.cache.enabled {
-            config.cache.capacity_tokens
-        } else {
-            0
-        };
-        let now = Instant::now();
-        Ok(Shared {
-            engine: Mutex::new(Engine {
-                cache: PrefixCache::new(config.cache.block_tokens, cap),
-                lanes: vec![now; config.timing.prefill_lanes as usize],
-            }),
-            log: LogStore::new(keep_log, config.chunk_log.as_deref())?,
-            active_decodes: AtomicUsize::new(0),
-            metrics: EngineMetrics::new(config.engine_metrics, &config.model),
-            config,
-        })
-    }
-
-    fn engine(&self) -> parking_lot::MutexGuard<'_, Engine> {
-        // Engine updates cannot leave it inconsistent in a way that matters to a simulator.
-        self.engine.lock()
-    }
-
-    pub fn cache_insert(&self, keys: &[u64]) {
-        self.engine().cache.insert(keys);
-    }
-
-    /// Cache lookup and prefill scheduling. Returns (cached tokens, first-token instant).
-    fn admit(&self, plan: &mut plan::Plan, start: Instant) -> Option<Instant> {
-        let mut e = self.engine();
-        let cached = if self.config.cache.enabled {
-            e.cache
-                .lookup_and_insert(&plan.prompt_chain, plan.prompt_tokens)
-        } else {
-            0
-        };
-        plan.set_cached(&self.config, cached);
-        if self.config.timing.is_zero() {
-            return None;
-        }
-        let prefill = plan.prefill;
-        let done = match e.lanes.iter_mut().min() {
-            Some(lane) => {
-                let begin = (*lane).max(start);
-                *lane = begin + prefill;
-                *lane
-            }
-            None => start + prefill,
-        };
-        Some(done)
-    }
-}
 
 /// A running simulated server bound to a loopback port.
 pub struct SimServer {

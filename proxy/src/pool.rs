@@ -1,0 +1,51 @@
+//! One replica's idle upstream connections for the direct HTTP/1.1 client ([`crate::direct`]),
+//! newest first: a connection is taken only while younger than the keep-alive and still open
+//! (a peek), put back after a clean response, swept when idle too long.
+
+use parking_lot::Mutex;
+use std::time::Duration;
+use tokentap_core::http1;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// Idle connections kept per replica at most.
+const MAX_IDLE: usize = 4096;
+
+/// One replica's idle connections.
+#[derive(Debug, Default)]
+pub struct Pool {
+    idle: Mutex<Vec<(TcpStream, Instant)>>,
+}
+
+impl Pool {
+    /// The newest idle connection that is younger than `keepalive` and still open.
+    pub(crate) fn take(&self, keepalive: Duration) -> Option<TcpStream> {
+        loop {
+            let (s, at) = self.lock().pop()?;
+            if at.elapsed() < keepalive && http1::idle_connection_open(&s) {
+                return Some(s);
+            }
+        }
+    }
+
+    pub(crate) fn put(&self, s: TcpStream) {
+        let mut idle = self.lock();
+        if idle.len() < MAX_IDLE {
+            idle.push((s, Instant::now()));
+        }
+    }
+
+    /// Closes idle connections older than `keepalive`.
+    pub fn sweep(&self, keepalive: Duration) {
+        self.lock().retain(|(_, at)| at.elapsed() < keepalive);
+    }
+
+    /// Idle connections now.
+    pub fn idle(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Vec<(TcpStream, Instant)>> {
+        self.idle.lock()
+    }
+}
