@@ -8,6 +8,7 @@
 //!
 //! - [`clock`]: the two shared clocks of SPEC §7 — raw `CLOCK_MONOTONIC` nanoseconds for every
 //!   interval, plus a wall-clock anchor per record so records of different processes can be joined.
+//! - [`duration`]: durations on every command line (humantime, and plain seconds).
 //! - [`sse`]: an incremental Server-Sent-Events framer over byte chunks (events split across
 //!   reads, many per read, `\r\n`, comments). No allocation per event once warm.
 //! - [`chunk`]: reads the few fields of a `chat.completion.chunk` that measurement needs
@@ -40,6 +41,7 @@
 
 pub mod chunk;
 pub mod clock;
+pub mod duration;
 pub mod http1;
 pub mod metrics;
 pub mod record;

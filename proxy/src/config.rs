@@ -68,10 +68,11 @@ pub struct Opts {
     #[arg(long, env = "TOKENTAP_PROXY_UPSTREAM_CA")]
     pub upstream_ca: Option<PathBuf>,
     /// On SIGTERM, let in-flight streams finish for this many seconds, then cut them.
-    #[arg(long, env = "TOKENTAP_PROXY_GRACE", default_value_t = 30.0)]
+    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_GRACE", default_value_t = 30.0)]
     pub grace: f64,
     /// Seconds to wait for upstream response headers before answering 504.
     #[arg(
+        value_parser = tokentap_core::duration::parse_secs,
         long,
         env = "TOKENTAP_PROXY_UPSTREAM_TIMEOUT",
         default_value_t = 3600.0
@@ -80,6 +81,7 @@ pub struct Opts {
     /// Seconds a streaming response may go without a byte from upstream before the proxy cuts
     /// it (recorded `timed_out`, kind `idle_timeout`); 0 disables.
     #[arg(
+        value_parser = tokentap_core::duration::parse_secs,
         long,
         env = "TOKENTAP_PROXY_UPSTREAM_IDLE_TIMEOUT",
         default_value_t = 300.0
@@ -88,11 +90,11 @@ pub struct Opts {
     /// Seconds a client connection may take to send a request head: from accept to its first
     /// byte (a connection that never sends one is closed), a TLS handshake, and every later
     /// head on a kept-alive HTTP/1.1 connection (so an idle one is closed too).
-    #[arg(long, env = "TOKENTAP_PROXY_HEADER_TIMEOUT", default_value_t = 30.0)]
+    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_HEADER_TIMEOUT", default_value_t = 30.0)]
     pub header_timeout: f64,
     /// Seconds a request body may stall (no byte from the client while the proxy waits for
     /// one) before the request is answered 408 and recorded.
-    #[arg(long, env = "TOKENTAP_PROXY_BODY_TIMEOUT", default_value_t = 60.0)]
+    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_BODY_TIMEOUT", default_value_t = 60.0)]
     pub body_timeout: f64,
     /// Most client connections open at once; one more is closed as soon as it is accepted
     /// (counted), so idle or silent connections cannot take every file descriptor.
@@ -116,19 +118,20 @@ pub struct Opts {
     /// Seconds a request waits for a free upstream connection before it is answered 503
     /// (`upstream_busy`) and recorded.
     #[arg(
+        value_parser = tokentap_core::duration::parse_secs,
         long,
         env = "TOKENTAP_PROXY_UPSTREAM_QUEUE_TIMEOUT",
         default_value_t = 30.0
     )]
     pub upstream_queue_timeout: f64,
     /// Seconds to wait for an upstream TCP connection before trying the next replica.
-    #[arg(long, env = "TOKENTAP_PROXY_CONNECT_TIMEOUT", default_value_t = 5.0)]
+    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_CONNECT_TIMEOUT", default_value_t = 5.0)]
     pub connect_timeout: f64,
     /// Seconds an idle pooled upstream connection is kept. Keep it below the server's own
     /// keep-alive timeout (uvicorn, under vLLM and SGLang: 5 s; llama.cpp's server: 5 s): a
     /// pooled connection is checked before reuse, and a request that still meets a server
     /// closing it is sent again on a new connection (the direct client; hyper's fails it).
-    #[arg(long, env = "TOKENTAP_PROXY_UPSTREAM_KEEPALIVE", default_value_t = 4.0)]
+    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_UPSTREAM_KEEPALIVE", default_value_t = 4.0)]
     pub upstream_keepalive: f64,
     /// Client for plain `http://` upstreams. `direct`: the proxy's own HTTP/1.1 exchange, the
     /// task that serves the client reads the upstream socket itself (one wake-up per chunk,
@@ -155,7 +158,7 @@ pub struct Opts {
     #[arg(long, env = "TOKENTAP_PROXY_VIA")]
     pub via: bool,
     /// Forget a session after this many idle seconds.
-    #[arg(long, env = "TOKENTAP_PROXY_SESSION_TTL", default_value_t = 3600.0)]
+    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_SESSION_TTL", default_value_t = 3600.0)]
     pub session_ttl: f64,
     /// Most sessions kept in the table (the least recently active are evicted).
     #[arg(long, env = "TOKENTAP_PROXY_MAX_SESSIONS", default_value_t = 100_000)]
@@ -341,6 +344,38 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         o: Opts,
+    }
+
+    #[test]
+    fn durations_take_units_and_plain_seconds() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--upstream",
+            "http://a:1",
+            "--header-timeout",
+            "1m",
+            "--upstream-keepalive",
+            "1500ms",
+            "--session-ttl",
+            "2h",
+            "--grace",
+            "7",
+        ])
+        .unwrap();
+        let c = Config::from_opts(&cli.o).unwrap();
+        assert_eq!(c.header_timeout, Duration::from_secs(60));
+        assert_eq!(c.upstream_keepalive, Duration::from_millis(1500));
+        assert_eq!(c.session_ttl, Duration::from_secs(7200));
+        assert_eq!(c.grace, Duration::from_secs(7));
+        // The defaults still parse as seconds.
+        let d = Config::from_opts(
+            &Cli::try_parse_from(["x", "--upstream", "http://a:1"])
+                .unwrap()
+                .o,
+        )
+        .unwrap();
+        assert_eq!(d.header_timeout, Duration::from_secs(30));
+        assert!(Cli::try_parse_from(["x", "--upstream", "http://a:1", "--grace", "soon"]).is_err());
     }
 
     #[test]

@@ -173,28 +173,10 @@ impl FromStr for Shard {
     }
 }
 
-/// Parses `250ms`, `30s`, `10m`, `2h`, or a plain number of seconds (`1.5`).
+/// Parses a duration ([`tokentap_core::duration::parse`]): humantime (`30s`, `1h30m`, `250ms`)
+/// or a plain number of seconds (`1.5`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = s.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("expected a duration like 30s, 10m, 250ms or 1.5, found {s:?}"))?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!("expected a duration >= 0, found {s:?}"));
-    }
-    Ok(Duration::from_secs_f64(v * scale))
+    tokentap_core::duration::parse(s)
 }
 
 fn parse_json(s: &str) -> Result<Value, String> {
