@@ -520,3 +520,67 @@ fn every_option_has_a_help_line() {
         }
     }
 }
+
+#[test]
+fn long_running_commands_take_every_option_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ds.jsonl");
+    assert!(tokentap(&[
+        "dataset",
+        "synth",
+        "--coding",
+        "1",
+        "--workflow",
+        "1",
+        "--scale",
+        "0.05",
+        "-o",
+        data.to_str().unwrap()
+    ])
+    .status
+    .success());
+    let out_dir = dir.path().join("curve");
+    let out = Command::new(BIN)
+        .args(["sweep", "--plan"])
+        .env("TOKENTAP_REPLAY_ENDPOINT", "http://127.0.0.1:9")
+        .env("TOKENTAP_REPLAY_DATASET", &data)
+        .env("TOKENTAP_REPLAY_CONCURRENCY", "1,2,4")
+        .env("TOKENTAP_REPLAY_MODEL", "m")
+        .env("TOKENTAP_REPLAY_OUT", &out_dir)
+        .env("TOKENTAP_REPLAY_SALT", "true")
+        .env("TOKENTAP_SWEEP_ENGINE_INTERVAL", "2s")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let f: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("sweep.json")).unwrap()).unwrap();
+    let points: Vec<u64> = f["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["concurrency"].as_u64().unwrap())
+        .collect();
+    assert_eq!(points, [1, 2, 4]);
+    assert_eq!(f["config"]["salt"], true);
+    assert_eq!(f["config"]["model"], "m");
+    // The sim too.
+    let mut child = Command::new(BIN)
+        .arg("sim")
+        .env("TOKENTAP_SIM_LISTEN", "127.0.0.1:0")
+        .env("TOKENTAP_SIM_PRESET", "zero-delay")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (addr, _stdout) = listening_addr(&mut child);
+    assert!(
+        addr.starts_with("127.0.0.1:") && !addr.ends_with(":8000"),
+        "{addr}"
+    );
+    signal(child.id(), "-TERM");
+    assert!(child.wait().unwrap().success());
+}

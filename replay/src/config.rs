@@ -223,164 +223,170 @@ pub struct Opts {
     /// https://llm.example.com (requests go to /v1/chat/completions under it). Repeat it for
     /// several endpoints: each conversation stays on one, chosen by its id (rendezvous hashing,
     /// as a session-affine router — and `tokentap proxy` — would).
-    #[arg(long, required = true, num_args = 1)]
+    #[arg(long, env = "TOKENTAP_REPLAY_ENDPOINT", required = true, num_args = 1)]
     pub endpoint: Vec<String>,
     /// Trust the CA certificates in this PEM file for https endpoints (besides the system's).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, env = "TOKENTAP_REPLAY_CA", value_name = "FILE")]
     pub ca: Option<PathBuf>,
     /// Do not check https endpoints' certificates (test rigs only; the summary says so).
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_INSECURE")]
     pub insecure: bool,
     /// HTTP/2 only: prior knowledge on http:// (h2c), ALPN `h2` alone on https://. Without it,
     /// https:// uses HTTP/2 when the server's ALPN picks it, http:// uses HTTP/1.1. One stream
     /// per turn on one connection per conversation slot: the closed loop is unchanged.
-    #[arg(long, conflicts_with = "http1")]
+    #[arg(long, env = "TOKENTAP_REPLAY_HTTP2", conflicts_with = "http1")]
     pub http2: bool,
     /// HTTP/1.1 only, also on https:// (ALPN `http/1.1`), as the MLPerf reference client.
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_HTTP1")]
     pub http1: bool,
     /// MLPerf agentic dataset (JSONL, one row per message).
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_DATASET")]
     pub dataset: PathBuf,
     /// Target concurrency: number of active conversations (closed loop). Default 1.
     /// `tokentap sweep` takes a list (`1,4,16,64`): one measurement point each.
-    #[arg(long, value_delimiter = ',', num_args = 1, value_name = "N")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_CONCURRENCY",
+        value_delimiter = ',',
+        num_args = 1,
+        value_name = "N"
+    )]
     pub concurrency: Vec<usize>,
     /// Trajectories to issue (official: a multiple of the dataset size). Default: one pass.
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_TRAJECTORIES")]
     pub trajectories: Option<u64>,
     /// Salt the system prompt per pass and per conversation (SPEC §4; official runs salt).
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_SALT")]
     pub salt: bool,
     /// Sleep each row's `delay_seconds` before issuing it (excluded from latency).
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_DELAYS")]
     pub delays: bool,
     /// Multiplier applied to `delay_seconds` when --delays is on.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, env = "TOKENTAP_REPLAY_DELAY_SCALE", default_value_t = 1.0)]
     pub delay_scale: f64,
     /// Prefix a space to the first text of every replayed assistant message (generated-token
     /// cache clearing, SPEC §4). Changes the bodies: off in byte-compatible mode.
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_CLEAR_GENERATED")]
     pub clear_generated: bool,
     /// Ask for a final usage chunk (`stream_options.include_usage`): exact token counts, but the
     /// body is no longer byte-compatible with the MLPerf client.
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_INCLUDE_USAGE")]
     pub include_usage: bool,
     /// Model name sent in every request (a row's own `model` overrides it).
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_MODEL")]
     pub model: Option<String>,
     /// Run-level `max_completion_tokens` (a row's `max_new_tokens` / `max_completion_tokens`
     /// overrides it).
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_MAX_TOKENS")]
     pub max_tokens: Option<u64>,
     /// Official sampling settings, timeout and validity gates of one model.
-    #[arg(long, value_enum)]
+    #[arg(long, env = "TOKENTAP_REPLAY_PRESET", value_enum)]
     pub preset: Option<Preset>,
     /// Run-level `temperature` sent in every request (over the preset's; a row's own wins).
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_TEMPERATURE")]
     pub temperature: Option<f64>,
     /// Run-level `top_p` (over the preset's; a row's own wins).
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_TOP_P")]
     pub top_p: Option<f64>,
     /// Run-level `top_k` (over the preset's; a row's own wins; -1 = off, as vLLM reads it).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, env = "TOKENTAP_REPLAY_TOP_K", allow_negative_numbers = true)]
     pub top_k: Option<i64>,
     /// Run-level `presence_penalty` (over the preset's; a row's own wins).
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_PRESENCE_PENALTY")]
     pub presence_penalty: Option<f64>,
     /// Run-level `repetition_penalty` (over the preset's; a row's own wins).
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_REPETITION_PENALTY")]
     pub repetition_penalty: Option<f64>,
     /// Run-level `frequency_penalty` (over the preset's; a row's own wins).
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_FREQUENCY_PENALTY")]
     pub frequency_penalty: Option<f64>,
     /// Run-level sampling `seed` sent in every request (none by default, as the reference).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, env = "TOKENTAP_REPLAY_SEED", allow_negative_numbers = true)]
     pub seed: Option<i64>,
     /// JSON object sent as `chat_template_kwargs`.
-    #[arg(long, value_parser = parse_json)]
+    #[arg(long, env = "TOKENTAP_REPLAY_CHAT_TEMPLATE_KWARGS", value_parser = parse_json)]
     pub chat_template_kwargs: Option<Value>,
     /// Header(s) carrying the logical conversation id; repeatable. Giving any replaces the
     /// default X-Session-ID.
-    #[arg(long = "routing-header", value_name = "NAME", default_values_t = [String::from("X-Session-ID")])]
+    #[arg(long = "routing-header", env = "TOKENTAP_REPLAY_ROUTING_HEADER", value_name = "NAME", default_values_t = [String::from("X-Session-ID")])]
     pub routing_headers: Vec<String>,
     /// Sent as `Authorization: Bearer KEY`; never logged or recorded.
     #[arg(long, env = "TOKENTAP_API_KEY", hide_env_values = true)]
     pub api_key: Option<Secret>,
     /// Per-turn timeout (e.g. 600s, 4h). Default: the preset's official value, else 86400s.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, env = "TOKENTAP_REPLAY_TURN_TIMEOUT", value_parser = parse_duration)]
     #[serde(serialize_with = "opt_secs")]
     pub turn_timeout: Option<Duration>,
     /// Stop issuing when the first slot finds no trajectory left (tuning runs; official: off).
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_STOP_ISSUING_ON_FIRST_USER_COMPLETE")]
     pub stop_issuing_on_first_user_complete: bool,
     /// Stop issuing after this long, then drain in-flight turns.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, env = "TOKENTAP_REPLAY_MAX_DURATION", value_parser = parse_duration)]
     #[serde(serialize_with = "opt_secs")]
     pub max_duration: Option<Duration>,
     /// Directory for records.jsonl, summary.json and config.json (created if missing).
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_OUT")]
     pub out: Option<PathBuf>,
     /// Run only trajectories k with k mod N == I (N machines together issue the single-machine
     /// set).
-    #[arg(long, value_name = "I/N")]
+    #[arg(long, env = "TOKENTAP_REPLAY_SHARD", value_name = "I/N")]
     pub shard: Option<Shard>,
     /// No live progress line.
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_QUIET")]
     pub quiet: bool,
     /// Stamp response arrivals when this process reads them instead of with the kernel's
     /// receive timestamp (the default: arrival at the host, independent of the client's
     /// scheduling; the difference is recorded per turn as `rx_lag_*`).
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_USER_RX_TIMESTAMPS")]
     pub user_rx_timestamps: bool,
     /// The model's Hugging Face tokenizer folder (tokenizer.json, and the chat template in
     /// chat_template.jinja or tokenizer_config.json): count OSL, the TPOT denominator and ISL
     /// exactly as the MLPerf reference does. Read locally; nothing is downloaded. Without it,
     /// output tokens come from server usage or chunk counts and the OSL gate is not evaluated.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, env = "TOKENTAP_REPLAY_TOKENIZER", value_name = "DIR")]
     pub tokenizer: Option<PathBuf>,
     /// Keep every turn's output in its record (`content.output`, in the reference's
     /// `sample.complete` shape) so `tokentap report --tokenizer` can count it later. Off: outputs
     /// are never written.
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_RECORD_OUTPUTS")]
     pub record_outputs: bool,
     /// The submission's C_min (SPEC §10.5): a point at concurrency ≤ C_min is in the ultra-low
     /// region (600 s minimum steady state), others need 1200 s. Without it, concurrency 1 is
     /// ultra-low and anything higher is assumed to be above C_min.
-    #[arg(long, value_name = "N")]
+    #[arg(long, env = "TOKENTAP_REPLAY_C_MIN", value_name = "N")]
     pub c_min: Option<u64>,
     /// Run for at least the rules' minimum steady-state duration of the point's region (600 s
     /// ultra-low, 1200 s elsewhere) times F: whole passes of the dataset are issued until it
     /// has elapsed. F = 1 is the official length; anything else marks the point not official
     /// (tuning runs). Without it the run is `--trajectories` long and the rule only checked.
-    #[arg(long, value_name = "F")]
+    #[arg(long, env = "TOKENTAP_REPLAY_MIN_DURATION_SCALE", value_name = "F")]
     pub min_duration_scale: Option<f64>,
     /// Largest SSE event (or line) a response may send, in bytes; a longer one fails the turn
     /// (`event_too_large`) instead of growing the client's buffer without bound.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_EVENT_BYTES)]
+    #[arg(long, env = "TOKENTAP_REPLAY_MAX_EVENT_BYTES", value_name = "BYTES", default_value_t = DEFAULT_MAX_EVENT_BYTES)]
     pub max_event_bytes: usize,
     /// Exit 0 whenever the run ran, whatever its turns and verdict (the exit codes before they
     /// told failed turns and invalid points apart).
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_REPLAY_EXIT_ZERO")]
     pub exit_zero: bool,
     /// Warmup: issue this many trajectories before performance tracking starts (excluded from
     /// every result, recorded in warmup.jsonl and declared in the summary).
-    #[arg(long, value_name = "N")]
+    #[arg(long, env = "TOKENTAP_REPLAY_WARMUP_TRAJECTORIES", value_name = "N")]
     pub warmup_trajectories: Option<u64>,
     /// Warmup: issue for this long (e.g. 5m), then let the started turns finish.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, env = "TOKENTAP_REPLAY_WARMUP_DURATION", value_parser = parse_duration, value_name = "DURATION")]
     #[serde(serialize_with = "opt_secs")]
     pub warmup_duration: Option<Duration>,
     /// Dataset for the warmup (default: the performance dataset). Warmup requests are always
     /// salted with a tag of their own, so no KV-cache entry carries over into the measurement.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, env = "TOKENTAP_REPLAY_WARMUP_DATASET", value_name = "FILE")]
     pub warmup_dataset: Option<PathBuf>,
     /// Concurrency of the warmup (default: --concurrency).
-    #[arg(long, value_name = "N")]
+    #[arg(long, env = "TOKENTAP_REPLAY_WARMUP_CONCURRENCY", value_name = "N")]
     pub warmup_concurrency: Option<usize>,
     /// Serve the client's live metrics (Prometheus text, `source="client"`) at
     /// `http://ADDR/metrics` during the run. `PORT` alone means 127.0.0.1:PORT.
-    #[arg(long, value_name = "ADDR", value_parser = crate::metrics::parse_addr)]
+    #[arg(long, env = "TOKENTAP_REPLAY_METRICS", value_name = "ADDR", value_parser = crate::metrics::parse_addr)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics: Option<std::net::SocketAddr>,
 }

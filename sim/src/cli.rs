@@ -24,116 +24,143 @@ pub enum Preset {
 #[derive(Debug, Clone, clap::Args)]
 pub struct Opts {
     /// Address to listen on (port 0 picks a free port; the bound address is printed first).
-    #[arg(long, default_value = "127.0.0.1:8000")]
+    #[arg(long, env = "TOKENTAP_SIM_LISTEN", default_value = "127.0.0.1:8000")]
     pub listen: SocketAddr,
     /// JSON profile (a SimConfig; any field may be omitted). Flags override it.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, env = "TOKENTAP_SIM_PROFILE", value_name = "FILE")]
     pub profile: Option<PathBuf>,
     /// Base settings when no --profile is given.
-    #[arg(long, value_enum, default_value = "realistic")]
+    #[arg(
+        long,
+        env = "TOKENTAP_SIM_PRESET",
+        value_enum,
+        default_value = "realistic"
+    )]
     pub preset: Preset,
     /// Append one JSON line per finished request (ground truth chunk stamps) to FILE.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, env = "TOKENTAP_SIM_CHUNK_LOG", value_name = "FILE")]
     pub chunk_log: Option<PathBuf>,
     /// Seed of all random draws.
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_SIM_SEED")]
     pub seed: Option<u64>,
     /// Model name served.
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_SIM_MODEL")]
     pub model: Option<String>,
     /// Keep the exact request bodies in the request log.
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_SIM_CAPTURE_BODIES")]
     pub capture_bodies: bool,
     /// Engine whose metric names `GET /metrics` serves (`vllm:*` or `sglang:*`).
-    #[arg(long, value_enum)]
+    #[arg(long, env = "TOKENTAP_SIM_ENGINE_METRICS", value_enum)]
     pub engine_metrics: Option<EngineFlavor>,
 
     // Timing.
     /// Fixed prefill time, ms.
-    #[arg(long, help_heading = "Timing")]
+    #[arg(long, env = "TOKENTAP_SIM_PREFILL_BASE_MS", help_heading = "Timing")]
     pub prefill_base_ms: Option<f64>,
     /// Prefill time per uncached prompt token, ms.
-    #[arg(long, help_heading = "Timing")]
+    #[arg(
+        long,
+        env = "TOKENTAP_SIM_PREFILL_PER_TOKEN_MS",
+        help_heading = "Timing"
+    )]
     pub prefill_per_token_ms: Option<f64>,
     /// Concurrent prefills (0 = unlimited; otherwise requests queue for a lane).
-    #[arg(long, help_heading = "Timing")]
+    #[arg(long, env = "TOKENTAP_SIM_PREFILL_LANES", help_heading = "Timing")]
     pub prefill_lanes: Option<u32>,
     /// Decode time per token with one request decoding, ms.
-    #[arg(long, help_heading = "Timing")]
+    #[arg(long, env = "TOKENTAP_SIM_DECODE_MS", help_heading = "Timing")]
     pub decode_ms: Option<f64>,
     /// Decode slowdown per extra concurrent decode (0.05 = +5 %).
-    #[arg(long, help_heading = "Timing")]
+    #[arg(long, env = "TOKENTAP_SIM_DECODE_SLOWDOWN", help_heading = "Timing")]
     pub decode_slowdown: Option<f64>,
     /// Write every chunk on its own (zero-delay mode otherwise batches ready chunks per write).
-    #[arg(long, help_heading = "Timing")]
+    #[arg(long, env = "TOKENTAP_SIM_FLUSH_EACH_CHUNK", help_heading = "Timing")]
     pub flush_each_chunk: bool,
 
     // Cache.
     /// Disable the prefix KV cache.
-    #[arg(long, help_heading = "Prefix cache")]
+    #[arg(long, env = "TOKENTAP_SIM_NO_CACHE", help_heading = "Prefix cache")]
     pub no_cache: bool,
     /// Tokens per KV block.
-    #[arg(long, help_heading = "Prefix cache")]
+    #[arg(
+        long,
+        env = "TOKENTAP_SIM_CACHE_BLOCK_TOKENS",
+        help_heading = "Prefix cache"
+    )]
     pub cache_block_tokens: Option<u32>,
     /// Cache capacity in tokens.
-    #[arg(long, help_heading = "Prefix cache")]
+    #[arg(
+        long,
+        env = "TOKENTAP_SIM_CACHE_CAPACITY_TOKENS",
+        help_heading = "Prefix cache"
+    )]
     pub cache_capacity_tokens: Option<u64>,
 
     // Output.
     /// Mean output length (lognormal), tokens.
-    #[arg(long, help_heading = "Output")]
+    #[arg(long, env = "TOKENTAP_SIM_OUTPUT_MEAN_TOKENS", help_heading = "Output")]
     pub output_mean_tokens: Option<f64>,
     /// Lognormal sigma of output lengths (0 = fixed length).
-    #[arg(long, help_heading = "Output")]
+    #[arg(long, env = "TOKENTAP_SIM_OUTPUT_SIGMA", help_heading = "Output")]
     pub output_sigma: Option<f64>,
     /// Output cap when a request sets no max tokens.
-    #[arg(long, help_heading = "Output")]
+    #[arg(long, env = "TOKENTAP_SIM_OUTPUT_MAX_TOKENS", help_heading = "Output")]
     pub output_max_tokens: Option<u64>,
     /// Always generate exactly the max tokens.
-    #[arg(long, help_heading = "Output")]
+    #[arg(long, env = "TOKENTAP_SIM_ALWAYS_MAX", help_heading = "Output")]
     pub always_max: bool,
     /// Seed outputs from the prompt instead of the arrival order.
-    #[arg(long, help_heading = "Output")]
+    #[arg(long, env = "TOKENTAP_SIM_SEED_FROM_PROMPT", help_heading = "Output")]
     pub seed_from_prompt: bool,
 
     // Modes.
     /// Fraction of output streamed as reasoning first (0 = none).
-    #[arg(long, help_heading = "Modes")]
+    #[arg(long, env = "TOKENTAP_SIM_REASONING_FRACTION", help_heading = "Modes")]
     pub reasoning_fraction: Option<f64>,
     /// Reasoning delta field name.
-    #[arg(long, value_enum, help_heading = "Modes")]
+    #[arg(
+        long,
+        env = "TOKENTAP_SIM_REASONING_FIELD",
+        value_enum,
+        help_heading = "Modes"
+    )]
     pub reasoning_field: Option<ReasoningField>,
     /// Share of chat responses that are one `bash` tool call.
-    #[arg(long, help_heading = "Modes")]
+    #[arg(long, env = "TOKENTAP_SIM_TOOL_CALL_RATE", help_heading = "Modes")]
     pub tool_call_rate: Option<f64>,
     /// Role-only prelude chunk first (true/false).
-    #[arg(long, help_heading = "Modes")]
+    #[arg(long, env = "TOKENTAP_SIM_ROLE_PRELUDE", help_heading = "Modes")]
     pub role_prelude: Option<bool>,
     /// Send the prelude at once instead of with the first token.
-    #[arg(long, help_heading = "Modes")]
+    #[arg(long, env = "TOKENTAP_SIM_PRELUDE_EARLY", help_heading = "Modes")]
     pub prelude_early: bool,
     /// Tokens per streamed chunk.
-    #[arg(long, help_heading = "Modes")]
+    #[arg(long, env = "TOKENTAP_SIM_TOKENS_PER_CHUNK", help_heading = "Modes")]
     pub tokens_per_chunk: Option<u32>,
 
     // Faults.
     /// Share of requests answered with an error status.
-    #[arg(long, help_heading = "Faults")]
+    #[arg(long, env = "TOKENTAP_SIM_ERROR_RATE", help_heading = "Faults")]
     pub error_rate: Option<f64>,
     /// Error statuses to draw from, comma separated.
-    #[arg(long, value_delimiter = ',', help_heading = "Faults")]
+    #[arg(
+        long,
+        env = "TOKENTAP_SIM_ERROR_STATUSES",
+        value_delimiter = ',',
+        help_heading = "Faults"
+    )]
     pub error_statuses: Option<Vec<u16>>,
     /// Share of streams that stall once.
-    #[arg(long, help_heading = "Faults")]
+    #[arg(long, env = "TOKENTAP_SIM_STALL_RATE", help_heading = "Faults")]
     pub stall_rate: Option<f64>,
     /// Stall length, ms.
-    #[arg(long, help_heading = "Faults")]
+    #[arg(long, env = "TOKENTAP_SIM_STALL_MS", help_heading = "Faults")]
     pub stall_ms: Option<u64>,
     /// Share of streams cut mid-way.
-    #[arg(long, help_heading = "Faults")]
+    #[arg(long, env = "TOKENTAP_SIM_DISCONNECT_RATE", help_heading = "Faults")]
     pub disconnect_rate: Option<f64>,
     /// Share of streams with one malformed event.
-    #[arg(long, help_heading = "Faults")]
+    #[arg(long, env = "TOKENTAP_SIM_MALFORMED_RATE", help_heading = "Faults")]
     pub malformed_rate: Option<f64>,
 }
 

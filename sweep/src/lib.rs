@@ -70,37 +70,41 @@ pub struct Opts {
     pub run: tokentap_replay::Opts,
     /// The submission's C_max. With --c-min and without --concurrency: a plan is proposed
     /// (one ultra-low point and the rest spread evenly over low, medium and high).
-    #[arg(long, value_name = "N")]
+    #[arg(long, env = "TOKENTAP_SWEEP_C_MAX", value_name = "N")]
     pub c_max: Option<u64>,
     /// Points of the proposed plan (7 to 32; default 7, the minimum 1 + 3 + 3).
-    #[arg(long, value_name = "K")]
+    #[arg(long, env = "TOKENTAP_SWEEP_POINTS", value_name = "K")]
     pub points: Option<usize>,
     /// Print the regions and the plan, write OUT/sweep.json, and run nothing.
-    #[arg(long)]
+    #[arg(long, env = "TOKENTAP_SWEEP_PLAN")]
     pub plan: bool,
     /// The server's Prometheus endpoint (vLLM `vllm:*`, SGLang `sglang:*`), e.g.
     /// http://127.0.0.1:8000/metrics; repeatable (one per replica). Scraped at the start and end
     /// of every point and every --engine-interval in between.
-    #[arg(long = "engine-metrics", value_name = "URL")]
+    #[arg(
+        long = "engine-metrics",
+        env = "TOKENTAP_SWEEP_ENGINE_METRICS",
+        value_name = "URL"
+    )]
     pub engine_metrics: Vec<String>,
     /// Time between engine scrapes within a point.
-    #[arg(long, value_parser = tokentap_replay::config::parse_duration, default_value = "5s", value_name = "DURATION")]
+    #[arg(long, env = "TOKENTAP_SWEEP_ENGINE_INTERVAL", value_parser = tokentap_replay::config::parse_duration, default_value = "5s", value_name = "DURATION")]
     pub engine_interval: Duration,
     /// The records directory of a tokentap proxy in the path (`tokentap proxy --records DIR`):
     /// the wire's TTFT p90 is shown beside the client's per point. Repeat it for a proxy beside
     /// each replica: their records are one wire view.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, env = "TOKENTAP_SWEEP_WIRE", value_name = "DIR")]
     pub wire: Vec<PathBuf>,
     /// SWE-bench accuracy of the run in a mandatory region (from the separate SWE-bench phase),
     /// e.g. `ultra_low=0.95`; one per region (comma-separated or repeated). Their mean decides
     /// the curve's SWE-bench gate.
-    #[arg(long = "swe-bench-accuracy", value_name = "REGION=FRACTION", value_delimiter = ',', value_parser = parse_swe)]
+    #[arg(long = "swe-bench-accuracy", env = "TOKENTAP_SWEEP_SWE_BENCH_ACCURACY", value_name = "REGION=FRACTION", value_delimiter = ',', value_parser = parse_swe)]
     pub swe_bench: Vec<(RegionName, f64)>,
     /// With --shard I/N: a directory every shard can write (the shared volume). Before each
     /// point, each shard leaves a marker there and waits for all N, so the shards of a point
     /// start together and no shard's point overlaps another's. Then `tokentap merge` joins the
     /// N sweep directories point by point.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, env = "TOKENTAP_SWEEP_BARRIER", value_name = "DIR")]
     pub barrier: Option<PathBuf>,
 }
 
