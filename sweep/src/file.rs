@@ -109,6 +109,17 @@ impl Point {
     pub fn done(&self) -> bool {
         self.status == PointStatus::Done
     }
+
+    /// The point's numbers from its run's summary (a live point's, or a merged one's).
+    pub fn take_numbers(&mut self, s: &tokentap_replay::Summary) {
+        self.primary = Some(s.mlperf.primary);
+        self.verdict = Some(s.validity.verdict);
+        self.reasons = s.validity.reasons.clone();
+        self.inline_accuracy = s.accuracy.inline_accuracy;
+        self.turns_ok = s.counts.turns.get("ok").copied();
+        self.client_ttft_mean_ms = s.latency_ms.ttft.as_ref().map(|t| t.mean);
+        self.trajectories = Some(s.run.trajectories_finished);
+    }
 }
 
 /// The whole file.

@@ -86,13 +86,7 @@ pub fn merge(opts: &MergeOpts) -> anyhow::Result<SweepFile> {
         p.started_wall_ns = spans.iter().map(|s| s.0).min();
         p.ended_wall_ns = spans.iter().map(|s| s.1).max();
         p.status = PointStatus::Done;
-        p.primary = Some(s.mlperf.primary);
-        p.verdict = Some(s.validity.verdict);
-        p.reasons = s.validity.reasons.clone();
-        p.inline_accuracy = s.accuracy.inline_accuracy;
-        p.turns_ok = s.counts.turns.get("ok").copied();
-        p.client_ttft_mean_ms = s.latency_ms.ttft.as_ref().map(|t| t.mean);
-        p.trajectories = Some(s.run.trajectories_finished);
+        p.take_numbers(s);
         // Every shard scraped the same engine over the point: the first shard's view.
         p.wire = None;
         p.error = None;

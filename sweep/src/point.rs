@@ -164,13 +164,7 @@ pub(crate) async fn run_point(
     } else {
         PointStatus::Done
     };
-    p.primary = Some(s.mlperf.primary);
-    p.verdict = Some(s.validity.verdict);
-    p.reasons = s.validity.reasons.clone();
-    p.inline_accuracy = s.accuracy.inline_accuracy;
-    p.turns_ok = s.counts.turns.get("ok").copied();
-    p.client_ttft_mean_ms = s.latency_ms.ttft.as_ref().map(|t| t.mean);
-    p.trajectories = Some(s.run.trajectories_finished);
+    p.take_numbers(s);
     let meta = PointMeta {
         tokentap_version: env!("CARGO_PKG_VERSION"),
         concurrency: c,
