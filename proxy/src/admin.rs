@@ -82,17 +82,16 @@ fn sessions_page(shared: &Shared, query: &str) -> Response<Full<Bytes>> {
     r
 }
 
+/// Everything but RFC 3986's unreserved characters is encoded (for a header or a query value).
+const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// Percent-encodes everything but unreserved characters (for a header or a query value).
 fn percent_encode(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            o.push(b as char);
-        } else {
-            o.push_str(&format!("%{b:02X}"));
-        }
-    }
-    o
+    percent_encoding::utf8_percent_encode(s, NOT_UNRESERVED).to_string()
 }
 
 /// `{"status": "ok"}`, or `"degraded"` once a record was lost (dropped or not written), with
@@ -156,27 +155,11 @@ fn json<T: serde::Serialize + ?Sized>(status: StatusCode, v: &T) -> Response<Ful
 }
 
 /// `%XX` decoding for session ids in the path (ids are printable ASCII, but may hold `/` or
-/// spaces).
+/// spaces); a `%` not followed by two hex digits stays as it is.
 fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push(h << 4 | l);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(c: u8) -> Option<u8> {
-    (c as char).to_digit(16).map(|d| d as u8)
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 #[cfg(test)]

@@ -424,20 +424,17 @@ pub async fn handle(
 }
 
 /// Reads a whole body, failing above `limit` bytes.
-async fn read_limited(mut body: Incoming, limit: u64) -> Result<Bytes, ProxyError> {
-    let mut frames: Vec<Bytes> = Vec::new();
-    let mut total = 0u64;
-    while let Some(f) = body.frame().await {
-        let f = f.map_err(|e| ProxyError::RequestBody(chain(&e)))?;
-        if let Ok(d) = f.into_data() {
-            total += d.len() as u64;
-            if total > limit {
-                return Err(ProxyError::BodyTooLarge { limit });
-            }
-            frames.push(d);
+async fn read_limited(body: Incoming, limit: u64) -> Result<Bytes, ProxyError> {
+    match http_body_util::Limited::new(body, limit as usize)
+        .collect()
+        .await
+    {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(ProxyError::BodyTooLarge { limit })
         }
+        Err(e) => Err(ProxyError::RequestBody(chain(&*e))),
     }
-    Ok(crate::content::concat_frames(&frames))
 }
 
 /// The proxy answers itself: JSON error body, and the record is finished now.
