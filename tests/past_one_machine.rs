@@ -618,6 +618,11 @@ async fn compare_and_report_treat_several_proxies_as_one_wire() {
     c.endpoints
         .push(tokentap_replay::config::Endpoint::parse(&pb.base_url()).unwrap());
     c.concurrency = 3;
+    // Short inter-turn delays: a session's turns far enough apart that the join by session and
+    // time order is unambiguous on a loaded machine (back-to-back turns of a zero-delay sim are
+    // closer together than the client–proxy lag can be).
+    c.delays = true;
+    c.delay_scale = 0.02;
     let out = run(c, ds).await;
     let total = out.summary.counts.total as usize;
     // Stopped: every record is on disk.

@@ -473,8 +473,16 @@ impl Summary {
     /// The terminal summary.
     pub fn render_text(&self) -> String {
         let mut s = String::new();
-        let f2 = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
-        let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.2} %", v * 100.0));
+        self.text_headline(&mut s);
+        self.text_mlperf(&mut s);
+        self.text_verdict(&mut s);
+        self.text_own(&mut s);
+        self.text_rates(&mut s);
+        s
+    }
+
+    /// Where the run went: endpoints, TLS trust, the merge, the model.
+    fn text_headline(&self, s: &mut String) {
         let _ = writeln!(s, "tokentap replay — {}", self.config.endpoint_urls());
         if self.config.insecure {
             let _ = writeln!(
@@ -509,10 +517,12 @@ impl Summary {
                 );
             }
         }
+    }
+
+    /// The benchmark's primary metrics and how its tokens were counted.
+    fn text_mlperf(&self, s: &mut String) {
         let m = &self.mlperf;
         let p = &m.primary;
-        let f1 = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
-        let f3 = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
         let _ = writeln!(
             s,
             "MLPerf primary metrics (the reference's definitions; result_summary.json):"
@@ -558,6 +568,10 @@ impl Summary {
                 String::new()
             }
         );
+    }
+
+    /// The verdict, every failed rule, what was not evaluated, the notes.
+    fn text_verdict(&self, s: &mut String) {
         let v = &self.validity;
         let verdict = match v.verdict {
             Verdict::Valid => {
@@ -581,6 +595,10 @@ impl Summary {
         for n in &v.notes {
             let _ = writeln!(s, "  note: {n}");
         }
+    }
+
+    /// tokentap's own numbers: counts, window, latency table.
+    fn text_own(&self, s: &mut String) {
         let _ = writeln!(s, "tokentap's own measurements (wire-exact):");
         let c = &self.counts.turns;
         let _ = writeln!(
@@ -630,6 +648,10 @@ impl Summary {
                 }
             }
         }
+    }
+
+    /// Throughput, tokens, the client's own health, accuracy, the warmup.
+    fn text_rates(&self, s: &mut String) {
         let t = &self.throughput;
         let _ = writeln!(
             s,
@@ -692,7 +714,6 @@ impl Summary {
                 w.duration_s, w.requests_issued, w.requests_completed, w.trajectories, w.concurrency, w.source
             );
         }
-        s
     }
 }
 
@@ -841,4 +862,21 @@ pub struct ShardClock {
     pub offset_hi_ms: Option<f64>,
     /// Responses that carried a `Date` header.
     pub responses: u64,
+}
+
+/// `-` or the value with 1, 2 or 3 decimals; `pct`: a fraction as a percentage.
+fn f1(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.1}"))
+}
+
+fn f2(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.2}"))
+}
+
+fn f3(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.3}"))
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{:.2} %", v * 100.0))
 }
