@@ -71,79 +71,68 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
 
-    if let Command::Dataset(cmd) = cli.command {
-        return exit(tokentap_dataset::cli::run(cmd));
+    exit(run(cli.command))
+}
+
+/// Every subcommand the same way: its exit code, or an error (exit 1). The ones that read files
+/// run without a runtime; the long-running ones get one and the shutdown signal.
+fn run(command: Command) -> anyhow::Result<i32> {
+    match command {
+        Command::Dataset(cmd) => tokentap_dataset::cli::run(cmd),
+        Command::Compare(opts) => tokentap_compare::run(*opts),
+        Command::Merge(opts) => merge(&opts),
+        Command::Report(opts) => report(*opts),
+        Command::Demo(opts) => block_on(|| demo::run(opts, shutdown::signal())),
+        Command::Replay(opts) => block_on(|| async move {
+            let exit_zero = opts.exit_zero;
+            let outcome = tokentap_replay::run(*opts, shutdown::signal()).await?;
+            Ok(i32::from(outcome.exit_code(exit_zero)))
+        }),
+        Command::Sweep(opts) => block_on(|| tokentap_sweep::run(*opts, shutdown::signal())),
+        Command::Proxy(opts) => block_on(|| async move {
+            tokentap_proxy::run(*opts, shutdown::signal()).await?;
+            Ok(0)
+        }),
+        Command::Sim(opts) => block_on(|| async move {
+            tokentap_sim::run(*opts, shutdown::signal()).await?;
+            Ok(0)
+        }),
     }
-    if let Command::Compare(opts) = cli.command {
-        return exit(tokentap_compare::run(*opts));
-    }
-    if let Command::Merge(opts) = cli.command {
-        if opts.dirs.iter().any(|d| tokentap_sweep::merge::is_sweep(d)) {
-            return exit(tokentap_sweep::merge::run(&opts));
-        }
-        return match tokentap_replay::merge::merge(&opts) {
-            Ok(outcome) => {
-                print!("{}", outcome.summary.render_text());
-                ExitCode::from(outcome.exit_code(false))
-            }
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                ExitCode::from(1)
-            }
-        };
-    }
-    if let Command::Report(opts) = cli.command {
-        if tokentap_sweep::report::is_sweep(&opts.run_dir) {
-            return exit(tokentap_sweep::report::run(&opts));
-        }
-        if !opts.wire.is_empty() {
-            if let Err(e) = compare_run(&opts) {
-                eprintln!("error: {e:#}");
-                return ExitCode::from(1);
-            }
-        }
-        return exit(tokentap_report::run(*opts));
-    }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+}
+
+/// Runs `f`'s future on a multi-thread runtime built for it (the signal handlers of
+/// [`shutdown::signal`] are registered inside it, before the command starts).
+fn block_on<F, Fut>(f: F) -> anyhow::Result<i32>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<i32>>,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    runtime.block_on(async move {
-        match cli.command {
-            Command::Demo(opts) => exit(demo::run(opts, shutdown::signal()).await),
-            Command::Replay(opts) => {
-                let exit_zero = opts.exit_zero;
-                match tokentap_replay::run(*opts, shutdown::signal()).await {
-                    Ok(outcome) => ExitCode::from(outcome.exit_code(exit_zero)),
-                    Err(e) => {
-                        eprintln!("error: {e:#}");
-                        ExitCode::from(1)
-                    }
-                }
-            }
-            Command::Sweep(opts) => exit(tokentap_sweep::run(*opts, shutdown::signal()).await),
-            Command::Proxy(opts) => exit(
-                tokentap_proxy::run(*opts, shutdown::signal())
-                    .await
-                    .map(|()| 0),
-            ),
-            Command::Sim(opts) => exit(
-                tokentap_sim::run(*opts, shutdown::signal())
-                    .await
-                    .map(|()| 0),
-            ),
-            Command::Dataset(_) => unreachable!("handled before the runtime starts"),
-            Command::Compare(_) => unreachable!("handled before the runtime starts"),
-            Command::Report(_) => unreachable!("handled before the runtime starts"),
-            Command::Merge(_) => unreachable!("handled before the runtime starts"),
-        }
-    })
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(async move { f().await })
+}
+
+/// `tokentap merge`: the run directories of a run's shards, or a sharded sweep's directories.
+fn merge(opts: &tokentap_replay::merge::MergeOpts) -> anyhow::Result<i32> {
+    if opts.dirs.iter().any(|d| tokentap_sweep::merge::is_sweep(d)) {
+        return tokentap_sweep::merge::run(opts);
+    }
+    let outcome = tokentap_replay::merge::merge(opts)?;
+    print!("{}", outcome.summary.render_text());
+    Ok(i32::from(outcome.exit_code(false)))
+}
+
+/// `tokentap report`: a sweep directory, or a run (with `--wire`, compared with the wire first).
+fn report(opts: tokentap_report::Opts) -> anyhow::Result<i32> {
+    if tokentap_sweep::report::is_sweep(&opts.run_dir) {
+        return tokentap_sweep::report::run(&opts);
+    }
+    if !opts.wire.is_empty() {
+        compare_run(&opts)?;
+    }
+    tokentap_report::run(opts)
 }
 
 fn exit(result: anyhow::Result<i32>) -> ExitCode {
