@@ -180,8 +180,8 @@ pub struct Opts {
 /// Why options are unusable.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("--session-header {0:?} is not a valid header name")]
-    HeaderName(String),
+    #[error("--{flag} {name:?} is not a valid header name")]
+    HeaderName { flag: &'static str, name: String },
     #[error("--{flag} must be a finite, non-negative number of seconds, got {value}")]
     Seconds { flag: &'static str, value: f64 },
 }
@@ -290,11 +290,15 @@ impl Config {
                 Err(ConfigError::Seconds { flag, value })
             }
         };
-        let names = |v: &[String]| {
+        let names = |flag: &'static str, v: &[String]| {
             v.iter()
                 .map(|n| {
-                    HeaderName::from_bytes(n.trim().as_bytes())
-                        .map_err(|_| ConfigError::HeaderName(n.clone()))
+                    HeaderName::from_bytes(n.trim().as_bytes()).map_err(|_| {
+                        ConfigError::HeaderName {
+                            flag,
+                            name: n.clone(),
+                        }
+                    })
                 })
                 .collect::<Result<Vec<_>, _>>()
         };
@@ -306,8 +310,8 @@ impl Config {
         c.records_max_bytes = o.records_max_bytes;
         c.record_content = o.record_content;
         c.tokenizer = o.tokenizer.clone();
-        c.record_headers = names(&o.record_headers)?;
-        c.session_headers = names(&o.session_headers)?;
+        c.record_headers = names("record-header", &o.record_headers)?;
+        c.session_headers = names("session-header", &o.session_headers)?;
         c.tls = o.tls_cert.clone().zip(o.tls_key.clone());
         c.grace = secs("grace", o.grace)?;
         c.upstream_timeout = secs("upstream-timeout", o.upstream_timeout)?;
@@ -344,6 +348,16 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         o: Opts,
+    }
+
+    #[test]
+    fn a_bad_header_name_names_its_flag() {
+        for flag in ["--record-header", "--session-header"] {
+            let cli =
+                Cli::try_parse_from(["x", "--upstream", "http://a:1", flag, "bad header"]).unwrap();
+            let e = Config::from_opts(&cli.o).err().unwrap().to_string();
+            assert!(e.starts_with(&format!("{flag} \"bad header\"")), "{e}");
+        }
     }
 
     #[test]
