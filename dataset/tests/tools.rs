@@ -31,10 +31,12 @@ fn load(bytes: &[u8]) -> Dataset {
         .unwrap_or_else(|e| panic!("synth output does not validate:\n{e}"))
 }
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("tokentap-dataset-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory, removed when the returned guard drops.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("tokentap-dataset-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -532,7 +534,8 @@ fn cli(cmd: DatasetCommand) -> (i32, String, String) {
 
 #[test]
 fn cli_synth_validate_stats() {
-    let dir = temp_dir("cli");
+    let tmp = temp_dir("cli");
+    let dir = tmp.path();
     let file = dir.join("d.jsonl");
     let (code, out, err) = cli(DatasetCommand::Synth {
         out: Some(file.clone()),
@@ -597,12 +600,12 @@ fn cli_synth_validate_stats() {
     });
     assert_eq!(code, 0);
     assert_eq!(out.as_bytes(), std::fs::read(&file).unwrap());
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn cli_validate_prints_every_error_and_fails() {
-    let dir = temp_dir("invalid");
+    let tmp = temp_dir("invalid");
+    let dir = tmp.path();
     let file = dir.join("bad.jsonl");
     // 60 bad rows: more than `DatasetErrors::SHOWN`, and every one must be printed.
     let rows: Vec<String> = (1..=60)
@@ -638,7 +641,6 @@ fn cli_validate_prints_every_error_and_fails() {
     });
     assert_eq!(code, 1);
     assert!(err.contains("cannot read the file"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

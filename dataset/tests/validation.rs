@@ -225,8 +225,8 @@ fn assistant_may_have_both_content_and_tool_calls_and_content_parts() {
 
 #[test]
 fn load_reads_a_file_and_reports_a_missing_one() {
-    let dir = std::env::temp_dir().join(format!("tokentap-validation-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let file = dir.join("ok.jsonl");
     std::fs::write(&file, jsonl(&[U1, A2])).unwrap();
     let ds = Dataset::load(&file).unwrap();
@@ -239,7 +239,6 @@ fn load_reads_a_file_and_reports_a_missing_one() {
             .contains("missing.jsonl: cannot read the file"),
         "{e}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -276,9 +276,8 @@ mod tests {
 
     #[test]
     fn flags_override_profile() {
-        let dir = std::env::temp_dir().join(format!("tokentap-sim-cli-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let profile = dir.join("p.json");
+        let dir = tempfile::tempdir().unwrap();
+        let profile = dir.path().join("p.json");
         std::fs::write(
             &profile,
             r#"{"seed":3,"timing":{"decode_ms":1.5,"prefill_base_ms":2}}"#,
@@ -316,6 +315,5 @@ mod tests {
             .opts
             .build_config()
             .is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -16,9 +16,8 @@ struct Cli {
 
 #[tokio::test]
 async fn run_serves_until_shutdown_and_writes_the_chunk_log() {
-    let dir = std::env::temp_dir().join(format!("tokentap-sim-cli-run-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("chunks.jsonl");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("chunks.jsonl");
     let cli = Cli::parse_from([
         "sim",
         "--listen",
@@ -71,5 +70,4 @@ async fn run_serves_until_shutdown_and_writes_the_chunk_log() {
     );
     // The server is gone: connecting fails.
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
-    std::fs::remove_dir_all(&dir).unwrap();
 }

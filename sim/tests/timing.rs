@@ -180,9 +180,8 @@ async fn client_going_away_is_logged_unfinished() {
 
 #[tokio::test]
 async fn shutdown_cuts_streams_after_the_grace_period_and_flushes_the_chunk_log() {
-    let dir = std::env::temp_dir().join(format!("tokentap-sim-shutdown-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("chunks.jsonl");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("chunks.jsonl");
     let s = SimServer::start(timed(|c| {
         c.timing.decode_ms = 5.0;
         c.shutdown_grace_ms = 50;
@@ -209,7 +208,6 @@ async fn shutdown_cuts_streams_after_the_grace_period_and_flushes_the_chunk_log(
     assert_eq!(lines[0]["finished"], true);
     assert_eq!(lines[1]["finished"], false);
     assert!(lines[1]["chunks"].as_array().unwrap().len() >= 2);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test]
