@@ -35,6 +35,8 @@
 //! - [`direct`]: the HTTP/1.1 client for `http://` upstreams whose response body is read by the
 //!   task that writes it to the client (one wake-up per chunk, reads coalesced into one write).
 //! - [`pool`]: a replica's idle connections for the direct client.
+//! - [`tokens`]: `--tokenizer`: the reference's counts of each finished request, off the hot
+//!   path, before its record reaches the writer.
 //! - [`records`], [`sessions`], [`metrics`], [`admin`], [`error`], [`headers`], [`content`].
 //!
 //! ## Measured cost

@@ -16,6 +16,9 @@
 //! - [`client`]: one keep-alive connection per slot (TCP or TLS; HTTP/1.1 read by hand); one
 //!   measured exchange per turn.
 //! - `http2`: the same exchange as one HTTP/2 stream (ALPN `h2`, `--http2`).
+//! - `response`: what a response is read into on either path (SSE framer, JSON body, error
+//!   excerpt → the turn's timeline and captured output) and how a response that ended ends the turn.
+//! - [`rx`]: the stamping socket — each read's kernel receive timestamp (`SO_TIMESTAMPNS`).
 //! - [`driver`]: slots, the trajectory FIFO, delays, timeouts, performance window, stopping.
 //! - `post`: after each turn, off the slots' path — the reference tokenizer's OSL, TPOT and
 //!   ISL counts and the reference inline scorer (`tokentap-mlperf`).
@@ -24,6 +27,9 @@
 //! - `phase`: one phase of a run (the declared warmup, then the measured run).
 //! - [`summary`]: `summary.json` and the terminal summary, with the validity verdict.
 //! - [`progress`]: live counters and the status line.
+//! - [`metrics`]: `--metrics`: the client's live Prometheus series (`source="client"`).
+//! - [`error`]: [`ReplayError`], what stops a run before or outside its turns; [`exit`]: the
+//!   exit codes.
 //!
 //! ## Data flow
 //!

@@ -27,6 +27,9 @@
 //! - `body`: the response body, an `http_body::Body` that walks the plan on an absolute
 //!   schedule and stamps every frame as it hands it to hyper.
 //! - `server`: [`SimServer`], accept loop, routing, shutdown.
+//! - `shared`: the state every connection shares (config, the engine requests contend for: prefix
+//!   cache and prefill lanes, the log, the metrics).
+//! - `rng`: each request's seeded draws (SplitMix64 and the `libm` crate: the same everywhere).
 //! - `log`: the in-memory [`RequestLog`] list and the JSONL chunk log.
 //! - [`metrics`]: the engine's Prometheus series (vLLM names) served on `/metrics`.
 //! - `cli`: [`Opts`] and [`run`] for `tokentap sim`.
