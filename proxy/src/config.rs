@@ -8,6 +8,29 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Every default of the proxy, once: the flags (`default_value_t`) and [`Config::new`] read
+/// them from here. `_S`: seconds.
+pub mod defaults {
+    pub const RECORDS_MAX_BYTES: u64 = 256 << 20;
+    pub const GRACE_S: f64 = 30.0;
+    pub const UPSTREAM_TIMEOUT_S: f64 = 3600.0;
+    pub const UPSTREAM_IDLE_TIMEOUT_S: f64 = 300.0;
+    pub const HEADER_TIMEOUT_S: f64 = 30.0;
+    pub const BODY_TIMEOUT_S: f64 = 60.0;
+    pub const MAX_CONNECTIONS: usize = 10_000;
+    pub const MAX_CONCURRENT_STREAMS: u32 = 128;
+    pub const MAX_UPSTREAM_CONNECTIONS: usize = 1024;
+    pub const UPSTREAM_QUEUE_TIMEOUT_S: f64 = 30.0;
+    pub const CONNECT_TIMEOUT_S: f64 = 5.0;
+    pub const UPSTREAM_KEEPALIVE_S: f64 = 4.0;
+    pub const MAX_HEADER_BYTES: usize = 64 << 10;
+    pub const MAX_BODY_BYTES: u64 = 64 << 20;
+    pub const SESSION_TTL_S: f64 = 3600.0;
+    pub const MAX_SESSIONS: usize = 100_000;
+    pub const MAX_SESSION_BYTES: u64 = 64 << 20;
+    pub const MAX_SESSION_ID_BYTES: usize = 256;
+}
+
 /// `tokentap proxy` options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Opts {
@@ -31,7 +54,7 @@ pub struct Opts {
     #[arg(long, env = "TOKENTAP_PROXY_RECORDS")]
     pub records: Option<PathBuf>,
     /// Rotate record files after this many bytes.
-    #[arg(long, env = "TOKENTAP_PROXY_RECORDS_MAX_BYTES", default_value_t = 256 << 20)]
+    #[arg(long, env = "TOKENTAP_PROXY_RECORDS_MAX_BYTES", default_value_t = defaults::RECORDS_MAX_BYTES)]
     pub records_max_bytes: u64,
     /// Put prompts and outputs into records (off: they are never recorded).
     #[arg(long, env = "TOKENTAP_PROXY_RECORD_CONTENT")]
@@ -68,14 +91,14 @@ pub struct Opts {
     #[arg(long, env = "TOKENTAP_PROXY_UPSTREAM_CA")]
     pub upstream_ca: Option<PathBuf>,
     /// On SIGTERM, let in-flight streams finish for this many seconds, then cut them.
-    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_GRACE", default_value_t = 30.0)]
+    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_GRACE", default_value_t = defaults::GRACE_S)]
     pub grace: f64,
     /// Seconds to wait for upstream response headers before answering 504.
     #[arg(
         value_parser = tokentap_core::duration::parse_secs,
         long,
         env = "TOKENTAP_PROXY_UPSTREAM_TIMEOUT",
-        default_value_t = 3600.0
+        default_value_t = defaults::UPSTREAM_TIMEOUT_S
     )]
     pub upstream_timeout: f64,
     /// Seconds a streaming response may go without a byte from upstream before the proxy cuts
@@ -84,27 +107,27 @@ pub struct Opts {
         value_parser = tokentap_core::duration::parse_secs,
         long,
         env = "TOKENTAP_PROXY_UPSTREAM_IDLE_TIMEOUT",
-        default_value_t = 300.0
+        default_value_t = defaults::UPSTREAM_IDLE_TIMEOUT_S
     )]
     pub upstream_idle_timeout: f64,
     /// Seconds a client connection may take to send a request head: from accept to its first
     /// byte (a connection that never sends one is closed), a TLS handshake, and every later
     /// head on a kept-alive HTTP/1.1 connection (so an idle one is closed too).
-    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_HEADER_TIMEOUT", default_value_t = 30.0)]
+    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_HEADER_TIMEOUT", default_value_t = defaults::HEADER_TIMEOUT_S)]
     pub header_timeout: f64,
     /// Seconds a request body may stall (no byte from the client while the proxy waits for
     /// one) before the request is answered 408 and recorded.
-    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_BODY_TIMEOUT", default_value_t = 60.0)]
+    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_BODY_TIMEOUT", default_value_t = defaults::BODY_TIMEOUT_S)]
     pub body_timeout: f64,
     /// Most client connections open at once; one more is closed as soon as it is accepted
     /// (counted), so idle or silent connections cannot take every file descriptor.
-    #[arg(long, env = "TOKENTAP_PROXY_MAX_CONNECTIONS", default_value_t = 10_000)]
+    #[arg(long, env = "TOKENTAP_PROXY_MAX_CONNECTIONS", default_value_t = defaults::MAX_CONNECTIONS)]
     pub max_connections: usize,
     /// Most concurrent streams per client HTTP/2 connection (nginx's default: 128).
     #[arg(
         long,
         env = "TOKENTAP_PROXY_MAX_CONCURRENT_STREAMS",
-        default_value_t = 128
+        default_value_t = defaults::MAX_CONCURRENT_STREAMS
     )]
     pub max_concurrent_streams: u32,
     /// Most requests in flight to one replica (an HTTP/1.1 request holds one upstream
@@ -112,7 +135,7 @@ pub struct Opts {
     #[arg(
         long,
         env = "TOKENTAP_PROXY_MAX_UPSTREAM_CONNECTIONS",
-        default_value_t = 1024
+        default_value_t = defaults::MAX_UPSTREAM_CONNECTIONS
     )]
     pub max_upstream_connections: usize,
     /// Seconds a request waits for a free upstream connection before it is answered 503
@@ -121,17 +144,17 @@ pub struct Opts {
         value_parser = tokentap_core::duration::parse_secs,
         long,
         env = "TOKENTAP_PROXY_UPSTREAM_QUEUE_TIMEOUT",
-        default_value_t = 30.0
+        default_value_t = defaults::UPSTREAM_QUEUE_TIMEOUT_S
     )]
     pub upstream_queue_timeout: f64,
     /// Seconds to wait for an upstream TCP connection before trying the next replica.
-    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_CONNECT_TIMEOUT", default_value_t = 5.0)]
+    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_CONNECT_TIMEOUT", default_value_t = defaults::CONNECT_TIMEOUT_S)]
     pub connect_timeout: f64,
     /// Seconds an idle pooled upstream connection is kept. Keep it below the server's own
     /// keep-alive timeout (uvicorn, under vLLM and SGLang: 5 s; llama.cpp's server: 5 s): a
     /// pooled connection is checked before reuse, and a request that still meets a server
     /// closing it is sent again on a new connection (the direct client; hyper's fails it).
-    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_UPSTREAM_KEEPALIVE", default_value_t = 4.0)]
+    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_UPSTREAM_KEEPALIVE", default_value_t = defaults::UPSTREAM_KEEPALIVE_S)]
     pub upstream_keepalive: f64,
     /// Client for plain `http://` upstreams. `direct`: the proxy's own HTTP/1.1 exchange, the
     /// task that serves the client reads the upstream socket itself (one wake-up per chunk,
@@ -140,10 +163,10 @@ pub struct Opts {
     #[arg(long, env = "TOKENTAP_PROXY_UPSTREAM_CLIENT", value_enum, default_value_t = UpstreamClient::Direct)]
     pub upstream_client: UpstreamClient,
     /// Largest request head accepted (431 above).
-    #[arg(long, env = "TOKENTAP_PROXY_MAX_HEADER_BYTES", default_value_t = 64 << 10)]
+    #[arg(long, env = "TOKENTAP_PROXY_MAX_HEADER_BYTES", default_value_t = defaults::MAX_HEADER_BYTES)]
     pub max_header_bytes: usize,
     /// Largest request body accepted (413 above).
-    #[arg(long, env = "TOKENTAP_PROXY_MAX_BODY_BYTES", default_value_t = 64 << 20)]
+    #[arg(long, env = "TOKENTAP_PROXY_MAX_BODY_BYTES", default_value_t = defaults::MAX_BODY_BYTES)]
     pub max_body_bytes: u64,
     /// Ask the server for usage the client did not ask for, and strip it from the response.
     #[arg(long, env = "TOKENTAP_PROXY_INJECT_USAGE")]
@@ -158,21 +181,21 @@ pub struct Opts {
     #[arg(long, env = "TOKENTAP_PROXY_VIA")]
     pub via: bool,
     /// Forget a session after this many idle seconds.
-    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_SESSION_TTL", default_value_t = 3600.0)]
+    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_SESSION_TTL", default_value_t = defaults::SESSION_TTL_S)]
     pub session_ttl: f64,
     /// Most sessions kept in the table (the least recently active are evicted).
-    #[arg(long, env = "TOKENTAP_PROXY_MAX_SESSIONS", default_value_t = 100_000)]
+    #[arg(long, env = "TOKENTAP_PROXY_MAX_SESSIONS", default_value_t = defaults::MAX_SESSIONS)]
     pub max_sessions: usize,
     /// Memory the session table may hold (ids and turn summaries), bytes; the least recently
     /// active sessions are evicted beyond it.
-    #[arg(long, env = "TOKENTAP_PROXY_MAX_SESSION_BYTES", default_value_t = 64 << 20)]
+    #[arg(long, env = "TOKENTAP_PROXY_MAX_SESSION_BYTES", default_value_t = defaults::MAX_SESSION_BYTES)]
     pub max_session_bytes: u64,
     /// Longest session id kept as sent, bytes; a longer one is cut and suffixed with a hash of
     /// the whole id (stable, so a session stays one session), and counted.
     #[arg(
         long,
         env = "TOKENTAP_PROXY_MAX_SESSION_ID_BYTES",
-        default_value_t = 256
+        default_value_t = defaults::MAX_SESSION_ID_BYTES
     )]
     pub max_session_id_bytes: usize,
 }
@@ -248,36 +271,36 @@ impl Config {
             upstreams: upstreams.into_iter().map(Into::into).collect(),
             upstream_ca: None,
             records_dir: None,
-            records_max_bytes: 256 << 20,
+            records_max_bytes: defaults::RECORDS_MAX_BYTES,
             keep_records: false,
             record_content: false,
             tokenizer: None,
             record_headers: Vec::new(),
             session_headers: vec![HeaderName::from_static("x-session-id")],
             tls: None,
-            grace: Duration::from_secs(30),
-            upstream_timeout: Duration::from_secs(3600),
-            upstream_idle_timeout: Duration::from_secs(300),
-            header_timeout: Duration::from_secs(30),
-            body_timeout: Duration::from_secs(60),
-            max_connections: 10_000,
-            max_concurrent_streams: 128,
-            max_upstream_connections: 1024,
-            upstream_queue_timeout: Duration::from_secs(30),
-            connect_timeout: Duration::from_secs(5),
-            upstream_keepalive: Duration::from_secs(4),
-            max_header_bytes: 64 << 10,
-            max_body_bytes: 64 << 20,
+            grace: Duration::from_secs_f64(defaults::GRACE_S),
+            upstream_timeout: Duration::from_secs_f64(defaults::UPSTREAM_TIMEOUT_S),
+            upstream_idle_timeout: Duration::from_secs_f64(defaults::UPSTREAM_IDLE_TIMEOUT_S),
+            header_timeout: Duration::from_secs_f64(defaults::HEADER_TIMEOUT_S),
+            body_timeout: Duration::from_secs_f64(defaults::BODY_TIMEOUT_S),
+            max_connections: defaults::MAX_CONNECTIONS,
+            max_concurrent_streams: defaults::MAX_CONCURRENT_STREAMS,
+            max_upstream_connections: defaults::MAX_UPSTREAM_CONNECTIONS,
+            upstream_queue_timeout: Duration::from_secs_f64(defaults::UPSTREAM_QUEUE_TIMEOUT_S),
+            connect_timeout: Duration::from_secs_f64(defaults::CONNECT_TIMEOUT_S),
+            upstream_keepalive: Duration::from_secs_f64(defaults::UPSTREAM_KEEPALIVE_S),
+            max_header_bytes: defaults::MAX_HEADER_BYTES,
+            max_body_bytes: defaults::MAX_BODY_BYTES,
             sniff_limit: 16 << 20,
             inject_usage: false,
             inject_continuous_usage: false,
             preserve_host: false,
             via: false,
             upstream_client: UpstreamClient::Direct,
-            session_ttl: Duration::from_secs(3600),
-            max_sessions: 100_000,
-            max_session_bytes: 64 << 20,
-            max_session_id_bytes: 256,
+            session_ttl: Duration::from_secs_f64(defaults::SESSION_TTL_S),
+            max_sessions: defaults::MAX_SESSIONS,
+            max_session_bytes: defaults::MAX_SESSION_BYTES,
+            max_session_id_bytes: defaults::MAX_SESSION_ID_BYTES,
         }
     }
 
