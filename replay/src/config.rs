@@ -208,6 +208,15 @@ fn de_opt_secs<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::E
     }
 }
 
+/// `--delay-scale` default: the dataset's delays as recorded.
+pub const DEFAULT_DELAY_SCALE: f64 = 1.0;
+
+/// `--routing-header` default (SPEC §5).
+pub const DEFAULT_ROUTING_HEADER: &str = "X-Session-ID";
+
+/// `--turn-timeout` default without a preset: a day (the reference's Kimi default).
+pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(86_400);
+
 /// `--max-event-bytes` default: 16 MiB, far above any real chunk (a full 8k-token response in
 /// one event is under 100 KB).
 pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 << 20;
@@ -262,7 +271,7 @@ pub struct Opts {
     #[arg(long, env = "TOKENTAP_REPLAY_DELAYS")]
     pub delays: bool,
     /// Multiplier applied to `delay_seconds` when --delays is on.
-    #[arg(long, env = "TOKENTAP_REPLAY_DELAY_SCALE", default_value_t = 1.0)]
+    #[arg(long, env = "TOKENTAP_REPLAY_DELAY_SCALE", default_value_t = DEFAULT_DELAY_SCALE)]
     pub delay_scale: f64,
     /// Prefix a space to the first text of every replayed assistant message (generated-token
     /// cache clearing, SPEC §4). Changes the bodies: off in byte-compatible mode.
@@ -308,7 +317,7 @@ pub struct Opts {
     pub chat_template_kwargs: Option<Value>,
     /// Header(s) carrying the logical conversation id; repeatable. Giving any replaces the
     /// default X-Session-ID.
-    #[arg(long = "routing-header", env = "TOKENTAP_REPLAY_ROUTING_HEADER", value_name = "NAME", default_values_t = [String::from("X-Session-ID")])]
+    #[arg(long = "routing-header", env = "TOKENTAP_REPLAY_ROUTING_HEADER", value_name = "NAME", default_values_t = [String::from(DEFAULT_ROUTING_HEADER)])]
     pub routing_headers: Vec<String>,
     /// Sent as `Authorization: Bearer KEY`; never logged or recorded.
     #[arg(long, env = "TOKENTAP_API_KEY", hide_env_values = true)]
@@ -628,13 +637,13 @@ impl ReplayConfig {
             trajectories: None,
             salt: false,
             delays: false,
-            delay_scale: 1.0,
+            delay_scale: DEFAULT_DELAY_SCALE,
             clear_generated: false,
             include_usage: false,
-            routing_headers: vec!["X-Session-ID".into()],
+            routing_headers: vec![DEFAULT_ROUTING_HEADER.into()],
             api_key: None,
             api_key_set: false,
-            turn_timeout: Duration::from_secs(86_400),
+            turn_timeout: DEFAULT_TURN_TIMEOUT,
             stop_issuing_on_first_user_complete: false,
             max_duration: None,
             out: None,
@@ -719,7 +728,7 @@ impl ReplayConfig {
         c.turn_timeout = opts
             .turn_timeout
             .or(opts.preset.map(Preset::turn_timeout))
-            .unwrap_or(Duration::from_secs(86_400));
+            .unwrap_or(DEFAULT_TURN_TIMEOUT);
         c.stop_issuing_on_first_user_complete = opts.stop_issuing_on_first_user_complete;
         c.max_duration = opts.max_duration;
         c.out = opts.out.clone();
