@@ -24,20 +24,29 @@ pub fn seed(url: &str) -> u64 {
     hash64(url.trim_end_matches('/').as_bytes())
 }
 
+/// The weight of the target seeded `seed` for the session hashed `hs` (= [`hash64`] of its id):
+/// the highest weight ranks first.
+#[inline]
+pub fn weight(hs: u64, seed: u64) -> u64 {
+    mix(hs ^ seed)
+}
+
 /// Target indices for `session`, best first.
 pub fn ranking(session: &[u8], seeds: &[u64]) -> Vec<usize> {
     let hs = hash64(session);
     let mut idx: Vec<usize> = (0..seeds.len()).collect();
-    idx.sort_by_key(|&i| std::cmp::Reverse(mix(hs ^ seeds[i])));
+    idx.sort_by_key(|&i| std::cmp::Reverse(weight(hs, seeds[i])));
     idx
 }
 
-/// The first of [`ranking`] without sorting (0 for an empty list).
-pub fn rendezvous_first(session: &[u8], seeds: &[u64]) -> usize {
+/// The first of [`ranking`] without sorting or allocating (0 for no target).
+pub fn rendezvous_first(session: &[u8], seeds: impl IntoIterator<Item = u64>) -> usize {
     let hs = hash64(session);
-    (0..seeds.len())
-        .max_by_key(|&i| (mix(hs ^ seeds[i]), std::cmp::Reverse(i)))
-        .unwrap_or(0)
+    seeds
+        .into_iter()
+        .enumerate()
+        .max_by_key(|&(i, seed)| (weight(hs, seed), std::cmp::Reverse(i)))
+        .map_or(0, |(i, _)| i)
 }
 
 #[cfg(test)]
@@ -51,11 +60,11 @@ mod tests {
         let mut per = [0usize; 4];
         for i in 0..4000 {
             let s = format!("conv-{i}");
-            let first = rendezvous_first(s.as_bytes(), &seeds);
+            let first = rendezvous_first(s.as_bytes(), seeds.iter().copied());
             assert_eq!(first, ranking(s.as_bytes(), &seeds)[0]);
             per[first] += 1;
             // Without target 3, a session that was not on 3 stays where it was.
-            let fewer = rendezvous_first(s.as_bytes(), &seeds[..3]);
+            let fewer = rendezvous_first(s.as_bytes(), seeds[..3].iter().copied());
             if first != 3 {
                 assert_eq!(fewer, first);
             }

@@ -316,16 +316,10 @@ impl ScoreSet {
     /// The result, summed in the reference's (sorted key) order.
     pub fn finish(&self, scorer: &Scorer) -> Scores {
         let mut per_turn = Vec::with_capacity(self.scored.len());
-        let mut total = 0.0;
-        let mut n = 0u64;
-        let mut by_domain: BTreeMap<Domain, (f64, u64)> = BTreeMap::new();
+        let mut sums = ScoreSums::default();
         let mut observed = 0u64;
         for ts in self.scored.values() {
-            total += ts.score;
-            n += 1;
-            let d = by_domain.entry(ts.domain).or_insert((0.0, 0));
-            d.0 += ts.score;
-            d.1 += 1;
+            sums.add(ts.domain, ts.score);
             if ts.observed {
                 observed += 1;
             }
@@ -341,14 +335,52 @@ impl ScoreSet {
                 domain: e.domain,
             })
             .collect();
+        sums.into_scores(self.issued.len() as u64, observed, per_turn, excluded)
+    }
+}
+
+/// The unrounded scores of the scored turns, overall and per domain: the reference's means
+/// (rounded to 4 decimals only at the end). [`ScoreSet::finish`] and a merge of shards both
+/// build their [`Scores`] with it.
+#[derive(Debug, Default, Clone)]
+pub struct ScoreSums {
+    total: f64,
+    n: u64,
+    by_domain: BTreeMap<Domain, (f64, u64)>,
+}
+
+impl ScoreSums {
+    pub fn add(&mut self, domain: Domain, score: f64) {
+        self.total += score;
+        self.n += 1;
+        let d = self.by_domain.entry(domain).or_insert((0.0, 0));
+        d.0 += score;
+        d.1 += 1;
+    }
+
+    /// Turns scored so far.
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+
+    /// `scores.json`: the means and the counts (`observed` of the scored turns had an output).
+    pub fn into_scores(
+        self,
+        issued: u64,
+        observed: u64,
+        per_turn: Vec<TurnScore>,
+        excluded: Vec<ExcludedTurn>,
+    ) -> Scores {
+        let n = self.n;
         Scores {
-            score: (n > 0).then(|| py_round(total / n as f64, 4)),
-            issued: self.issued.len() as u64,
+            score: (n > 0).then(|| py_round(self.total / n as f64, 4)),
+            issued,
             expected: n,
             observed,
-            missing: n - observed,
+            missing: n.saturating_sub(observed),
             scored: n,
-            domains: by_domain
+            domains: self
+                .by_domain
                 .into_iter()
                 .map(|(d, (s, c))| (d, (py_round(s / c as f64, 4), c)))
                 .collect(),

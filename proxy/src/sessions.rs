@@ -112,6 +112,19 @@ pub struct SessionBrief {
     pub idle_s: f64,
 }
 
+impl SessionBrief {
+    fn of(id: &str, e: &Session, now: u64) -> SessionBrief {
+        SessionBrief {
+            id: id.to_string(),
+            turns: e.started,
+            in_flight: e.in_flight,
+            first_seen_wall_ns: e.first_wall_ns,
+            last_activity_wall_ns: e.last_wall_ns,
+            idle_s: clock::secs(now.saturating_sub(e.last_mono)),
+        }
+    }
+}
+
 /// `GET /sessions/{id}`.
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionDetail {
@@ -299,16 +312,7 @@ impl Sessions {
         let now = clock::now();
         let page: Vec<SessionBrief> = ids
             .iter()
-            .filter_map(|id| {
-                self.map.get(id).map(|e| SessionBrief {
-                    id: id.clone(),
-                    turns: e.started,
-                    in_flight: e.in_flight,
-                    first_seen_wall_ns: e.first_wall_ns,
-                    last_activity_wall_ns: e.last_wall_ns,
-                    idle_s: clock::secs(now.saturating_sub(e.last_mono)),
-                })
-            })
+            .filter_map(|id| self.map.get(id).map(|e| SessionBrief::of(id, &e, now)))
             .collect();
         let next = more.then(|| ids.last().cloned()).flatten();
         (page, next)
@@ -320,14 +324,7 @@ impl Sessions {
         let mut v: Vec<SessionBrief> = self
             .map
             .iter()
-            .map(|e| SessionBrief {
-                id: e.key().clone(),
-                turns: e.started,
-                in_flight: e.in_flight,
-                first_seen_wall_ns: e.first_wall_ns,
-                last_activity_wall_ns: e.last_wall_ns,
-                idle_s: clock::secs(now.saturating_sub(e.last_mono)),
-            })
+            .map(|e| SessionBrief::of(e.key(), &e, now))
             .collect();
         v.sort_by_key(|s| std::cmp::Reverse(s.last_activity_wall_ns));
         v

@@ -160,8 +160,11 @@ impl Upstreams {
         }
         match session {
             Some(s) => {
-                let seeds: Vec<u64> = self.list.iter().map(|u| u.seed).collect();
-                idx = tokentap_core::route::ranking(s.as_bytes(), &seeds);
+                let hs = hash64(s.as_bytes());
+                // Highest weight first (core::route: the replay ranks its endpoints alike).
+                idx.sort_by_key(|&i| {
+                    std::cmp::Reverse(tokentap_core::route::weight(hs, self.list[i].seed))
+                });
             }
             None => {
                 idx.sort_by_key(|&i| self.list[i].in_flight.load(Ordering::Relaxed));

@@ -32,7 +32,7 @@
 use crate::body::RequestBody;
 use crate::config::Endpoint;
 pub use crate::config::Protocols;
-use crate::response::{broke, conclude, internal, upstream, Ctx, Sink, Stale};
+use crate::response::{broke, conclude, date_secs, internal, upstream, Ctx, Sink, Stale};
 pub use crate::response::{Capture, Exchange, RxReport, Scratch, TurnOpts};
 use crate::rx::{Read, RxStream};
 use http::header::{
@@ -194,8 +194,10 @@ impl Target {
         if self.endpoints.len() == 1 {
             return 0;
         }
-        let seeds: Vec<u64> = self.endpoints.iter().map(|e| e.seed).collect();
-        tokentap_core::route::rendezvous_first(logical.as_bytes(), &seeds)
+        tokentap_core::route::rendezvous_first(
+            logical.as_bytes(),
+            self.endpoints.iter().map(|e| e.seed),
+        )
     }
 
     /// The request for one turn to `endpoint`. `session` is the logical conversation id as a
@@ -550,9 +552,7 @@ async fn attempt(
         let mut date = None;
         let parsed = http1::parse_head_with(&buf[..filled], |name, value| {
             if name.eq_ignore_ascii_case("date") {
-                date = std::str::from_utf8(value)
-                    .ok()
-                    .and_then(|v| httpdate::parse_http_date(v).ok());
+                date = date_secs(value);
             }
         });
         match parsed {
@@ -561,9 +561,7 @@ async fn attempt(
                 filled -= len;
             }
             Ok(Some((len, h))) => {
-                scratch.server_date = date
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map(|d| d.as_secs());
+                scratch.server_date = date;
                 break (len, h, r);
             }
             Ok(None) => {}

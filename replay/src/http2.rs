@@ -11,7 +11,7 @@
 //! (never earlier than the truth; frames that arrive together are stamped together).
 
 use crate::response::{
-    broke, conclude, upstream, Capture, Ctx, Exchange, Scratch, Sink, Stale, TurnOpts,
+    broke, conclude, date_secs, upstream, Capture, Ctx, Exchange, Scratch, Sink, Stale, TurnOpts,
 };
 use crate::rx::StampCell;
 use bytes::Bytes;
@@ -115,10 +115,7 @@ pub(crate) async fn attempt(
     scratch.server_date = response
         .headers()
         .get(http::header::DATE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| httpdate::parse_http_date(v).ok())
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| d.as_secs());
+        .and_then(|v| date_secs(v.as_bytes()));
     let json = response
         .headers()
         .get(http::header::CONTENT_TYPE)

@@ -38,7 +38,7 @@ use std::io::{BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use tokentap_core::clock::Anchor;
 use tokentap_core::record::{Status, TurnRecord};
-use tokentap_mlperf::scorer::{py_round, Domain, ExcludedTurn, Scores, TurnScore};
+use tokentap_mlperf::scorer::{Domain, ExcludedTurn, ScoreSums, Scores, TurnScore};
 
 /// `tokentap merge` options.
 #[derive(clap::Args, Clone, Debug)]
@@ -645,8 +645,7 @@ fn skew_bound(clocks: &[ShardClock]) -> Option<f64> {
 /// The union's `scores.json`: per-turn rows of every shard, the mean of the records'
 /// unrounded scores.
 fn merge_scores(shards: &[ShardRun], lines: &[Line]) -> Result<Scores, ReplayError> {
-    let (mut total, mut n) = (0.0, 0u64);
-    let mut by_domain: BTreeMap<Domain, (f64, u64)> = BTreeMap::new();
+    let mut sums = ScoreSums::default();
     for l in lines {
         let Some(a) = l.accuracy else { continue };
         let conv = l
@@ -654,12 +653,9 @@ fn merge_scores(shards: &[ShardRun], lines: &[Line]) -> Result<Scores, ReplayErr
             .source_conversation_id
             .as_deref()
             .unwrap_or_default();
-        total += a;
-        n += 1;
-        let d = by_domain.entry(Domain::of(conv)).or_insert((0.0, 0));
-        d.0 += a;
-        d.1 += 1;
+        sums.add(Domain::of(conv), a);
     }
+    let n = sums.count();
     let mut per_turn = Vec::new();
     let (mut issued, mut observed) = (0u64, 0u64);
     for s in shards {
@@ -709,20 +705,7 @@ fn merge_scores(shards: &[ShardRun], lines: &[Line]) -> Result<Scores, ReplayErr
             }
         })
         .collect();
-    Ok(Scores {
-        score: (n > 0).then(|| py_round(total / n as f64, 4)),
-        issued,
-        expected: n,
-        observed,
-        missing: n.saturating_sub(observed),
-        scored: n,
-        domains: by_domain
-            .into_iter()
-            .map(|(d, (s, c))| (d, (py_round(s / c as f64, 4), c)))
-            .collect(),
-        per_turn,
-        excluded,
-    })
+    Ok(sums.into_scores(issued, observed, per_turn, excluded))
 }
 
 /// The shards' warmups declared as one: requests and trajectories summed, the longest

@@ -269,6 +269,12 @@ fn on_event(
     }
 }
 
+/// A `Date` header's value as Unix seconds (the server's clock), if it parses.
+pub(crate) fn date_secs(value: &[u8]) -> Option<u64> {
+    let t = httpdate::parse_http_date(std::str::from_utf8(value).ok()?).ok()?;
+    Some(t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs())
+}
+
 pub(crate) fn upstream(kind: ErrorKind, message: String) -> TurnError {
     TurnError::new(ErrorSource::Upstream, kind, message)
 }
