@@ -11,6 +11,9 @@
 //! The decoder hands out slices of the caller's read buffer (no copy, no allocation) and is
 //! lenient where RFC 9112 allows a recipient to be (bare `\n` line ends, chunk extensions,
 //! trailers are skipped).
+//!
+//! [`Broke`] is the one rule both clients apply to a kept-alive connection that breaks under a
+//! request: sent again once on a new connection when no response byte came back.
 
 use http::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING};
 use http::Request;
@@ -19,6 +22,42 @@ use http::Request;
 pub const MAX_HEAD: usize = 64 * 1024;
 /// Most response headers accepted.
 const MAX_HEADERS: usize = 100;
+
+/// Where an HTTP/1.1 attempt broke: the one stale-connection rule both clients (the proxy's
+/// direct client and the replay's) apply to a kept-alive connection.
+///
+/// A server may close an idle kept-alive connection just as a request goes into it; the
+/// request then fails while being written, or the first read sees EOF or a reset, before any
+/// byte of a response. Nothing was answered, so the request is sent again, once, on a new
+/// connection. After a response byte, nothing is ever resent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Broke {
+    /// Writing the request, or before the first response byte.
+    BeforeResponse,
+    /// After response bytes arrived.
+    InResponse,
+}
+
+impl Broke {
+    /// Most times one request is sent again after a stale connection.
+    pub const MAX_RESENDS: u32 = 1;
+
+    /// Classifies a failure by how many response bytes had been read when it happened.
+    pub fn after(response_bytes: usize) -> Broke {
+        if response_bytes == 0 {
+            Broke::BeforeResponse
+        } else {
+            Broke::InResponse
+        }
+    }
+
+    /// The request may be sent again on a new connection: it broke before any response byte,
+    /// on a connection that was reused (a new one that fails so is the server's answer), and it
+    /// has not been resent yet.
+    pub fn resend(self, reused: bool, resent: u32) -> bool {
+        self == Broke::BeforeResponse && reused && resent < Broke::MAX_RESENDS
+    }
+}
 
 /// A kept-alive connection is still usable when a non-blocking peek finds nothing to read: no
 /// close, no reset, no bytes the server should not have sent. A real syscall every time, so a
@@ -654,5 +693,15 @@ mod tests {
         assert_eq!((out.as_slice(), done), (&b"all of it"[..], false));
         assert!(Decoder::new(Framing::Empty).is_done());
         assert!(Decoder::new(Framing::Length(0)).is_done());
+    }
+
+    #[test]
+    fn only_a_reused_connection_that_broke_before_the_response_is_resent_once() {
+        assert_eq!(Broke::after(0), Broke::BeforeResponse);
+        assert_eq!(Broke::after(1), Broke::InResponse);
+        assert!(Broke::BeforeResponse.resend(true, 0));
+        assert!(!Broke::BeforeResponse.resend(true, 1));
+        assert!(!Broke::BeforeResponse.resend(false, 0));
+        assert!(!Broke::InResponse.resend(true, 0));
     }
 }

@@ -25,6 +25,7 @@
 //! - [`wire`]: OpenAI chat wire types used by the simulated server and tests.
 //! - [`text`]: the reasoning preamble and filler text shared by the sim and the synthesizer.
 //! - [`tokenize`]: the deterministic stand-in tokenizer (4 bytes per token).
+//! - [`body`]: `Either`, one of two HTTP bodies as one body type (proxy and sim).
 //! - [`tls`]: TLS client settings (crypto provider, roots, `--insecure`) for replay and proxy.
 //!
 //! ## Data flow
@@ -39,6 +40,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod body;
 pub mod chunk;
 pub mod clock;
 pub mod duration;

@@ -82,7 +82,7 @@ fn metered<'a>(
     shared: &std::sync::Arc<tokentap_proxy::service::Shared>,
     f: &'a [Bytes],
 ) -> MeteredBody<VecBody<std::iter::Cloned<std::slice::Iter<'a, Bytes>>>> {
-    let mut tap = Tap::new(shared.clone(), Anchor::now(), Route::Chat);
+    let mut tap = Tap::new(shared.ledger.enter(), Anchor::now(), Route::Chat);
     tap.on_headers(clock::now(), 200, true, false);
     MeteredBody::new(VecBody(f.iter().cloned()), tap, None)
 }

@@ -3,7 +3,7 @@
 //! never mix with measured traffic, and loopback-only unless `--admin` says otherwise: session
 //! ids and per-turn timings are not for the world.
 
-use crate::service::Shared;
+use crate::ledger::Ledger;
 use bytes::Bytes;
 use http::{header, Method, Request, Response, StatusCode};
 use http_body_util::Full;
@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 pub async fn handle(
-    shared: Arc<Shared>,
+    ledger: Arc<Ledger>,
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     if req.method() != Method::GET {
@@ -24,20 +24,20 @@ pub async fn handle(
     }
     let path = req.uri().path();
     Ok(match path {
-        "/health" => json(StatusCode::OK, &health(&shared)),
+        "/health" => json(StatusCode::OK, &health(&ledger)),
         "/metrics" => {
-            sync_counters(&shared);
-            let mut r = Response::new(Full::new(Bytes::from(shared.metrics.render())));
+            sync_counters(&ledger);
+            let mut r = Response::new(Full::new(Bytes::from(ledger.metrics.render())));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
                 header::HeaderValue::from_static("text/plain; version=0.0.4"),
             );
             r
         }
-        "/sessions" => sessions_page(&shared, req.uri().query().unwrap_or("")),
+        "/sessions" => sessions_page(&ledger, req.uri().query().unwrap_or("")),
         p if p.starts_with("/sessions/") => {
             let id = percent_decode(&p["/sessions/".len()..]);
-            match shared.sessions.detail(&id) {
+            match ledger.sessions.detail(&id) {
                 Some(d) => json(StatusCode::OK, &d),
                 None => json(
                     StatusCode::NOT_FOUND,
@@ -55,7 +55,7 @@ pub async fn handle(
 /// `GET /sessions?limit=N&after=ID`: at most `limit` sessions (default 1000, at most
 /// 10,000) in id order after `ID`; `x-next-after` names the id to continue after when more
 /// remain (absent on the last page).
-fn sessions_page(shared: &Shared, query: &str) -> Response<Full<Bytes>> {
+fn sessions_page(ledger: &Ledger, query: &str) -> Response<Full<Bytes>> {
     let mut limit = 1000;
     let mut after = None;
     for kv in query.split('&').filter(|s| !s.is_empty()) {
@@ -74,7 +74,7 @@ fn sessions_page(shared: &Shared, query: &str) -> Response<Full<Bytes>> {
             _ => {}
         }
     }
-    let (page, next) = shared.sessions.page(after.as_deref(), limit);
+    let (page, next) = ledger.sessions.page(after.as_deref(), limit);
     let mut r = json(StatusCode::OK, &page);
     if let Some(n) = next.and_then(|n| header::HeaderValue::from_str(&percent_encode(&n)).ok()) {
         r.headers_mut().insert("x-next-after", n);
@@ -97,7 +97,7 @@ fn percent_encode(s: &str) -> String {
 /// `{"status": "ok"}`, or `"degraded"` once a record was lost (dropped or not written), with
 /// the counts and the last write error. Still 200: the proxy serves traffic; what it lost is
 /// said, and an orchestrator's probe does not restart it into losing more.
-fn health(s: &Shared) -> serde_json::Value {
+fn health(s: &Ledger) -> serde_json::Value {
     let c = &s.writer.counts;
     if c.lost() == 0 {
         return serde_json::json!({"status": "ok"});
@@ -112,7 +112,7 @@ fn health(s: &Shared) -> serde_json::Value {
 
 /// Brings counters kept outside the registry (atomics owned by the writer and the session table)
 /// up to date before a scrape.
-fn sync_counters(s: &Shared) {
+fn sync_counters(s: &Ledger) {
     let m = &s.metrics;
     let bump = |c: &prometheus::IntCounter, v: u64| {
         let have = c.get();

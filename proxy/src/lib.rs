@@ -10,15 +10,15 @@
 //! ## Design overview
 //!
 //! ```text
-//!   client ──► server::accept_loop ──► service::handle ──► direct::exchange ───► server(s)
-//!                 (TLS, h1/h2, drain)      │  Tap (per-request state)   (http://: own HTTP/1.1,
-//!                                          │  RequestTap (sniff body)    pooled, NODELAY)
-//!                                          │                          upstream::Clients
-//!                                          │                           (https://, h2c://: hyper)
+//!   client ──► server::accept_loop ──► service::handle ──► upstream::Sender ──► server(s)
+//!                 (TLS, h1/h2, drain)      │  Tap (per-request state)   direct (http://: own
+//!                                          │  RequestTap (sniff body)    HTTP/1.1, pooled)
+//!                                          │                          hyper_client
+//!                                          │                           (https://, h2c://)
 //!   client ◄──────────── hyper ◄──── meter::MeteredBody ◄──── direct::H1Body | hyper Incoming
 //!                                          │ finish / drop: exactly one record per request
 //!                                          ▼
-//!                  records::Writer (JSONL thread)   sessions::Sessions   metrics::Metrics
+//!        ledger::Ledger: records::Writer (JSONL thread), sessions::Sessions, metrics::Metrics
 //!                                                          ▲                  ▲
 //!                                                admin listener: /sessions, /metrics, /health
 //! ```
@@ -26,15 +26,19 @@
 //! ## Layout
 //! - [`config`]: `Opts` (clap, env `TOKENTAP_PROXY_*`) and the validated `Config`.
 //! - [`server`]: listeners, TLS, graceful drain with a deadline.
-//! - [`service`]: the request path — limits, headers, body, replica choice, failover, errors.
+//! - [`service`]: the request path, one function a step — identify, limits, headers, body,
+//!   failover over the replicas, the proxy's own error answers.
 //! - [`shared`]: the state every request shares; [`route`]: the measured routes.
+//! - [`ledger`]: where a finished request goes (writer, sessions, metrics, tokenizer stage) and
+//!   the in-flight count; all a `Tap` holds of the server.
 //! - [`meter`]: `Tap` and `MeteredBody`, the per-chunk hot path and the record at the end.
 //! - [`sniff`]: reads `model`/`stream`/`stream_options`/messages without holding the body back.
 //! - [`inject`]: `--inject-usage` request rewrite and response stripping.
-//! - [`upstream`]: replica set, rendezvous hashing, hyper-util's pooled clients (rustls, h2).
-//! - [`direct`]: the HTTP/1.1 client for `http://` upstreams whose response body is read by the
-//!   task that writes it to the client (one wake-up per chunk, reads coalesced into one write).
-//! - [`pool`]: a replica's idle connections for the direct client.
+//! - [`upstream`]: the upstream side by concept — `replica` (replica set, rendezvous hashing, a
+//!   request's claim), `direct` (the HTTP/1.1 client for `http://` upstreams whose response body
+//!   is read by the task that writes it to the client: one wake-up per chunk, reads coalesced
+//!   into one write) and its `pool`, `hyper_client` (hyper-util's pooled clients for `https://`
+//!   and `h2c://`), `tls`; `Sender` picks the client for one attempt.
 //! - [`tokens`]: `--tokenizer`: the reference's counts of each finished request, off the hot
 //!   path, before its record reaches the writer.
 //! - [`records`], [`sessions`], [`metrics`], [`admin`], [`error`], [`headers`], [`content`].
@@ -56,13 +60,12 @@
 pub mod admin;
 pub mod config;
 pub mod content;
-pub mod direct;
 pub mod error;
 pub mod headers;
 pub mod inject;
+pub mod ledger;
 pub mod meter;
 pub mod metrics;
-pub mod pool;
 pub mod records;
 pub mod route;
 pub mod server;
@@ -75,16 +78,17 @@ pub mod upstream;
 
 pub use config::{Config, Opts};
 
+use ledger::Ledger;
 use records::{Writer, WriterConfig};
-use service::Shared;
+use shared::Shared;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokentap_core::record::TurnRecord;
 use tokio::net::TcpListener;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -177,7 +181,7 @@ impl Proxy {
         let admin_stop = CancellationToken::new();
         let admin = tokio::spawn(server::admin_loop(
             admin_listener,
-            shared.clone(),
+            shared.ledger.clone(),
             admin_stop.clone(),
         ));
         let sw = shared.clone();
@@ -190,7 +194,7 @@ impl Proxy {
                 .clamp(Duration::from_millis(100), Duration::from_secs(30));
             loop {
                 tokio::time::sleep(every).await;
-                sw.sessions.sweep();
+                sw.ledger.sessions.sweep();
                 for up in &sw.upstreams.list {
                     up.pool.sweep(keepalive);
                 }
@@ -234,24 +238,29 @@ impl Proxy {
 
     /// Records written so far.
     pub fn records_written(&self) -> u64 {
-        self.shared.writer.counts.written.load(Ordering::Relaxed)
+        self.shared
+            .ledger
+            .writer
+            .counts
+            .written
+            .load(Ordering::Relaxed)
     }
 
     /// Records kept in memory (needs `Config::keep_records`).
     pub fn records(&self) -> Vec<TurnRecord> {
-        self.shared.writer.subscribe().borrow().clone()
+        self.shared.ledger.writer.subscribe().borrow().clone()
     }
 
     /// Waits until at least `n` records are kept in memory (needs `Config::keep_records`).
     pub async fn wait_records(&self, n: usize) -> Vec<TurnRecord> {
-        let mut rx = self.shared.writer.subscribe();
+        let mut rx = self.shared.ledger.writer.subscribe();
         let got = rx.wait_for(|v| v.len() >= n).await.map(|v| v.clone());
         got.unwrap_or_else(|_| rx.borrow().clone())
     }
 
     /// The Prometheus registry's current text (what `/metrics` serves).
     pub fn metrics_text(&self) -> String {
-        String::from_utf8_lossy(&self.shared.metrics.render()).into_owned()
+        String::from_utf8_lossy(&self.shared.ledger.metrics.render()).into_owned()
     }
 
     /// Stops accepting, lets in-flight requests finish for up to `grace`, cuts the rest (they
@@ -266,19 +275,9 @@ impl Proxy {
         };
         // Every tap ends when its connection ends; cut connections end within a scheduler turn.
         // Bounded anyway, so a stuck task cannot hold the exit hostage.
-        let wait_idle = async {
-            loop {
-                let n = self.shared.idle.notified();
-                tokio::pin!(n);
-                n.as_mut().enable();
-                if self.shared.live.load(Ordering::Acquire) == 0 {
-                    break;
-                }
-                n.await;
-            }
-        };
-        let _ = tokio::time::timeout(Duration::from_secs(10), wait_idle).await;
-        if let Some(t) = &self.shared.tokens {
+        let ledger = &self.shared.ledger;
+        let _ = tokio::time::timeout(Duration::from_secs(10), ledger.idle()).await;
+        if let Some(t) = &ledger.tokens {
             t.drain().await;
             let skipped = t.skipped.load(Ordering::Relaxed);
             if skipped > 0 {
@@ -288,11 +287,11 @@ impl Proxy {
                 );
             }
         }
-        self.shared.writer.flush().await;
+        ledger.writer.flush().await;
         self.admin_stop.cancel();
         let _ = (&mut self.admin).await;
         self.sweeper.abort();
-        let c = &self.shared.writer.counts;
+        let c = &self.shared.ledger.writer.counts;
         ShutdownReport {
             drained,
             seen: self.shared.seen.load(Ordering::Relaxed),
@@ -346,18 +345,20 @@ pub fn shared(cfg: Config) -> Result<Arc<Shared>, StartError> {
             metrics.upstream_errors.with_label_values(&[&u.name, kind]);
         }
     }
+    let sender = upstream::Sender {
+        clients,
+        direct: cfg.upstream_client == config::UpstreamClient::Direct,
+        connect_timeout: cfg.connect_timeout,
+        keepalive: cfg.upstream_keepalive,
+        timeout: cfg.upstream_timeout,
+    };
+    let ledger = Ledger::new(writer, sessions, metrics, tokens, cfg.record_content);
     Ok(Arc::new(Shared {
         cfg,
         upstreams,
-        clients,
-        writer,
-        metrics,
-        sessions,
+        sender,
+        ledger: Arc::new(ledger),
         seen: AtomicU64::new(0),
-        live: AtomicUsize::new(0),
-        idle: Notify::new(),
-        cutting: AtomicBool::new(false),
-        tokens,
     }))
 }
 

@@ -24,19 +24,18 @@
 //! Steady path per chunk: no allocation (the framer's buffers and the chunk list are sized
 //! once), no lock, no shared map. Measured in `examples/proxy_overhead.rs`.
 
-use crate::direct::H1Body;
 use crate::inject::Stripper;
+use crate::ledger::InFlight;
 use crate::metrics::CHUNK_SAMPLE_EVERY;
 use crate::route::Route;
-use crate::shared::Shared;
 use crate::sniff::ReqCell;
+use crate::upstream::{Claim, UpstreamBody};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
-use hyper::body::Incoming;
+use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -56,12 +55,15 @@ enum Reader {
 }
 
 /// All per-request state. Lives in the service future until the response head, then in the
-/// response body.
+/// response body. Reaches nothing of the server but the [`crate::ledger::Ledger`] (through its
+/// in-flight guard) and the replica it claimed.
 pub struct Tap {
-    shared: Arc<Shared>,
+    ledger: InFlight,
     rec: Box<TurnRecord>,
     route: Route,
-    upstream: Option<usize>,
+    /// The replica this request went to: a connection slot and a count of its load, given back
+    /// when the response ends.
+    claim: Option<Claim>,
     cell: Option<Arc<ReqCell>>,
     timeline: Option<Timeline>,
     reader: Reader,
@@ -73,22 +75,18 @@ pub struct Tap {
     /// Frames seen; every [`CHUNK_SAMPLE_EVERY`]-th one is timed for
     /// `tokentap_proxy_chunk_processing_seconds`.
     frames: u32,
-    /// The replica's connection slot, held until the response ends.
-    slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Tap {
     /// A request just arrived (`anchor` read when hyper handed it to the service).
-    pub fn new(shared: Arc<Shared>, anchor: Anchor, route: Route) -> Tap {
-        shared.live.fetch_add(1, Ordering::AcqRel);
-        shared.metrics.in_flight.inc();
+    pub fn new(ledger: InFlight, anchor: Anchor, route: Route) -> Tap {
         let mut rec = Box::new(TurnRecord::new(Origin::Proxy, anchor));
         rec.route = Some(route.label().to_string());
         Tap {
-            shared,
+            ledger,
             rec,
             route,
-            upstream: None,
+            claim: None,
             cell: None,
             timeline: None,
             reader: Reader::Plain,
@@ -96,7 +94,6 @@ impl Tap {
             content: None,
             done: false,
             frames: 0,
-            slot: None,
         }
     }
 
@@ -113,30 +110,11 @@ impl Tap {
         self.cell = Some(cell);
     }
 
-    /// The request goes to replica `idx` (its in-flight count is already raised).
-    pub fn set_upstream(&mut self, idx: Option<usize>) {
-        self.upstream = idx;
-        self.rec.upstream = idx.map(|i| self.shared.upstreams.list[i].name.clone());
-    }
-
-    pub fn upstream(&self) -> Option<usize> {
-        self.upstream
-    }
-
-    /// Holds (`Some`) or gives back (`None`) the replica's connection slot; it is given back
-    /// at the latest when the response ends.
-    pub fn hold_slot(&mut self, slot: Option<tokio::sync::OwnedSemaphorePermit>) {
-        self.slot = slot;
-    }
-
-    /// `--upstream-idle-timeout` (zero: off).
-    pub fn idle_timeout(&self) -> Duration {
-        self.shared.cfg.upstream_idle_timeout
-    }
-
-    /// `--via` is on.
-    pub fn via(&self) -> bool {
-        self.shared.cfg.via
+    /// The request goes to the replica of `claim` (`Some`; named in the record), or to none
+    /// after all (`None`: the attempt failed before a response head, the claim is given back).
+    pub fn claim(&mut self, claim: Option<Claim>) {
+        self.rec.upstream = claim.as_ref().map(|c| c.upstream().name.clone());
+        self.claim = claim;
     }
 
     /// The request is being sent upstream now.
@@ -166,7 +144,7 @@ impl Tap {
             (true, false, true) => Reader::Json(Vec::new()),
             _ => Reader::Plain,
         };
-        if self.shared.keep_bodies() && measure {
+        if self.ledger.keep_bodies() && measure {
             self.content = Some(Vec::new());
         }
     }
@@ -197,7 +175,7 @@ impl Tap {
         if self.frames % CHUNK_SAMPLE_EVERY == 1 {
             // Sampled: a second clock read and an atomic histogram update, no lock.
             let spent = clock::now().saturating_sub(t);
-            self.shared
+            self.ledger
                 .metrics
                 .chunk_processing
                 .observe(spent as f64 / 1e9);
@@ -243,8 +221,8 @@ impl Tap {
             return;
         }
         self.done = true;
-        self.slot = None;
-        let shared = self.shared.clone();
+        self.claim = None;
+        let ledger = &*self.ledger;
         let rec = &mut self.rec;
         if let Some(mut tl) = self.timeline.take() {
             match std::mem::replace(&mut self.reader, Reader::Plain) {
@@ -285,52 +263,41 @@ impl Tap {
         }
         let sse = self.sse;
         let frames = self.content.take();
-        if let Some(frames) = frames.as_ref().filter(|_| shared.cfg.record_content) {
+        if let Some(frames) = frames.as_ref().filter(|_| ledger.record_content) {
             rec.content = Some(crate::content::build(
                 self.cell.as_ref().and_then(|c| c.content.get()),
                 frames,
             ));
         }
-        if let Some(i) = self.upstream {
-            shared.upstreams.list[i]
-                .in_flight
-                .fetch_sub(1, Ordering::AcqRel);
-        }
         if let Some(id) = rec.conversation_id.as_deref() {
             if self.route.is_llm() {
-                shared.sessions.end_turn(id, rec);
+                ledger.sessions.end_turn(id, rec);
             }
         }
-        let m = &shared.metrics;
-        m.observe_turn(rec, self.route.label(), self.route.is_llm());
-        m.in_flight.dec();
+        ledger
+            .metrics
+            .observe_turn(rec, self.route.label(), self.route.is_llm());
         let anchor = rec.anchor;
         // One small allocation per request so the finished record can leave the tap.
         let rec = std::mem::replace(
             &mut self.rec,
             Box::new(TurnRecord::new(Origin::Proxy, anchor)),
         );
-        match (&shared.tokens, self.route.is_llm()) {
-            (Some(stage), true) => stage.submit(crate::tokens::Job {
-                rec,
-                request: self.cell.as_ref().and_then(|c| c.content.get().cloned()),
-                response: frames.unwrap_or_default(),
-                sse,
-            }),
-            _ => {
-                shared.writer.send(rec);
-            }
-        }
-        if shared.live.fetch_sub(1, Ordering::AcqRel) == 1 {
-            shared.idle.notify_waiters();
-        }
+        let job = crate::tokens::Job {
+            rec,
+            request: self.cell.as_ref().and_then(|c| c.content.get().cloned()),
+            response: frames.unwrap_or_default(),
+            sse,
+        };
+        ledger.submit(job, self.route.is_llm());
+        self.ledger.leave();
     }
 }
 
 impl Drop for Tap {
     fn drop(&mut self) {
         if !self.done {
-            let (source, kind, message) = if self.shared.cutting.load(Ordering::Acquire) {
+            let (source, kind, message) = if self.ledger.cutting() {
                 (
                     ErrorSource::Internal,
                     ErrorKind::Shutdown,
@@ -551,92 +518,15 @@ where
     }
 }
 
-/// The upstream response body: from hyper-util's client, or from the direct HTTP/1.1 client.
-pub enum UpstreamBody {
-    Hyper(Incoming),
-    Direct(H1Body),
-}
-
-/// Why an upstream response body failed.
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamBodyError {
-    #[error(transparent)]
-    Hyper(#[from] hyper::Error),
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-}
-
-impl Body for UpstreamBody {
-    type Data = Bytes;
-    type Error = UpstreamBodyError;
-
-    #[inline]
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        match self.get_mut() {
-            UpstreamBody::Hyper(b) => Pin::new(b)
-                .poll_frame(cx)
-                .map(|o| o.map(|r| r.map_err(Into::into))),
-            UpstreamBody::Direct(b) => Pin::new(b)
-                .poll_frame(cx)
-                .map(|o| o.map(|r| r.map_err(Into::into))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            UpstreamBody::Hyper(b) => b.is_end_stream(),
-            UpstreamBody::Direct(b) => b.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            UpstreamBody::Hyper(b) => b.size_hint(),
-            UpstreamBody::Direct(b) => b.size_hint(),
-        }
-    }
-}
-
 /// What the proxy sends to the client.
 // The metered variant is large (the whole per-request state); the body is built once per
 // request and polled in place, never moved per chunk, so boxing would only add an allocation.
-#[allow(clippy::large_enum_variant)]
-pub enum ProxyBody {
-    Metered(MeteredBody<UpstreamBody>),
-    Full(Full<Bytes>),
-}
+//
+// `Left`: the upstream's response, metered; `Right`: an answer of the proxy's own (an error).
+pub type ProxyBody = tokentap_core::body::Either<MeteredBody<UpstreamBody>, Full<Bytes>>;
 
-impl Body for ProxyBody {
-    type Data = Bytes;
-    type Error = BodyError<UpstreamBodyError>;
-
-    #[inline]
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        match self.get_mut() {
-            ProxyBody::Metered(m) => Pin::new(m).poll_frame(cx),
-            ProxyBody::Full(f) => Pin::new(f)
-                .poll_frame(cx)
-                .map(|o| o.map(|r| r.map_err(|never| match never {}))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            ProxyBody::Metered(m) => m.is_end_stream(),
-            ProxyBody::Full(f) => f.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            ProxyBody::Metered(m) => m.size_hint(),
-            ProxyBody::Full(f) => f.size_hint(),
-        }
+impl<E: std::error::Error + 'static> From<Infallible> for BodyError<E> {
+    fn from(never: Infallible) -> Self {
+        match never {}
     }
 }

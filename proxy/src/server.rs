@@ -8,7 +8,9 @@
 //! aborts whatever is left — which drops their response bodies, whose taps record them
 //! `cancelled`. h2 streams run in tasks of their own, spawned through the same tracker.
 
-use crate::service::{self, Shared};
+use crate::ledger::Ledger;
+use crate::service;
+use crate::shared::Shared;
 use dashmap::DashMap;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -172,7 +174,7 @@ pub async fn accept_loop(
                 backoff.ok();
                 // Over --max-connections: closed at once (an idle flood cannot starve the rest).
                 let Ok(slot) = open.clone().try_acquire_owned() else {
-                    shared.metrics.connections_closed.with_label_values(&["over_limit"]).inc();
+                    shared.ledger.metrics.connections_closed.with_label_values(&["over_limit"]).inc();
                     drop(sock);
                     continue;
                 };
@@ -190,7 +192,7 @@ pub async fn accept_loop(
                         Ok(Ok(n)) if n > 0 => {}
                         Ok(_) => return,
                         Err(_) => {
-                            shared.metrics.connections_closed.with_label_values(&["header_timeout"]).inc();
+                            shared.ledger.metrics.connections_closed.with_label_values(&["header_timeout"]).inc();
                             return;
                         }
                     }
@@ -206,7 +208,7 @@ pub async fn accept_loop(
                             }
                             Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                             Err(_) => {
-                                shared.metrics.connections_closed.with_label_values(&["tls_timeout"]).inc();
+                                shared.ledger.metrics.connections_closed.with_label_values(&["tls_timeout"]).inc();
                             }
                         },
                         None => {
@@ -224,14 +226,14 @@ pub async fn accept_loop(
         _ = tokio::time::sleep(grace) => false,
     };
     if !drained {
-        shared.cutting.store(true, Ordering::Release);
+        shared.ledger.start_cutting();
         tracker.cut();
     }
     DrainReport { drained }
 }
 
 /// Serves the admin endpoints until `stop` fires.
-pub async fn admin_loop(listener: TcpListener, shared: Arc<Shared>, stop: CancellationToken) {
+pub async fn admin_loop(listener: TcpListener, ledger: Arc<Ledger>, stop: CancellationToken) {
     let builder = hyper::server::conn::http1::Builder::new();
     loop {
         tokio::select! {
@@ -239,11 +241,11 @@ pub async fn admin_loop(listener: TcpListener, shared: Arc<Shared>, stop: Cancel
             acc = listener.accept() => {
                 let Ok((sock, _)) = acc else { continue };
                 let _ = sock.set_nodelay(true);
-                let shared = shared.clone();
+                let ledger = ledger.clone();
                 let builder = builder.clone();
                 let stop = stop.clone();
                 tokio::spawn(async move {
-                    let svc = service_fn(move |req| crate::admin::handle(shared.clone(), req));
+                    let svc = service_fn(move |req| crate::admin::handle(ledger.clone(), req));
                     let conn = builder.serve_connection(TokioIo::new(sock), svc);
                     tokio::select! {
                         _ = conn => {}

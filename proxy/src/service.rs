@@ -1,11 +1,16 @@
 //! The request path: one call of [`handle`] per client request.
 //!
 //! ```text
-//!  request ─► Tap::new (record start, seen += 1) ─► limits (431/413) ─► session + turn index
-//!          ─► hop-by-hop headers out ─► body: RequestTap (streamed) or rewritten (--inject-usage)
-//!          ─► replicas in ranking order: connect refused → next; timeout → 504; reset → 502
-//!             (http:// → direct::exchange, https:// and h2c:// → hyper-util's client)
-//!          ─► response head: hop-by-hop out ─► MeteredBody(upstream body, Tap) ─► client
+//!  request ─► Tap::new (record start, seen += 1)
+//!          ─► identify: route, session + turn index, recorded headers
+//!          ─► check_limits: Host, CONNECT, sizes (400/405/431/413)
+//!          ─► forward_headers: hop-by-hop out, Host, Via
+//!          ─► prepare_body: RequestTap (streamed) or rewritten (--inject-usage)
+//!          ─► failover: replicas in ranking order, a Claim on each tried (claim_slot waits for
+//!             a connection slot); connect refused → next; timeout → 504; reset → 502
+//!             (upstream::Sender: http:// → direct, https:// and h2c:// → hyper-util's client)
+//!          ─► respond: hop-by-hop out ─► MeteredBody(upstream body, Tap) ─► client
+//!             or reject: the proxy's own JSON error, the record finished at once
 //! ```
 //!
 //! The record's start is the moment hyper hands the parsed request head to this function: the
@@ -13,14 +18,13 @@
 //! connection hyper reads the next head as soon as it arrives, so that is the proxy's closest
 //! observable instant to "first byte in".
 
-use crate::config::UpstreamClient;
-use crate::direct;
+use crate::config::Config;
 use crate::error::{chain, ProxyError};
 use crate::headers::{head_size, is_secret, strip_hop_by_hop};
 use crate::inject::{self, Stripper};
-use crate::meter::{MeteredBody, ProxyBody, Tap, UpstreamBody};
+use crate::meter::{MeteredBody, ProxyBody, Tap};
 use crate::sniff::{ReqCell, ReqInfo, RequestTap};
-use crate::upstream::{UpBody, Upstream};
+use crate::upstream::{Claim, SendError, Upstream, UpstreamBody};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, Uri, Version};
@@ -29,8 +33,9 @@ use hyper::body::Incoming;
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use tokentap_core::body::Either;
 use tokentap_core::clock::{self, Anchor};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
 pub use crate::route::Route;
 pub use crate::shared::Shared;
@@ -89,91 +94,55 @@ enum Src {
     Gone,
 }
 
-/// How sending to one replica failed (before a response head).
-enum Sent {
-    /// No connection: the next replica may take the request.
-    Connect(String),
-    /// No response head within `--upstream-timeout`.
-    Timeout,
-    /// Anything else: the request is answered with an error.
-    Failed(String),
-}
-
-/// Sends the request to one replica and waits for the response head: plain `http://` through
-/// the direct HTTP/1.1 client (unless `--upstream-client hyper`), the rest through hyper-util's.
-async fn send(
-    shared: &Shared,
-    up: &Upstream,
-    method: &Method,
+/// The request as it goes to the replicas, built once, sent to each in turn.
+struct Outbound {
+    method: Method,
     uri: Uri,
-    headers: &HeaderMap,
-    body: UpBody,
-) -> Result<Response<UpstreamBody>, Sent> {
-    let cfg = &shared.cfg;
-    if up.plain_h1() && cfg.upstream_client == UpstreamClient::Direct {
-        let out = direct::Outgoing {
-            method,
-            path: uri.path_and_query().map_or("/", |p| p.as_str()),
-            headers,
-            body,
-            connect_timeout: cfg.connect_timeout,
-            keepalive: cfg.upstream_keepalive,
-        };
-        let r = match tokio::time::timeout(cfg.upstream_timeout, direct::exchange(up, out)).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(direct::ExchangeError::Connect(e))) => return Err(Sent::Connect(e.to_string())),
-            Ok(Err(e)) => return Err(Sent::Failed(e.to_string())),
-            Err(_elapsed) => return Err(Sent::Timeout),
-        };
-        if r.resent {
-            shared
-                .metrics
-                .upstream_errors
-                .with_label_values(&[&up.name, "stale_connection"])
-                .inc();
-        }
-        let mut resp = Response::new(UpstreamBody::Direct(r.body));
-        *resp.status_mut() = r.status;
-        *resp.headers_mut() = r.headers;
-        return Ok(resp);
-    }
-    let mut up_req = Request::new(body);
-    *up_req.method_mut() = method.clone();
-    *up_req.uri_mut() = uri;
-    *up_req.version_mut() = Version::HTTP_11;
-    *up_req.headers_mut() = headers.clone();
-    let client = if up.h2_prior {
-        &shared.clients.h2
-    } else {
-        &shared.clients.auto
-    };
-    match tokio::time::timeout(cfg.upstream_timeout, client.request(up_req)).await {
-        Ok(Ok(resp)) => Ok(resp.map(UpstreamBody::Hyper)),
-        Ok(Err(e)) if e.is_connect() => Err(Sent::Connect(chain(&e))),
-        Ok(Err(e)) => Err(Sent::Failed(chain(&e))),
-        Err(_elapsed) => Err(Sent::Timeout),
-    }
+    /// Hop-by-hop headers removed, `Host` and `Via` as configured.
+    headers: HeaderMap,
+    body: Src,
+    /// What the request body's sniffer learnt (model, stream, sizes, stop reasons).
+    cell: Arc<ReqCell>,
+    /// `--inject-usage` rewrote the request: its response is stripped back.
+    plan: Option<inject::Plan>,
 }
 
-/// Serves one client request.
+/// Serves one client request, in its steps: open the record, check the limits, forward the
+/// headers, prepare the body, then walk the replicas.
 pub async fn handle(
     shared: Arc<Shared>,
     req: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let anchor = Anchor::now();
     shared.seen.fetch_add(1, Ordering::Relaxed);
-    shared.metrics.requests_seen.inc();
+    shared.ledger.metrics.requests_seen.inc();
     let route = Route::of(req.uri().path());
-    let mut tap = Tap::new(shared.clone(), anchor, route);
+    let mut tap = Tap::new(shared.ledger.enter(), anchor, route);
+    let session = identify(&shared, &mut tap, route, &req);
+    if let Err(e) = check_limits(&shared.cfg, &req) {
+        return Ok(reject(&mut tap, e));
+    }
+    let (parts, body) = req.into_parts();
+    let headers = forward_headers(&shared.cfg, &parts);
+    let out = match prepare_body(&shared, &mut tap, route, parts, headers, body).await {
+        Ok(out) => out,
+        Err(e) => return Ok(reject(&mut tap, e)),
+    };
+    Ok(failover(&shared, tap, out, session.as_deref()).await)
+}
+
+/// The record's identity: route, HTTP version, recorded headers, session and turn index.
+/// Returns the session id (capped to `--max-session-id-bytes`, unusual ids counted).
+fn identify(
+    shared: &Shared,
+    tap: &mut Tap,
+    route: Route,
+    req: &Request<Incoming>,
+) -> Option<String> {
     let cfg = &shared.cfg;
+    let metrics = &shared.ledger.metrics;
     let session = session_of(&cfg.session_headers, req.headers()).map(|(id, note)| {
-        let unusual = |kind: &str| {
-            shared
-                .metrics
-                .session_ids_unusual
-                .with_label_values(&[kind])
-                .inc()
-        };
+        let unusual = |kind: &str| metrics.session_ids_unusual.with_label_values(&[kind]).inc();
         if let Some(n) = note {
             unusual(n.label());
         }
@@ -183,61 +152,53 @@ pub async fn handle(
         }
         id
     });
-    {
-        let rec = tap.record_mut();
-        if route == Route::Other {
-            rec.route = Some(req.uri().path().to_string());
+    let rec = tap.record_mut();
+    if route == Route::Other {
+        rec.route = Some(req.uri().path().to_string());
+    }
+    if req.version() == Version::HTTP_2 {
+        rec.http_version = Some("2".into());
+    }
+    for name in &cfg.record_headers {
+        if is_secret(name.as_str()) {
+            continue;
         }
-        if req.version() == Version::HTTP_2 {
-            rec.http_version = Some("2".into());
-        }
-        for name in &cfg.record_headers {
-            if is_secret(name.as_str()) {
-                continue;
-            }
-            if let Some(v) = req.headers().get(name).and_then(|v| v.to_str().ok()) {
-                rec.headers.insert(name.as_str().to_string(), v.to_string());
-            }
-        }
-        if let Some(s) = &session {
-            if route.is_llm() {
-                rec.turn_index = shared.sessions.start_turn(s);
-            }
-            rec.conversation_id = Some(s.clone());
+        if let Some(v) = req.headers().get(name).and_then(|v| v.to_str().ok()) {
+            rec.headers.insert(name.as_str().to_string(), v.to_string());
         }
     }
+    if let Some(s) = &session {
+        if route.is_llm() {
+            rec.turn_index = shared.ledger.sessions.start_turn(s);
+        }
+        rec.conversation_id = Some(s.clone());
+    }
+    session
+}
 
+/// What the proxy refuses before anything goes upstream: a bad `Host`, `CONNECT`, a head over
+/// `--max-header-bytes`, a declared body over `--max-body-bytes`.
+fn check_limits(cfg: &Config, req: &Request<Incoming>) -> Result<(), ProxyError> {
     // RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host (h2 carries `:authority`).
     if req.version() == Version::HTTP_11 {
         let hosts = req.headers().get_all(header::HOST).iter().count();
         if hosts != 1 {
-            return Ok(reject(
-                &mut tap,
-                ProxyError::BadHost(if hosts == 0 {
-                    "an HTTP/1.1 request needs a Host header (RFC 9112 §3.2)".into()
-                } else {
-                    format!(
-                        "{hosts} Host headers; an HTTP/1.1 request has exactly one (RFC 9112 §3.2)"
-                    )
-                }),
-            ));
+            return Err(ProxyError::BadHost(if hosts == 0 {
+                "an HTTP/1.1 request needs a Host header (RFC 9112 §3.2)".into()
+            } else {
+                format!("{hosts} Host headers; an HTTP/1.1 request has exactly one (RFC 9112 §3.2)")
+            }));
         }
     }
     if req.method() == Method::CONNECT {
-        return Ok(reject(
-            &mut tap,
-            ProxyError::MethodNotAllowed(req.method().to_string()),
-        ));
+        return Err(ProxyError::MethodNotAllowed(req.method().to_string()));
     }
     let head = head_size(req.method(), req.uri(), req.headers());
     if head > cfg.max_header_bytes {
-        return Ok(reject(
-            &mut tap,
-            ProxyError::HeadersTooLarge {
-                got: head,
-                limit: cfg.max_header_bytes,
-            },
-        ));
+        return Err(ProxyError::HeadersTooLarge {
+            got: head,
+            limit: cfg.max_header_bytes,
+        });
     }
     let declared = req
         .headers()
@@ -245,16 +206,17 @@ pub async fn handle(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > cfg.max_body_bytes) {
-        return Ok(reject(
-            &mut tap,
-            ProxyError::BodyTooLarge {
-                limit: cfg.max_body_bytes,
-            },
-        ));
+        return Err(ProxyError::BodyTooLarge {
+            limit: cfg.max_body_bytes,
+        });
     }
+    Ok(())
+}
 
-    let (parts, body) = req.into_parts();
-    let mut headers = parts.headers;
+/// The headers that go upstream: hop-by-hop ones out, `Host` kept or dropped
+/// (`--preserve-host`), `Via` added (`--via`).
+fn forward_headers(cfg: &Config, parts: &http::request::Parts) -> HeaderMap {
+    let mut headers = parts.headers.clone();
     strip_hop_by_hop(&mut headers);
     if !cfg.preserve_host {
         headers.remove(header::HOST);
@@ -271,147 +233,143 @@ pub async fn handle(
     if cfg.via {
         headers.append(header::VIA, HeaderValue::from_static("1.1 tokentap"));
     }
+    headers
+}
 
+/// The body as it will go upstream: streamed through a sniffer, or — with `--inject-usage` on
+/// a measured route — read whole and rewritten to ask for usage.
+async fn prepare_body(
+    shared: &Shared,
+    tap: &mut Tap,
+    route: Route,
+    parts: http::request::Parts,
+    mut headers: HeaderMap,
+    body: Incoming,
+) -> Result<Outbound, ProxyError> {
+    let cfg = &shared.cfg;
     let cell = Arc::new(ReqCell::default());
     tap.set_cell(cell.clone());
     let mut plan = None;
-    let mut src = if cfg.inject_usage && route.is_llm() {
-        match read_limited(body, cfg.max_body_bytes).await {
-            Ok(b) => {
-                let mut info = ReqInfo::parse(&b).unwrap_or_default();
-                info.bytes = b.len() as u64;
-                let _ = cell.info.set(info);
-                if shared.keep_bodies() {
-                    let _ = cell.content.set(b.clone());
-                }
-                match inject::rewrite_request(&b, cfg.inject_continuous_usage) {
-                    Some((nb, p)) => {
-                        plan = Some(p);
-                        tap.record_mut().usage_injected = Some(true);
-                        shared.metrics.usage_injected.inc();
-                        headers.remove(header::CONTENT_LENGTH);
-                        Src::Buffered(nb)
-                    }
-                    None => Src::Buffered(b),
-                }
+    let body = if cfg.inject_usage && route.is_llm() {
+        let b = read_limited(body, cfg.max_body_bytes).await?;
+        let mut info = ReqInfo::parse(&b).unwrap_or_default();
+        info.bytes = b.len() as u64;
+        let _ = cell.info.set(info);
+        if shared.ledger.keep_bodies() {
+            let _ = cell.content.set(b.clone());
+        }
+        match inject::rewrite_request(&b, cfg.inject_continuous_usage) {
+            Some((nb, p)) => {
+                plan = Some(p);
+                shared.ledger.metrics.usage_injected.inc();
+                headers.remove(header::CONTENT_LENGTH);
+                Src::Buffered(nb)
             }
-            Err(e) => return Ok(reject(&mut tap, e)),
+            None => Src::Buffered(b),
         }
     } else {
         Src::Stream(body)
     };
-    if plan.is_none() && cfg.inject_usage && route.is_llm() {
-        tap.record_mut().usage_injected = Some(false);
+    if cfg.inject_usage && route.is_llm() {
+        tap.record_mut().usage_injected = Some(plan.is_some());
     }
+    Ok(Outbound {
+        method: parts.method,
+        uri: parts.uri,
+        headers,
+        body,
+        cell,
+        plan,
+    })
+}
 
-    let ranking = shared.upstreams.ranking(session.as_deref());
+/// Walks the replicas in ranking order: a refused connection moves on to the next, anything
+/// else is the answer (the response, or an error of the proxy's own).
+async fn failover(
+    shared: &Shared,
+    mut tap: Tap,
+    mut out: Outbound,
+    session: Option<&str>,
+) -> Response<ProxyBody> {
+    let cfg = &shared.cfg;
+    let metrics = &shared.ledger.metrics;
     let mut refused: Vec<String> = Vec::new();
-    for idx in ranking {
+    for idx in shared.upstreams.ranking(session) {
         let up = &shared.upstreams.list[idx];
-        let uri = match up.uri_for(parts.uri.path_and_query()) {
+        let uri = match up.uri_for(out.uri.path_and_query()) {
             Ok(u) => u,
-            Err(e) => return Ok(reject(&mut tap, ProxyError::Internal(e.to_string()))),
+            Err(e) => return reject(&mut tap, ProxyError::Internal(e.to_string())),
         };
         let (giveback_tx, mut giveback_rx) = oneshot::channel();
-        let body = match std::mem::replace(&mut src, Src::Gone) {
-            Src::Stream(inc) => UpBody::Tap(RequestTap::new(
+        let body = match std::mem::replace(&mut out.body, Src::Gone) {
+            Src::Stream(inc) => Either::Left(RequestTap::new(
                 inc,
                 giveback_tx,
-                cell.clone(),
+                out.cell.clone(),
                 cfg.sniff_limit,
                 cfg.max_body_bytes,
-                shared.keep_bodies(),
+                shared.ledger.keep_bodies(),
                 cfg.body_timeout,
             )),
             Src::Buffered(b) => {
-                src = Src::Buffered(b.clone());
-                UpBody::Full(Full::new(b))
+                out.body = Src::Buffered(b.clone());
+                Either::Right(Full::new(b))
             }
             Src::Gone => break,
         };
-        // A connection slot of the replica, waiting in line when every one is in use.
-        let slot = match up.slots.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => {
-                let waited = clock::now();
-                match tokio::time::timeout(
-                    cfg.upstream_queue_timeout,
-                    up.slots.clone().acquire_owned(),
-                )
-                .await
-                {
-                    Ok(Ok(p)) => p,
-                    _ => {
-                        shared
-                            .metrics
-                            .upstream_errors
-                            .with_label_values(&[&up.name, "busy"])
-                            .inc();
-                        let e = ProxyError::UpstreamBusy {
-                            upstream: up.name.clone(),
-                            limit: cfg.max_upstream_connections,
-                            waited_ms: clock::now().saturating_sub(waited) / 1_000_000,
-                        };
-                        tap.set_upstream(None);
-                        return Ok(reject(&mut tap, e));
-                    }
-                }
+        let slot = match claim_slot(cfg, up).await {
+            Ok(slot) => slot,
+            Err(e) => {
+                metrics
+                    .upstream_errors
+                    .with_label_values(&[&up.name, "busy"])
+                    .inc();
+                tap.claim(None);
+                return reject(&mut tap, e);
             }
         };
-        tap.hold_slot(Some(slot));
-        up.in_flight.fetch_add(1, Ordering::AcqRel);
-        shared
-            .metrics
+        tap.claim(Some(Claim::new(up.clone(), slot)));
+        metrics
             .upstream_requests
             .with_label_values(&[&up.name])
             .inc();
-        tap.set_upstream(Some(idx));
         tap.forwarded(clock::now());
-        let sent = send(&shared, up, &parts.method, uri, &headers, body).await;
-        match sent {
-            Ok(resp) => return Ok(respond(tap, resp, plan)),
-            Err(Sent::Connect(why)) => {
-                up.in_flight.fetch_sub(1, Ordering::AcqRel);
-                tap.set_upstream(None);
-                tap.hold_slot(None);
-                shared
-                    .metrics
-                    .upstream_errors
-                    .with_label_values(&[&up.name, "connect"])
-                    .inc();
+        let error_kind = |kind: &str| {
+            metrics
+                .upstream_errors
+                .with_label_values(&[&up.name, kind])
+                .inc()
+        };
+        match shared
+            .sender
+            .send(up, &out.method, uri, &out.headers, body)
+            .await
+        {
+            Ok(a) => {
+                if a.resent {
+                    error_kind("stale_connection");
+                }
+                return respond(cfg, tap, a.response, out.plan);
+            }
+            Err(SendError::Connect(why)) => {
+                tap.claim(None);
+                error_kind("connect");
                 refused.push(format!("{}: {why}", up.name));
                 if let Ok(inc) = giveback_rx.try_recv() {
-                    src = Src::Stream(inc);
+                    out.body = Src::Stream(inc);
                 }
-                continue;
             }
-            Err(Sent::Failed(why)) => {
-                let err = if cell.too_large.load(Ordering::Relaxed) {
-                    ProxyError::BodyTooLarge {
-                        limit: cfg.max_body_bytes,
-                    }
-                } else if cell.stalled.load(Ordering::Relaxed) {
-                    ProxyError::BodyTimeout(cfg.body_timeout.as_millis() as u64)
-                } else if cell.client_error.load(Ordering::Relaxed) {
-                    ProxyError::RequestBody(why)
-                } else {
-                    shared
-                        .metrics
-                        .upstream_errors
-                        .with_label_values(&[&up.name, "reset"])
-                        .inc();
+            Err(SendError::Failed(why)) => {
+                let e = request_body_error(cfg, &out.cell, &why).unwrap_or_else(|| {
+                    error_kind("reset");
                     ProxyError::Reset(why)
-                };
-                return Ok(reject(&mut tap, err));
+                });
+                return reject(&mut tap, e);
             }
-            Err(Sent::Timeout) => {
-                shared
-                    .metrics
-                    .upstream_errors
-                    .with_label_values(&[&up.name, "timeout"])
-                    .inc();
+            Err(SendError::Timeout) => {
+                error_kind("timeout");
                 let ms = cfg.upstream_timeout.as_millis() as u64;
-                return Ok(reject(&mut tap, ProxyError::Timeout(ms)));
+                return reject(&mut tap, ProxyError::Timeout(ms));
             }
         }
     }
@@ -420,7 +378,40 @@ pub async fn handle(
     } else {
         refused.join("; ")
     };
-    Ok(reject(&mut tap, ProxyError::Connect(why)))
+    reject(&mut tap, ProxyError::Connect(why))
+}
+
+/// A failed send that was the client's body's doing, not the upstream's: too large, stalled
+/// past `--body-timeout`, or broken by the client.
+fn request_body_error(cfg: &Config, cell: &ReqCell, why: &str) -> Option<ProxyError> {
+    if cell.too_large.load(Ordering::Relaxed) {
+        Some(ProxyError::BodyTooLarge {
+            limit: cfg.max_body_bytes,
+        })
+    } else if cell.stalled.load(Ordering::Relaxed) {
+        Some(ProxyError::BodyTimeout(cfg.body_timeout.as_millis() as u64))
+    } else if cell.client_error.load(Ordering::Relaxed) {
+        Some(ProxyError::RequestBody(why.to_string()))
+    } else {
+        None
+    }
+}
+
+/// A connection slot of the replica (`--max-upstream-connections`), waiting in line for up to
+/// `--upstream-queue-timeout` when every one is in use.
+async fn claim_slot(cfg: &Config, up: &Upstream) -> Result<OwnedSemaphorePermit, ProxyError> {
+    if let Ok(p) = up.slots.clone().try_acquire_owned() {
+        return Ok(p);
+    }
+    let waited = clock::now();
+    match tokio::time::timeout(cfg.upstream_queue_timeout, up.slots.clone().acquire_owned()).await {
+        Ok(Ok(p)) => Ok(p),
+        _ => Err(ProxyError::UpstreamBusy {
+            upstream: up.name.clone(),
+            limit: cfg.max_upstream_connections,
+            waited_ms: clock::now().saturating_sub(waited) / 1_000_000,
+        }),
+    }
 }
 
 /// Reads a whole body, failing above `limit` bytes.
@@ -440,7 +431,7 @@ async fn read_limited(body: Incoming, limit: u64) -> Result<Bytes, ProxyError> {
 /// The proxy answers itself: JSON error body, and the record is finished now.
 fn reject(tap: &mut Tap, e: ProxyError) -> Response<ProxyBody> {
     tap.answered(e.status().as_u16(), e.turn_error(), e.record_status());
-    let mut r = Response::new(ProxyBody::Full(Full::new(e.json_body())));
+    let mut r = Response::new(Either::Right(Full::new(e.json_body())));
     *r.status_mut() = e.status();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -463,6 +454,7 @@ fn reject(tap: &mut Tap, e: ProxyError) -> Response<ProxyBody> {
 
 /// Wraps the upstream response for the client.
 fn respond(
+    cfg: &Config,
     mut tap: Tap,
     resp: Response<UpstreamBody>,
     plan: Option<inject::Plan>,
@@ -485,15 +477,15 @@ fn respond(
         }
         _ => None,
     };
-    if tap.via() {
+    if cfg.via {
         parts
             .headers
             .append(header::VIA, HeaderValue::from_static("1.1 tokentap"));
     }
     parts.version = Version::HTTP_11;
-    let idle = tap.idle_timeout();
+    let idle = cfg.upstream_idle_timeout;
     Response::from_parts(
         parts,
-        ProxyBody::Metered(MeteredBody::new(body, tap, strip).with_idle_timeout(idle)),
+        Either::Left(MeteredBody::new(body, tap, strip).with_idle_timeout(idle)),
     )
 }

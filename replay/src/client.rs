@@ -22,7 +22,8 @@
 //! or a server's keep-alive timeout racing the next request) is detected before writing with a
 //! peek, and if the close shows only after the request was written — no response byte, EOF or
 //! reset — the request is sent once more on a fresh connection, with a fresh send instant. The
-//! server did not answer the first copy; the record says `retries: 1`.
+//! server did not answer the first copy; the record says `retries: 1`. The rule is
+//! [`tokentap_core::http1::Broke`], shared with the proxy's direct client.
 //!
 //! https: the slot's connection is TLS (rustls) over the same stamping socket; the handshake
 //! happens at connect, before the send instant. A read is stamped with the kernel's arrival
@@ -41,7 +42,7 @@ use http::header::{
 use http::{Method, Request};
 use std::net::SocketAddr;
 use tokentap_core::clock;
-use tokentap_core::http1::{self, Decoder};
+use tokentap_core::http1::{self, Broke, Decoder};
 use tokentap_core::record::{ErrorKind, RxClock, TurnError};
 use tokentap_core::timeline::Timeline;
 use tokio::io::AsyncWriteExt;
@@ -473,7 +474,7 @@ pub async fn exchange(
         };
         match res {
             Ok(x) => break x,
-            Err(Stale(error)) if reused && scratch.retries == 0 => {
+            Err(Stale(error)) if Broke::BeforeResponse.resend(reused, scratch.retries) => {
                 tracing::debug!(error = %error.message, "kept-alive connection closed under the request; sending it again");
                 conn.reset();
                 scratch.retries += 1;
@@ -527,7 +528,7 @@ async fn attempt(
         let cap = (filled + TTFT_READ).min(buf.len());
         let r = match io.read(&mut buf[filled..cap]).await {
             Ok(r) => r,
-            Err(e) if filled == 0 => {
+            Err(e) if Broke::after(filled) == Broke::BeforeResponse => {
                 return Err(Stale(upstream(
                     ErrorKind::Reset,
                     format!("connection failed before any response byte: {e}"),
@@ -536,7 +537,7 @@ async fn attempt(
             Err(e) => return Ok(broke(None, format!("reading the response head: {e}"))),
         };
         if r.n == 0 {
-            if filled == 0 {
+            if Broke::after(filled) == Broke::BeforeResponse {
                 return Err(Stale(upstream(
                     ErrorKind::Reset,
                     "connection closed before any response byte".into(),

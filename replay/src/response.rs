@@ -104,7 +104,8 @@ pub enum Exchange {
     },
 }
 
-/// An attempt that failed before any response byte on a kept-alive connection: worth one retry.
+/// An attempt that broke before any response byte ([`tokentap_core::http1::Broke`], the rule
+/// the proxy's direct client shares): on a reused connection, worth one retry.
 pub(crate) struct Stale(pub(crate) TurnError);
 
 /// How a response that ended (by its framing, or the connection's close) ends the turn.

@@ -13,8 +13,7 @@ use crate::shared::Shared;
 use crate::RequestLog;
 use bytes::Bytes;
 use http::{header, Method, Request, Response, StatusCode};
-use http_body::{Frame, SizeHint};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -22,10 +21,9 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
+use tokentap_core::body::Either;
 use tokentap_core::clock::Anchor;
 use tokentap_core::wire::ErrorBody;
 use tokio::net::TcpListener;
@@ -186,38 +184,13 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: onesh
     shared.log.close().await;
 }
 
-/// Every response body the sim sends.
-pub(crate) enum ResBody {
-    Full(Option<Bytes>),
-    Sim(Box<SimBody>),
-}
+/// Every response body the sim sends: a generated one, or a whole one in memory (errors,
+/// `/metrics`).
+pub(crate) type ResBody = Either<Box<SimBody>, Full<Bytes>>;
 
-impl http_body::Body for ResBody {
-    type Data = Bytes;
-    type Error = SimBodyError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, SimBodyError>>> {
-        match self.get_mut() {
-            ResBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
-            ResBody::Sim(s) => Pin::new(&mut **s).poll_frame(cx),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            ResBody::Full(b) => b.is_none(),
-            ResBody::Sim(s) => s.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            ResBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
-            ResBody::Sim(s) => s.size_hint(),
-        }
+impl From<Infallible> for SimBodyError {
+    fn from(never: Infallible) -> SimBodyError {
+        match never {}
     }
 }
 
@@ -227,7 +200,9 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResBody
     if req.uri().path() == "/metrics" && req.method() == Method::GET {
         // Not in the request log: a scrape every second must neither shift `seq` (the join
         // key of `x-sim-seq`) nor fill the ground-truth log.
-        let mut res = Response::new(ResBody::Full(Some(Bytes::from(shared.metrics.render()))));
+        let mut res = Response::new(Either::Right(Full::new(Bytes::from(
+            shared.metrics.render(),
+        ))));
         res.headers_mut().insert(
             header::CONTENT_TYPE,
             header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
@@ -377,8 +352,8 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResBody
         .header(header::CONTENT_TYPE, content_type)
         .header(header::CACHE_CONTROL, "no-cache")
         .header("x-sim-seq", seq)
-        .body(ResBody::Sim(Box::new(body)))
-        .unwrap_or_else(|_| Response::new(ResBody::Full(None)))
+        .body(Either::Left(Box::new(body)))
+        .unwrap_or_else(|_| Response::new(Either::Right(Full::default())))
 }
 
 /// A complete small response; the log entry ends here.
@@ -392,7 +367,9 @@ fn simple(
     entry.status = status.as_u16();
     entry.finished = true;
     shared.log.finish(entry);
-    let mut res = Response::new(ResBody::Full(Some(Bytes::copy_from_slice(body.as_bytes()))));
+    let mut res = Response::new(Either::Right(Full::new(Bytes::copy_from_slice(
+        body.as_bytes(),
+    ))));
     *res.status_mut() = status;
     res.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -1,4 +1,4 @@
-//! One replica's idle upstream connections for the direct HTTP/1.1 client ([`crate::direct`]),
+//! One replica's idle upstream connections for the direct HTTP/1.1 client ([`super::direct`]),
 //! newest first: a connection is taken only while younger than the keep-alive and still open
 //! (a peek), put back after a clean response, swept when idle too long.
 

@@ -1,6 +1,6 @@
-//! The upstream side: the replica set, how a request picks a replica, and the pooled clients.
+//! The replica set: parsing a replica's URL, ranking the replicas for a request (rendezvous
+//! hashing of the session), and a request's [`Claim`] on the replica it goes to.
 //!
-//! ## Picking a replica
 //! With a session id, replicas are ranked by rendezvous (highest-random-weight) hashing of
 //! `(replica, session)`: a session always lands on the same replica while it is up, and adding
 //! or removing one replica moves only the sessions that rank it first (≈ 1/n of them). Without a
@@ -8,44 +8,16 @@
 //! walks down the ranking while connections are refused, counting each refusal, so a replica
 //! that is down is skipped and its sessions spread over the rest by their second choice.
 //!
-//! The hash is FNV-1a over the bytes followed by the splitmix64 finaliser: deterministic across
-//! processes, builds and Rust versions (unlike `DefaultHasher`), so two proxies in front of the
-//! same replica set route a session the same way.
-//!
-//! ## Clients
-//! One hyper-util pooled client (keep-alive, `TCP_NODELAY`, tokio pool timer) over a rustls
-//! connector that speaks plain HTTP and HTTPS; over HTTPS, ALPN offers `h2` and `http/1.1` and
-//! the server decides. A second client of the same kind is HTTP/2-only, for `h2c://` upstreams
-//! (h2 with prior knowledge over plain TCP; the URL is rewritten to `http://`). HTTPS trusts the
-//! system roots plus `--upstream-ca`.
+//! The hash is FNV-1a over the bytes followed by the splitmix64 finaliser
+//! ([`tokentap_core::route`]): deterministic across processes, builds and Rust versions (unlike
+//! `DefaultHasher`), so two proxies in front of the same replica set route a session the same
+//! way.
 
-use crate::sniff::{RequestTap, TapError};
-use bytes::Bytes;
+use super::error::UpstreamError;
 use http::uri::{Authority, PathAndQuery, Scheme, Uri};
-use http_body::{Body, Frame, SizeHint};
-use http_body_util::Full;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Duration;
-
-/// Why the upstream configuration is unusable.
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
-    #[error("upstream URL {url:?}: {why}")]
-    BadUrl { url: String, why: String },
-    #[error("no --upstream given")]
-    None,
-    #[error("upstream CA file {path}: {why}")]
-    Ca { path: String, why: String },
-    #[error("TLS setup: {0}")]
-    Tls(String),
-}
+use tokio::sync::OwnedSemaphorePermit;
 
 /// One replica.
 #[derive(Debug)]
@@ -62,7 +34,7 @@ pub struct Upstream {
     /// Requests in flight on this replica.
     pub in_flight: AtomicUsize,
     /// Idle connections of the direct HTTP/1.1 client.
-    pub pool: Arc<crate::pool::Pool>,
+    pub pool: Arc<super::pool::Pool>,
     /// `--max-upstream-connections`: a permit per request in flight to this replica (an
     /// HTTP/1.1 request is a connection); requests beyond wait for one (bounded by
     /// `--upstream-queue-timeout`).
@@ -132,7 +104,7 @@ pub use tokentap_core::route::hash64;
 
 /// The replica set.
 pub struct Upstreams {
-    pub list: Vec<Upstream>,
+    pub list: Vec<Arc<Upstream>>,
 }
 
 impl Upstreams {
@@ -149,7 +121,9 @@ impl Upstreams {
         for u in &mut list {
             u.slots = Arc::new(tokio::sync::Semaphore::new(n));
         }
-        Ok(Upstreams { list })
+        Ok(Upstreams {
+            list: list.into_iter().map(Arc::new).collect(),
+        })
     }
 
     /// Replica indices in the order to try them for this request.
@@ -174,113 +148,31 @@ impl Upstreams {
     }
 }
 
-/// The body sent upstream: the client's, tapped, or a rewritten/buffered one.
-pub enum UpBody {
-    Tap(RequestTap),
-    Full(Full<Bytes>),
+/// A request's claim on one replica: one of its connection slots and one count of its load.
+/// Both are given back when the claim is dropped (the response ended, or the attempt failed).
+pub struct Claim {
+    up: Arc<Upstream>,
+    _slot: OwnedSemaphorePermit,
 }
 
-impl Body for UpBody {
-    type Data = Bytes;
-    type Error = TapError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, TapError>>> {
-        match self.get_mut() {
-            UpBody::Tap(t) => Pin::new(t).poll_frame(cx),
-            UpBody::Full(f) => Pin::new(f)
-                .poll_frame(cx)
-                .map(|o| o.map(|r| r.map_err(|never| match never {}))),
-        }
+impl Claim {
+    /// Claims `up` with a slot taken from its `slots`.
+    pub fn new(up: Arc<Upstream>, slot: OwnedSemaphorePermit) -> Claim {
+        up.in_flight.fetch_add(1, Ordering::AcqRel);
+        Claim { up, _slot: slot }
     }
 
-    fn is_end_stream(&self) -> bool {
-        match self {
-            UpBody::Tap(t) => t.is_end_stream(),
-            UpBody::Full(f) => f.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            UpBody::Tap(t) => t.size_hint(),
-            UpBody::Full(f) => f.size_hint(),
-        }
+    /// The replica claimed.
+    pub fn upstream(&self) -> &Upstream {
+        &self.up
     }
 }
 
-pub type HttpClient = Client<HttpsConnector<HttpConnector>, UpBody>;
-
-/// The two pooled clients.
-#[derive(Clone)]
-pub struct Clients {
-    /// HTTP/1.1, or h2 when TLS ALPN picks it.
-    pub auto: HttpClient,
-    /// h2 with prior knowledge (`h2c://`).
-    pub h2: HttpClient,
-}
-
-/// Client settings.
-#[derive(Debug, Clone)]
-pub struct ClientConfig {
-    pub connect_timeout: Duration,
-    pub pool_idle_timeout: Duration,
-    pub extra_ca: Option<std::path::PathBuf>,
-    /// Load the system's root certificates (only needed for https upstreams).
-    pub native_roots: bool,
-}
-
-impl Clients {
-    pub fn new(cfg: &ClientConfig) -> Result<Clients, UpstreamError> {
-        let tls = tls_config(cfg)?;
-        let mut http = HttpConnector::new();
-        http.set_nodelay(true);
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(cfg.connect_timeout));
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_all_versions()
-            .wrap_connector(http);
-        let build = |h2: bool| {
-            Client::builder(TokioExecutor::new())
-                .pool_timer(TokioTimer::new())
-                .timer(TokioTimer::new())
-                .pool_idle_timeout(cfg.pool_idle_timeout)
-                .pool_max_idle_per_host(usize::MAX)
-                .http2_only(h2)
-                .build(https.clone())
-        };
-        Ok(Clients {
-            auto: build(false),
-            h2: build(true),
-        })
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.up.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
-
-/// The crypto provider every TLS config here uses ([`tokentap_core::tls::provider`]).
-pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    tokentap_core::tls::provider()
-}
-
-fn tls_config(cfg: &ClientConfig) -> Result<rustls::ClientConfig, UpstreamError> {
-    use tokentap_core::tls::{client_config, TlsError, Trust};
-    let trust = Trust {
-        native_roots: cfg.native_roots,
-        extra_ca: cfg.extra_ca.clone(),
-        insecure: false,
-    };
-    // ALPN is set by the connector builder (`enable_all_versions`).
-    client_config(&trust, &[]).map_err(|e| match e {
-        TlsError::Ca { path, why } => UpstreamError::Ca { path, why },
-        TlsError::Setup(why) => UpstreamError::Tls(why),
-    })
-}
-
-/// Reads every certificate of a PEM file ([`tokentap_core::tls::read_certs`]).
-pub use tokentap_core::tls::read_certs;
 
 #[cfg(test)]
 mod tests {

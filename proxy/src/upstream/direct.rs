@@ -17,20 +17,21 @@
 //!
 //! Scope: plain `http://` upstreams, one request per connection at a time (no pipelining), no
 //! upgrades. `https://` and `h2c://` upstreams keep hyper-util's client
-//! ([`crate::upstream::Clients`]), and `--upstream-client hyper` puts plain ones back on it.
+//! ([`super::hyper_client::Clients`]), and `--upstream-client hyper` puts plain ones back on it.
 //!
 //! ## Connections
-//! Each replica has a [`Pool`](crate::pool::Pool) of idle connections, newest first. Before reuse a connection is
+//! Each replica has a [`Pool`] of idle connections, newest first. Before reuse a connection is
 //! checked (a non-blocking `MSG_PEEK`: a close or stray bytes drop it) and must be younger than
 //! `--upstream-keepalive`. A server may still close a kept-alive connection just as the request
 //! goes out; if no response byte came back, the request is sent again, once, on a new connection
-//! — the body frames sent so far are kept (refcounted `Bytes`, no copy) until the response head
+//! (the rule of [`tokentap_core::http1::Broke`], which the replay's client applies too) — the body frames sent so far are kept (refcounted `Bytes`, no copy) until the response head
 //! arrives, so this works for a streamed POST too. A connection goes back to the pool only after
 //! a complete response that allows keep-alive with nothing after it.
 
-use crate::pool::Pool;
+use super::body::{UpBody, UpstreamBodyError};
+use super::pool::Pool;
+use super::replica::Upstream;
 use crate::sniff::TapError;
-use crate::upstream::{UpBody, Upstream};
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use http::{HeaderMap, Method, StatusCode};
@@ -41,7 +42,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
-use tokentap_core::http1::{self, Decoder, Framing};
+use tokentap_core::http1::{self, Broke, Decoder, Framing};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
@@ -87,7 +88,7 @@ pub struct Incoming {
 
 /// Sends `req` to `up` and waits for the response head.
 pub async fn exchange(up: &Upstream, mut req: Outgoing<'_>) -> Result<Incoming, ExchangeError> {
-    let mut resent = false;
+    let mut resent = 0u32;
     let (mut conn, mut reused) = match up.pool.take(req.keepalive) {
         Some(c) => (c, true),
         // Connect before the body is touched: on failure it goes back untouched to the service.
@@ -123,19 +124,19 @@ pub async fn exchange(up: &Upstream, mut req: Outgoing<'_>) -> Result<Incoming, 
                     status,
                     headers,
                     body,
-                    resent,
+                    resent: resent > 0,
                 });
             }
-            Err(Failure::Stale(e)) if reused => {
+            Err(Failure::Upstream(broke, e)) if broke.resend(reused, resent) => {
                 tracing::debug!(upstream = %up.name, error = %e, "kept-alive connection closed under the request; sending it again");
                 reused = false;
-                resent = true;
+                resent += 1;
                 buf.clear();
                 conn = connect(up, req.connect_timeout).await.map_err(|e| {
                     ExchangeError::Upstream(format!("reconnecting after a stale connection: {e}"))
                 })?;
             }
-            Err(Failure::Stale(e)) | Err(Failure::Upstream(e)) => {
+            Err(Failure::Upstream(_, e)) => {
                 return Err(ExchangeError::Upstream(e));
             }
             Err(Failure::Body(e)) => return Err(ExchangeError::Body(e)),
@@ -193,9 +194,8 @@ fn request_head(up: &Upstream, req: &Outgoing<'_>) -> (Bytes, bool) {
 
 /// How one attempt on one connection failed.
 enum Failure {
-    /// Before any response byte: on a reused connection, worth one more try on a new one.
-    Stale(String),
-    Upstream(String),
+    /// The upstream side broke; [`Broke::resend`] says whether a new connection may try again.
+    Upstream(Broke, String),
     Body(TapError),
 }
 
@@ -215,7 +215,9 @@ struct Sending<'a> {
 impl Sending<'_> {
     /// Writes the head, the body frames sent so far (on a retry) and the rest of the body.
     async fn send(&mut self, conn: &mut TcpStream) -> Result<(), Failure> {
-        let stale = |e: io::Error| Failure::Stale(format!("sending the request: {e}"));
+        let stale = |e: io::Error| {
+            Failure::Upstream(Broke::BeforeResponse, format!("sending the request: {e}"))
+        };
         // The head goes with the first body frame (or with everything sent before, on a retry).
         let mut pending = vec![self.head.clone()];
         for f in &self.sent {
@@ -275,19 +277,19 @@ async fn read_head(
             buf.reserve(READ_BUF);
         }
         match conn.read_buf(buf).await {
-            Ok(0) if got == 0 => {
-                return Err(Failure::Stale(
-                    "upstream closed the connection before responding".into(),
-                ))
-            }
             Ok(0) => {
-                return Err(Failure::Upstream(
-                    "upstream closed the connection inside the response head".into(),
-                ))
+                let broke = Broke::after(got);
+                let why = match broke {
+                    Broke::BeforeResponse => "upstream closed the connection before responding",
+                    Broke::InResponse => "upstream closed the connection inside the response head",
+                };
+                return Err(Failure::Upstream(broke, why.into()));
             }
             Ok(n) => got += n,
-            Err(e) if got == 0 => return Err(Failure::Stale(format!("reading the response: {e}"))),
-            Err(e) => return Err(Failure::Upstream(format!("reading the response: {e}"))),
+            Err(e) => {
+                let why = format!("reading the response: {e}");
+                return Err(Failure::Upstream(Broke::after(got), why));
+            }
         }
     }
 }
@@ -310,15 +312,17 @@ fn parse_response_head(
             _ => bad = Some(format!("upstream sent an invalid header {name:?}")),
         }
     })
-    .map_err(|e| Failure::Upstream(format!("upstream response: {e}")))?;
+    .map_err(|e| Failure::Upstream(Broke::InResponse, format!("upstream response: {e}")))?;
     let Some((len, h)) = parsed else {
         return Ok(None);
     };
     if let Some(b) = bad {
-        return Err(Failure::Upstream(b));
+        return Err(Failure::Upstream(Broke::InResponse, b));
     }
-    let status = StatusCode::from_u16(h.status)
-        .map_err(|_| Failure::Upstream(format!("upstream sent status {}", h.status)))?;
+    let status = StatusCode::from_u16(h.status).map_err(|_| {
+        let why = format!("upstream sent status {}", h.status);
+        Failure::Upstream(Broke::InResponse, why)
+    })?;
     Ok(Some((len, status, headers, h)))
 }
 
@@ -373,9 +377,9 @@ impl H1Body {
     }
 
     /// Ends the body with `e`; the connection is closed.
-    fn fail(&mut self, e: io::Error) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+    fn fail(&mut self, e: io::Error) -> Poll<Option<Result<Frame<Bytes>, UpstreamBodyError>>> {
         self.conn = None;
-        Poll::Ready(Some(Err(e)))
+        Poll::Ready(Some(Err(UpstreamBodyError::Io(e))))
     }
 
     /// Once the body is complete, the connection goes back to the pool (if it may).
@@ -392,12 +396,12 @@ impl H1Body {
 
 impl Body for H1Body {
     type Data = Bytes;
-    type Error = io::Error;
+    type Error = UpstreamBodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, UpstreamBodyError>>> {
         let this = &mut *self;
         loop {
             if this.decoder.is_done() {
