@@ -30,6 +30,20 @@ pub fn parse(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v * scale))
 }
 
+/// A duration as milliseconds, for options that were `_ms` numbers: a bare number is
+/// milliseconds (the old spelling, `8`, `0.05`), anything with a unit is [`parse`]d (`8ms`,
+/// `50us`, `1.5s`).
+pub fn parse_ms(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    if let Ok(v) = t.parse::<f64>() {
+        if !v.is_finite() || v < 0.0 {
+            return Err(format!("expected a duration >= 0, found {s:?}"));
+        }
+        return Ok(v);
+    }
+    parse(t).map(|d| d.as_nanos() as f64 / 1e6)
+}
+
 /// [`parse`], as seconds (for options kept as `f64` seconds).
 pub fn parse_secs(s: &str) -> Result<f64, String> {
     parse(s).map(|d| d.as_secs_f64())
@@ -58,5 +72,13 @@ mod tests {
         assert!(parse("-1").is_err());
         assert!(parse("soon").unwrap_err().contains("1h30m"));
         assert_eq!(parse_secs("1m").unwrap(), 60.0);
+        assert_eq!(parse_ms("8").unwrap(), 8.0);
+        assert_eq!(parse_ms("0.05").unwrap(), 0.05);
+        assert_eq!(parse_ms("8ms").unwrap(), 8.0);
+        assert_eq!(parse_ms("50us").unwrap(), 0.05);
+        assert_eq!(parse_ms("0.05ms").unwrap(), 0.05);
+        assert_eq!(parse_ms("1.5s").unwrap(), 1500.0);
+        assert!(parse_ms("-3").is_err());
+        assert!(parse_ms("fast").is_err());
     }
 }

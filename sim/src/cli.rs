@@ -53,25 +53,27 @@ pub struct Opts {
     #[arg(long, env = "TOKENTAP_SIM_ENGINE_METRICS", value_enum)]
     pub engine_metrics: Option<EngineFlavor>,
 
-    // Timing.
-    /// Fixed prefill time, ms.
-    #[arg(long, env = "TOKENTAP_SIM_PREFILL_BASE_MS", help_heading = "Timing")]
+    // Timing. Durations: `20ms`, `50us`, `1.5s`; a bare number is milliseconds (the spelling
+    // of the `--*-ms` names, still accepted).
+    /// Fixed prefill time (20ms; a bare number is ms).
+    #[arg(long = "prefill-base", visible_alias = "prefill-base-ms", value_name = "DURATION",
+        env = "TOKENTAP_SIM_PREFILL_BASE_MS", value_parser = ms, help_heading = "Timing")]
     pub prefill_base_ms: Option<f64>,
-    /// Prefill time per uncached prompt token, ms.
-    #[arg(
-        long,
-        env = "TOKENTAP_SIM_PREFILL_PER_TOKEN_MS",
-        help_heading = "Timing"
-    )]
+    /// Prefill time per uncached prompt token (50us; a bare number is ms).
+    #[arg(long = "prefill-per-token", visible_alias = "prefill-per-token-ms",
+        value_name = "DURATION", env = "TOKENTAP_SIM_PREFILL_PER_TOKEN_MS", value_parser = ms,
+        help_heading = "Timing")]
     pub prefill_per_token_ms: Option<f64>,
     /// Concurrent prefills (0 = unlimited; otherwise requests queue for a lane).
     #[arg(long, env = "TOKENTAP_SIM_PREFILL_LANES", help_heading = "Timing")]
     pub prefill_lanes: Option<u32>,
-    /// Decode time per token with one request decoding, ms.
-    #[arg(long, env = "TOKENTAP_SIM_DECODE_MS", help_heading = "Timing")]
+    /// Decode time per token with one request decoding (8ms; a bare number is ms).
+    #[arg(long = "decode", visible_alias = "decode-ms", value_name = "DURATION",
+        env = "TOKENTAP_SIM_DECODE_MS", value_parser = ms, help_heading = "Timing")]
     pub decode_ms: Option<f64>,
     /// Decode slowdown per extra concurrent decode (0.05 = +5 %).
-    #[arg(long, env = "TOKENTAP_SIM_DECODE_SLOWDOWN", help_heading = "Timing")]
+    #[arg(long, env = "TOKENTAP_SIM_DECODE_SLOWDOWN", value_parser = non_negative,
+        help_heading = "Timing")]
     pub decode_slowdown: Option<f64>,
     /// Write every chunk on its own (zero-delay mode otherwise batches ready chunks per write).
     #[arg(long, env = "TOKENTAP_SIM_FLUSH_EACH_CHUNK", help_heading = "Timing")]
@@ -81,12 +83,9 @@ pub struct Opts {
     /// Disable the prefix KV cache.
     #[arg(long, env = "TOKENTAP_SIM_NO_CACHE", help_heading = "Prefix cache")]
     pub no_cache: bool,
-    /// Tokens per KV block.
-    #[arg(
-        long,
-        env = "TOKENTAP_SIM_CACHE_BLOCK_TOKENS",
-        help_heading = "Prefix cache"
-    )]
+    /// Tokens per KV block (at least 1).
+    #[arg(long, env = "TOKENTAP_SIM_CACHE_BLOCK_TOKENS",
+        value_parser = clap::value_parser!(u32).range(1..), help_heading = "Prefix cache")]
     pub cache_block_tokens: Option<u32>,
     /// Cache capacity in tokens.
     #[arg(
@@ -98,13 +97,16 @@ pub struct Opts {
 
     // Output.
     /// Mean output length (lognormal), tokens.
-    #[arg(long, env = "TOKENTAP_SIM_OUTPUT_MEAN_TOKENS", help_heading = "Output")]
+    #[arg(long, env = "TOKENTAP_SIM_OUTPUT_MEAN_TOKENS", value_parser = non_negative,
+        help_heading = "Output")]
     pub output_mean_tokens: Option<f64>,
     /// Lognormal sigma of output lengths (0 = fixed length).
-    #[arg(long, env = "TOKENTAP_SIM_OUTPUT_SIGMA", help_heading = "Output")]
+    #[arg(long, env = "TOKENTAP_SIM_OUTPUT_SIGMA", value_parser = non_negative,
+        help_heading = "Output")]
     pub output_sigma: Option<f64>,
-    /// Output cap when a request sets no max tokens.
-    #[arg(long, env = "TOKENTAP_SIM_OUTPUT_MAX_TOKENS", help_heading = "Output")]
+    /// Output cap when a request sets no max tokens (at least 1).
+    #[arg(long, env = "TOKENTAP_SIM_OUTPUT_MAX_TOKENS",
+        value_parser = clap::value_parser!(u64).range(1..), help_heading = "Output")]
     pub output_max_tokens: Option<u64>,
     /// Always generate exactly the max tokens.
     #[arg(long, env = "TOKENTAP_SIM_ALWAYS_MAX", help_heading = "Output")]
@@ -114,8 +116,9 @@ pub struct Opts {
     pub seed_from_prompt: bool,
 
     // Modes.
-    /// Fraction of output streamed as reasoning first (0 = none).
-    #[arg(long, env = "TOKENTAP_SIM_REASONING_FRACTION", help_heading = "Modes")]
+    /// Fraction of output streamed as reasoning first (0 = none; up to 1).
+    #[arg(long, env = "TOKENTAP_SIM_REASONING_FRACTION", value_parser = rate,
+        help_heading = "Modes")]
     pub reasoning_fraction: Option<f64>,
     /// Reasoning delta field name.
     #[arg(
@@ -125,8 +128,8 @@ pub struct Opts {
         help_heading = "Modes"
     )]
     pub reasoning_field: Option<ReasoningField>,
-    /// Share of chat responses that are one `bash` tool call.
-    #[arg(long, env = "TOKENTAP_SIM_TOOL_CALL_RATE", help_heading = "Modes")]
+    /// Share of chat responses that are one `bash` tool call (0 to 1).
+    #[arg(long, env = "TOKENTAP_SIM_TOOL_CALL_RATE", value_parser = rate, help_heading = "Modes")]
     pub tool_call_rate: Option<f64>,
     /// Role-only prelude chunk first (true/false).
     #[arg(long, env = "TOKENTAP_SIM_ROLE_PRELUDE", help_heading = "Modes")]
@@ -134,38 +137,67 @@ pub struct Opts {
     /// Send the prelude at once instead of with the first token.
     #[arg(long, env = "TOKENTAP_SIM_PRELUDE_EARLY", help_heading = "Modes")]
     pub prelude_early: bool,
-    /// Tokens per streamed chunk.
-    #[arg(long, env = "TOKENTAP_SIM_TOKENS_PER_CHUNK", help_heading = "Modes")]
+    /// Tokens per streamed chunk (at least 1).
+    #[arg(long, env = "TOKENTAP_SIM_TOKENS_PER_CHUNK",
+        value_parser = clap::value_parser!(u32).range(1..), help_heading = "Modes")]
     pub tokens_per_chunk: Option<u32>,
 
     // Faults.
-    /// Share of requests answered with an error status.
-    #[arg(long, env = "TOKENTAP_SIM_ERROR_RATE", help_heading = "Faults")]
+    /// Share of requests answered with an error status (0 to 1).
+    #[arg(long, env = "TOKENTAP_SIM_ERROR_RATE", value_parser = rate, help_heading = "Faults")]
     pub error_rate: Option<f64>,
-    /// Error statuses to draw from, comma separated.
-    #[arg(
-        long,
-        env = "TOKENTAP_SIM_ERROR_STATUSES",
-        value_delimiter = ',',
-        help_heading = "Faults"
-    )]
+    /// Error statuses to draw from (400–599), comma separated.
+    #[arg(long, env = "TOKENTAP_SIM_ERROR_STATUSES", value_delimiter = ',',
+        value_parser = clap::value_parser!(u16).range(400..=599), help_heading = "Faults")]
     pub error_statuses: Option<Vec<u16>>,
-    /// Share of streams that stall once.
-    #[arg(long, env = "TOKENTAP_SIM_STALL_RATE", help_heading = "Faults")]
+    /// Share of streams that stall once (0 to 1).
+    #[arg(long, env = "TOKENTAP_SIM_STALL_RATE", value_parser = rate, help_heading = "Faults")]
     pub stall_rate: Option<f64>,
-    /// Stall length, ms.
-    #[arg(long, env = "TOKENTAP_SIM_STALL_MS", help_heading = "Faults")]
+    /// Stall length (2s; a bare number is ms).
+    #[arg(long = "stall", visible_alias = "stall-ms", value_name = "DURATION",
+        env = "TOKENTAP_SIM_STALL_MS", value_parser = whole_ms, help_heading = "Faults")]
     pub stall_ms: Option<u64>,
-    /// Share of streams cut mid-way.
-    #[arg(long, env = "TOKENTAP_SIM_DISCONNECT_RATE", help_heading = "Faults")]
+    /// Share of streams cut mid-way (0 to 1).
+    #[arg(long, env = "TOKENTAP_SIM_DISCONNECT_RATE", value_parser = rate,
+        help_heading = "Faults")]
     pub disconnect_rate: Option<f64>,
-    /// Share of streams with one malformed event.
-    #[arg(long, env = "TOKENTAP_SIM_MALFORMED_RATE", help_heading = "Faults")]
+    /// Share of streams with one malformed event (0 to 1).
+    #[arg(long, env = "TOKENTAP_SIM_MALFORMED_RATE", value_parser = rate,
+        help_heading = "Faults")]
     pub malformed_rate: Option<f64>,
 }
 
+/// A `--*-ms` timing option: a duration, a bare number being milliseconds.
+fn ms(s: &str) -> Result<f64, String> {
+    tokentap_core::duration::parse_ms(s)
+}
+
+/// `--stall`: whole milliseconds.
+fn whole_ms(s: &str) -> Result<u64, String> {
+    ms(s).map(|v| v.round() as u64)
+}
+
+/// A share: a number from 0 to 1.
+fn rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("expected a number from 0 to 1, found {s:?}")),
+    }
+}
+
+/// A finite number >= 0.
+fn non_negative(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("expected a number >= 0, found {s:?}")),
+    }
+}
+
 impl Opts {
-    /// The configuration these options describe: profile (or preset), then flags.
+    /// The configuration these options describe: profile (or preset), then flags. The
+    /// defaults live in one place, the presets of [`SimConfig`]; a flag only overrides. Flags
+    /// are checked by their value parsers; [`SimConfig::validate`] checks what a profile file
+    /// brings (and what only the whole config can say, such as statuses with a zero rate).
     pub fn build_config(&self) -> anyhow::Result<SimConfig> {
         let mut c = match &self.profile {
             Some(path) => {
@@ -311,9 +343,30 @@ mod tests {
             .build_config()
             .unwrap();
         assert!(c.timing.is_zero());
-        assert!(Cli::parse_from(["x", "--stall-rate", "2"])
-            .opts
-            .build_config()
-            .is_err());
+        // Refused by the flag's value parser now, before the config is built.
+        assert!(Cli::try_parse_from(["x", "--stall-rate", "2"]).is_err());
+    }
+
+    #[test]
+    fn durations_take_units_and_bare_milliseconds() {
+        let c = Cli::parse_from(["x", "--decode", "8ms", "--prefill-per-token", "50us"]);
+        assert_eq!(c.opts.decode_ms, Some(8.0));
+        assert_eq!(c.opts.prefill_per_token_ms, Some(0.05));
+        let c = Cli::parse_from(["x", "--decode-ms", "1.5", "--stall-ms", "250"]);
+        assert_eq!(c.opts.decode_ms, Some(1.5));
+        assert_eq!(c.opts.stall_ms, Some(250));
+        let c = Cli::parse_from(["x", "--stall", "2s"]);
+        assert_eq!(c.opts.stall_ms, Some(2000));
+        for bad in [
+            &["x", "--stall-rate", "2"][..],
+            &["x", "--decode=-1"],
+            &["x", "--tokens-per-chunk", "0"],
+            &["x", "--error-statuses", "200"],
+        ] {
+            let e = Cli::try_parse_from(bad.iter())
+                .err()
+                .expect("refused by the value parser");
+            assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{bad:?}");
+        }
     }
 }
