@@ -3,22 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 use tokentap_core::record::{Status, TurnRecord};
-use tokentap_dataset::synth::{synth, SynthConfig};
 use tokentap_dataset::Dataset;
-use tokentap_proxy::Proxy;
 use tokentap_replay::{ProgressMode, ReplayConfig};
-use tokentap_sim::{SimConfig, SimServer};
+use tokentap_sim::SimConfig;
+use tokentap_testkit::data::synth_dataset;
+use tokentap_testkit::topology::Stack;
 
 fn coding_dataset(n: usize) -> Arc<Dataset> {
-    let mut buf = Vec::new();
-    let cfg = SynthConfig {
-        coding: n,
-        workflow: 0,
-        scale: 0.1,
-        ..SynthConfig::default()
-    };
-    synth(&cfg, &mut buf).unwrap();
-    Arc::new(Dataset::parse("synth.jsonl", std::str::from_utf8(&buf).unwrap()).unwrap())
+    synth_dataset(n, 0, 0.1)
 }
 
 /// Replays `ds` through a fresh proxy in front of a fresh sim; returns the proxy's records.
@@ -27,20 +19,20 @@ async fn through_proxy(
     sim_cfg: SimConfig,
     tune: impl FnOnce(&mut ReplayConfig),
 ) -> Vec<TurnRecord> {
-    let sim = SimServer::start(sim_cfg).await.unwrap();
-    let mut pc = tokentap_proxy::Config::new([sim.base_url()]);
-    pc.keep_records = true;
-    let proxy = Proxy::start(pc).await.unwrap();
-    let mut rc = ReplayConfig::new(&proxy.base_url()).unwrap();
-    rc.model = Some("m".into());
+    let stack = Stack::proxied(sim_cfg, |_| {}).await;
+    let mut rc = stack.replay_config(None);
     tune(&mut rc);
     let out = tokentap_replay::run_with(rc, ds, ProgressMode::Off, std::future::pending())
         .await
         .unwrap();
     let client_turns = out.summary.counts.total as usize;
-    let recs = proxy.wait_records(client_turns).await;
-    let report = proxy.shutdown(Duration::from_secs(5)).await;
-    sim.shutdown().await;
+    let recs = stack
+        .proxy
+        .as_ref()
+        .unwrap()
+        .wait_records(client_turns)
+        .await;
+    let report = stack.shutdown(Duration::from_secs(5)).await.unwrap();
     assert_eq!(
         report.seen, report.written,
         "every request the proxy saw has a record"

@@ -6,34 +6,24 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokentap_dataset::synth::{synth, SynthConfig};
 use tokentap_dataset::Dataset;
 use tokentap_proxy::Proxy;
 use tokentap_replay::{ProgressMode, ReplayConfig, RunOutcome};
 use tokentap_sim::{SimConfig, SimServer};
+use tokentap_testkit::data::synth_dataset;
+use tokentap_testkit::replay::{records, sim_with};
 
 fn certs() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("proxy/tests/certs")
 }
 
 fn dataset(coding: usize, workflow: usize) -> Arc<Dataset> {
-    let mut buf = Vec::new();
-    let cfg = SynthConfig {
-        coding,
-        workflow,
-        scale: 0.05,
-        ..SynthConfig::default()
-    };
-    synth(&cfg, &mut buf).unwrap();
-    Arc::new(Dataset::parse("synth.jsonl", std::str::from_utf8(&buf).unwrap()).unwrap())
+    synth_dataset(coding, workflow, 0.05)
 }
 
+/// A zero-delay sim that keeps request bodies, 8-token outputs.
 async fn sim() -> SimServer {
-    let mut c = SimConfig::zero_delay();
-    c.capture_bodies = true;
-    c.output.mean_tokens = 8.0;
-    c.output.sigma = 0.0;
-    SimServer::start(c).await.unwrap()
+    sim_with(|_| {}).await
 }
 
 /// A proxy serving TLS (the test CA's `localhost` certificate) in front of `sim`.
@@ -55,15 +45,6 @@ async fn run(config: ReplayConfig, ds: Arc<Dataset>) -> RunOutcome {
     tokentap_replay::run_with(config, ds, ProgressMode::Off, std::future::pending())
         .await
         .unwrap()
-}
-
-fn records(out: &RunOutcome) -> Vec<Value> {
-    let path = out.out_dir.as_ref().unwrap().join("records.jsonl");
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 /// Request bodies by session, in arrival order, as the sim received them.

@@ -3,10 +3,7 @@
 //! does not: close a kept-alive connection just as a request arrives, answer with a 1xx first,
 //! delimit a body by closing, answer HEAD with a length and no body, send garbage.
 
-mod common;
-
 use bytes::Bytes;
-use common::*;
 use futures_util::stream;
 use http::{Method, Request};
 use http_body_util::combinators::BoxBody;
@@ -22,6 +19,7 @@ use std::sync::Arc;
 use tokentap_core::http1::{Decoder, Framing};
 use tokentap_core::record::{ErrorSource, Status};
 use tokentap_proxy::config::UpstreamClient;
+use tokentap_testkit::proxy::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

@@ -2,10 +2,7 @@
 //! with a JSON error body, or the upstream's own status), the client sees what it would see
 //! without the proxy, and one record per request says whose fault it was.
 
-mod common;
-
 use bytes::Bytes;
-use common::*;
 use futures_util::StreamExt;
 use http::Request;
 use http_body_util::{BodyExt, StreamBody};
@@ -15,6 +12,7 @@ use serde_json::json;
 use std::time::Duration;
 use tokentap_core::record::{ErrorSource, Status, TurnRecord};
 use tokentap_sim::SimConfig;
+use tokentap_testkit::proxy::*;
 
 fn url(p: &tokentap_proxy::Proxy) -> String {
     format!("{}/v1/chat/completions", p.base_url())

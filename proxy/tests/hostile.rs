@@ -3,11 +3,9 @@
 //! session ids that are not ASCII (byte-exact) or not UTF-8 (percent-encoded), or 60 KB long
 //! (cut, stable, counted), and a session table bounded in bytes that `/sessions` pages through.
 
-mod common;
-
-use common::*;
 use serde_json::Value;
 use tokentap_core::record::{ErrorSource, Status};
+use tokentap_testkit::proxy::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Sends raw bytes on a fresh connection; returns the whole response (the proxy closes after

@@ -10,13 +10,11 @@
 //! The client's own arrival stamps must come after the proxy's (the proxy stamps before hyper
 //! writes to the client socket).
 
-mod common;
-
-use common::*;
 use serde_json::json;
 use tokentap_core::record::{Status, TurnRecord};
 use tokentap_core::timeline::TokenSource;
 use tokentap_sim::{ChunkKind, RequestLog, SimConfig};
+use tokentap_testkit::proxy::*;
 
 const TOL_NS: u64 = 20_000_000;
 

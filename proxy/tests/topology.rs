@@ -3,17 +3,15 @@
 //! (streams finish within the grace period; past it they are cut and recorded `cancelled`), and
 //! records on disk.
 
-mod common;
-
 use bytes::Bytes;
 use clap::Parser;
-use common::*;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use tokentap_core::record::{ErrorSource, Status, TurnRecord};
 use tokentap_sim::SimServer;
+use tokentap_testkit::proxy::*;
 
 fn url(p: &tokentap_proxy::Proxy) -> String {
     format!("{}/v1/chat/completions", p.base_url())

@@ -5,10 +5,7 @@
 //! Two sims with the same config and the same request sequence produce the same bytes except
 //! `created` (the wall-clock second), which [`mask_created`] blanks on both sides.
 
-mod common;
-
 use bytes::Bytes;
-use common::*;
 use http::Request;
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
@@ -19,6 +16,7 @@ use tokentap_core::record::Status;
 use tokentap_core::timeline::TokenSource;
 use tokentap_proxy::config::UpstreamClient;
 use tokentap_sim::SimConfig;
+use tokentap_testkit::proxy::*;
 
 fn rich() -> SimConfig {
     let mut c = sim_cfg();

@@ -1,8 +1,7 @@
 //! Inline accuracy end to end: generated text captured from the real sim's stream (tool-call
 //! partials merged across chunks, content concatenated) and scored against the dataset.
 
-mod common;
-use common::*;
+use tokentap_testkit::replay::*;
 
 /// The sim's tool call is one `bash` call running one of 9 executables; the recorded call runs
 /// all 9, so every coding turn's multiset IoU is exactly 1/9. Workflow turns have intent codes

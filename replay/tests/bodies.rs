@@ -1,10 +1,9 @@
 //! Request bodies and headers as the server received them (captured by the real sim), compared
 //! byte for byte with bodies written out by hand from SPEC §3/§4.
 
-mod common;
-use common::*;
 use std::collections::BTreeMap;
 use tokentap_replay::{Preset, ReplayConfig};
+use tokentap_testkit::replay::*;
 
 /// Parallel tool results, reasoning, non-ASCII text, a named assistant, per-row overrides, a
 /// conversation that ends on a tool row; a workflow conversation; two one-turn conversations

@@ -4,8 +4,7 @@
 //! next request, interim 1xx responses, chunk framing split anywhere, close-delimited bodies.
 //! Plus `--shard` against the sim.
 
-mod common;
-use common::*;
+use tokentap_testkit::replay::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

@@ -6,14 +6,13 @@
 //! output tokens exactly as the reference counted them, and count the prompts of the
 //! reference's performance window to the reference's ISL total.
 
-mod common;
-use common::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use tokentap_dataset::Dataset;
+use tokentap_testkit::replay::*;
 
 fn golden() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/golden/mlperf-ea33275")

@@ -2,12 +2,11 @@
 //! result and cache-isolated by its own salt, result_summary.json agreeing with the records,
 //! the validity verdict's rules with and without a tokenizer.
 
-mod common;
-use common::*;
 use serde_json::Value;
 use std::path::PathBuf;
 use tokentap_replay::config::WarmupConfig;
 use tokentap_replay::{Preset, Verdict};
+use tokentap_testkit::replay::*;
 
 const DATASET: &str = r#"{"conversation_id":"c1","turn":1,"role":"user","content":"Fix the bug in io.py please, the tests fail.","system":"You are a careful coding agent. Read the code before changing it and run the tests after every change you make."}
 {"conversation_id":"c1","turn":2,"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]}

@@ -1,10 +1,9 @@
 //! The closed loop of SPEC §5 against the real sim: concurrency, one turn in flight per
 //! conversation, delays, timeouts and failures, the performance window, stopping.
 
-mod common;
-use common::*;
 use std::time::Duration;
 use tokentap_replay::StopReason;
+use tokentap_testkit::replay::*;
 
 fn conversations(n: usize, turns: usize, delay: f64) -> String {
     let mut s = String::new();

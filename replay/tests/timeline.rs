@@ -3,10 +3,9 @@
 //! token counts, and TTFT lands on the first chunk that carries text — not the role prelude —
 //! whether the text is reasoning, content or a tool call.
 
-mod common;
-use common::*;
 use serde_json::Value;
 use tokentap_sim::{ChunkKind, RequestLog, SimConfig};
+use tokentap_testkit::replay::*;
 
 const DATASET: &str = r#"{"conversation_id":"t1","turn":1,"role":"user","content":"hello there"}
 {"conversation_id":"t1","turn":2,"role":"assistant","content":"hi"}

@@ -2,13 +2,11 @@
 //! repeats, growing conversations, salting (SPEC §4), and the reuse of generated tokens that
 //! generated-token cache clearing removes.
 
-mod common;
-
-use common::*;
 use serde_json::{json, Value};
 use tokentap_core::tokenize;
 use tokentap_core::wire::ChatRequest;
 use tokentap_sim::{render, SimConfig, SimServer};
+use tokentap_testkit::sim::*;
 
 const BLOCK: u64 = 16;
 

@@ -1,12 +1,10 @@
 //! `tokentap sim` as the CLI runs it: options parsed by clap, `run_with` until a shutdown
 //! signal, the JSONL chunk log complete when it returns.
 
-mod common;
-
 use clap::Parser;
-use common::*;
 use serde_json::json;
 use tokentap_sim::{run_with, Opts, RequestLog};
+use tokentap_testkit::sim::*;
 
 #[derive(Parser)]
 struct Cli {

@@ -1,11 +1,9 @@
 //! Fault injection: each kind is visible to a real client and recorded in the log.
 
-mod common;
-
-use common::*;
 use serde_json::json;
 use tokentap_core::chunk::ChunkInfo;
 use tokentap_sim::{ChunkKind, SimConfig, SimServer};
+use tokentap_testkit::sim::*;
 
 async fn sim(f: impl FnOnce(&mut SimConfig)) -> SimServer {
     let mut c = SimConfig::zero_delay();

@@ -2,11 +2,9 @@
 //! same text on every platform and in every release (its random draws are SplitMix64 and the
 //! `libm` crate, not the platform's libm). A change here changes every seeded sim run.
 
-mod common;
-
-use common::*;
 use serde_json::json;
 use tokentap_sim::{SimConfig, SimServer};
+use tokentap_testkit::sim::*;
 
 /// FNV-1a 64 of the text (a fixed digest, no dependency).
 fn fnv(s: &str) -> u64 {

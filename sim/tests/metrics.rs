@@ -1,11 +1,9 @@
 //! `GET /metrics`: the sim's vLLM-named engine series, checked against the sim's own
 //! ground-truth log (same requests, same chunk stamps) after real streaming requests.
 
-mod common;
-
-use common::*;
 use serde_json::json;
 use tokentap_sim::{ChunkKind, EngineFlavor, SimConfig, SimServer};
+use tokentap_testkit::sim::*;
 
 /// The value of the sample whose line starts with `series` (name plus label set, or name and
 /// a space when there are no labels besides the constant `model_name`).

@@ -2,11 +2,9 @@
 //! continuous usage, modes, k tokens per chunk, max tokens, the completions route, the small
 //! routes, h2c and determinism.
 
-mod common;
-
-use common::*;
 use serde_json::{json, Value};
 use tokentap_sim::{ChunkKind, ReasoningField, SimConfig, SimServer};
+use tokentap_testkit::sim::*;
 
 fn user(text: &str) -> Value {
     json!([{"role": "user", "content": text}])

@@ -2,12 +2,10 @@
 //! monotonic clock the sim stamps with. Timers never fire early, so the assertions are
 //! orderings and lower bounds, never exact durations.
 
-mod common;
-
-use common::*;
 use http_body_util::BodyExt;
 use serde_json::json;
 use tokentap_sim::{ChunkKind, SimConfig, SimServer};
+use tokentap_testkit::sim::*;
 
 const MS: u64 = 1_000_000;
 

@@ -1,33 +1,15 @@
-//! Shared helpers of the replay end-to-end tests: a real sim on 127.0.0.1:0, a replay run with
-//! an output directory, and the records read back.
-#![allow(dead_code)]
+//! What the replay's tests import (`use tokentap_testkit::replay::*;`): a real sim, a replay
+//! run with an output directory, and the records read back.
+
+pub use crate::data::{dataset, synth_dataset, temp_dir};
 
 use serde_json::Value;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokentap_dataset::Dataset;
 use tokentap_replay::{ProgressMode, ReplayConfig, RunOutcome};
 use tokentap_sim::{SimConfig, SimServer};
 
-/// A fresh, empty directory under the system temp dir.
-pub fn temp_dir(name: &str) -> PathBuf {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "tokentap-replay-test-{}-{}-{name}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-pub fn dataset(text: &str) -> Arc<Dataset> {
-    Arc::new(Dataset::parse("test.jsonl", text).unwrap())
-}
-
-/// A zero-delay sim that keeps request bodies.
+/// A zero-delay sim that keeps request bodies, 8-token outputs, then `f`.
 pub async fn sim_with(f: impl FnOnce(&mut SimConfig)) -> SimServer {
     let mut c = SimConfig::zero_delay();
     c.capture_bodies = true;
@@ -45,6 +27,7 @@ pub fn config(sim: &SimServer, name: &str) -> ReplayConfig {
     c
 }
 
+/// Runs a replay to its end (no progress output, never interrupted) and reads its records.
 pub async fn run(config: ReplayConfig, ds: Arc<Dataset>) -> (RunOutcome, Vec<Value>) {
     let out = tokentap_replay::run_with(config, ds, ProgressMode::Off, std::future::pending())
         .await
@@ -53,6 +36,7 @@ pub async fn run(config: ReplayConfig, ds: Arc<Dataset>) -> (RunOutcome, Vec<Val
     (out, recs)
 }
 
+/// The run's `records.jsonl`, parsed.
 pub fn records(out: &RunOutcome) -> Vec<Value> {
     let path = out.out_dir.as_ref().unwrap().join("records.jsonl");
     std::fs::read_to_string(path)

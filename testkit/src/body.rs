@@ -1,0 +1,60 @@
+//! Chat request bodies and the requests that carry them.
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::Full;
+
+/// A chat completion body for the sim's model: a system and a user message, `max_tokens`,
+/// `stream`, and every field of `extra` on top.
+pub fn chat(stream: bool, max_tokens: u64, extra: serde_json::Value) -> Bytes {
+    let mut v = serde_json::json!({
+        "model": "tokentap-sim",
+        "messages": [
+            {"role": "system", "content": "You are a test."},
+            {"role": "user", "content": "Say something, please, at length."}
+        ],
+        "max_completion_tokens": max_tokens,
+        "stream": stream,
+    });
+    if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+        for (k, x) in e {
+            o.insert(k.clone(), x.clone());
+        }
+    }
+    Bytes::from(serde_json::to_vec(&v).unwrap())
+}
+
+/// A JSON POST to an absolute URL, as an SSE client sends it (with a bearer key, which must
+/// never reach a record or a log), with the session header when given.
+pub fn post(url: &str, body: Bytes, session: Option<&str>) -> Request<Full<Bytes>> {
+    let mut b = Request::post(url)
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .header("authorization", "Bearer secret-key");
+    if let Some(s) = session {
+        b = b.header("x-session-id", s);
+    }
+    b.body(Full::new(body)).unwrap()
+}
+
+/// [`post`] to `/v1/chat/completions` under a base URL.
+pub fn post_chat(base: &str, body: Bytes, session: Option<&str>) -> Request<Full<Bytes>> {
+    post(&format!("{base}/v1/chat/completions"), body, session)
+}
+
+/// Replaces the value of every `"created":N` so two sims' bodies can be compared byte for byte
+/// (`created` is the wall-clock second, the one field a second sim cannot reproduce).
+pub fn mask_created(b: &[u8]) -> String {
+    let s = String::from_utf8_lossy(b);
+    let mut out = String::with_capacity(s.len());
+    let mut rest = &s[..];
+    while let Some(i) = rest.find("\"created\":") {
+        let (a, b) = rest.split_at(i + 10);
+        out.push_str(a);
+        let end = b.find(|c: char| !c.is_ascii_digit()).unwrap_or(b.len());
+        out.push('N');
+        rest = &b[end..];
+    }
+    out.push_str(rest);
+    out
+}

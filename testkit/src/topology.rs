@@ -1,0 +1,90 @@
+//! The sim ← proxy ← replay topology on `127.0.0.1:0`, and its parts.
+//!
+//! ```text
+//!  replay (ReplayConfig from Stack::replay_config) ──► proxy (optional) ──► sim
+//! ```
+
+use std::path::Path;
+use std::time::Duration;
+use tokentap_proxy::{Config, Proxy, ShutdownReport};
+use tokentap_replay::ReplayConfig;
+use tokentap_sim::{SimConfig, SimServer};
+
+/// The zero-delay sim, every response as long as its max tokens.
+pub fn sim_cfg() -> SimConfig {
+    let mut c = SimConfig::zero_delay();
+    c.output.always_max = true;
+    c
+}
+
+/// A sim started on `127.0.0.1:0`.
+pub async fn sim(cfg: SimConfig) -> SimServer {
+    SimServer::start(cfg).await.expect("sim starts")
+}
+
+/// A proxy config in front of `upstreams`, keeping its records in memory.
+pub fn proxy_cfg(upstreams: &[String]) -> Config {
+    let mut c = Config::new(upstreams.iter().cloned());
+    c.keep_records = true;
+    c
+}
+
+/// A proxy started on `127.0.0.1:0` (client and admin listeners).
+pub async fn proxy(cfg: Config) -> Proxy {
+    Proxy::start(cfg).await.expect("proxy starts")
+}
+
+/// A sim, optionally with a proxy in front of it; a replay (or any client) aims at
+/// [`Stack::endpoint`].
+pub struct Stack {
+    pub sim: SimServer,
+    pub proxy: Option<Proxy>,
+}
+
+impl Stack {
+    /// The sim alone.
+    pub async fn sim(cfg: SimConfig) -> Stack {
+        Stack {
+            sim: sim(cfg).await,
+            proxy: None,
+        }
+    }
+
+    /// The sim with a proxy in front ([`proxy_cfg`], then `tune`).
+    pub async fn proxied(cfg: SimConfig, tune: impl FnOnce(&mut Config)) -> Stack {
+        let sim = sim(cfg).await;
+        let mut pc = proxy_cfg(&[sim.base_url()]);
+        tune(&mut pc);
+        Stack {
+            proxy: Some(proxy(pc).await),
+            sim,
+        }
+    }
+
+    /// Where a client sends: the proxy when there is one, else the sim.
+    pub fn endpoint(&self) -> String {
+        match &self.proxy {
+            Some(p) => p.base_url(),
+            None => self.sim.base_url(),
+        }
+    }
+
+    /// A replay aimed at [`Stack::endpoint`], model `m`, writing into `out` when given.
+    pub fn replay_config(&self, out: Option<&Path>) -> ReplayConfig {
+        let mut c = ReplayConfig::new(&self.endpoint()).expect("a valid endpoint");
+        c.model = Some("m".into());
+        c.out = out.map(Path::to_path_buf);
+        c
+    }
+
+    /// Stops the proxy (draining within `grace`; its report, when there is a proxy), then
+    /// the sim.
+    pub async fn shutdown(self, grace: Duration) -> Option<ShutdownReport> {
+        let report = match self.proxy {
+            Some(p) => Some(p.shutdown(grace).await),
+            None => None,
+        };
+        self.sim.shutdown().await;
+        report
+    }
+}
