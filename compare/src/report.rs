@@ -259,7 +259,12 @@ pub struct Settings {
     pub require_all_joined: bool,
 }
 
-/// Builds the report from a client run, the wire and their join.
+/// Per metric: the (client, wire, tracked) values of the pairs compared on it.
+type Values = [Vec<(f64, f64, bool)>; 6];
+
+/// Builds the report from a client run, the wire and their join, in its steps: the pairs and
+/// their values, each metric's claims against the wire, the checks, the verdict, what was not
+/// joined, and where the wire came from.
 pub fn build(
     client: &ClientRun,
     wire: &[WireTurn],
@@ -276,9 +281,73 @@ pub fn build(
         wire_only: joined.wire_only.len(),
         ..Counts::default()
     };
+    let (pairs, values) = compare_pairs(client, wire, joined, &mut counts);
+    let mut reasons = Vec::new();
+    let mut judged = 0;
+    let metrics = Metric::ALL
+        .into_iter()
+        .map(|m| judge_metric(m, &values[m.idx()], client, s, &mut reasons, &mut judged))
+        .collect();
+    let mut checks = client.checks.clone();
+    checks.extend(ttft_check(&values[Metric::Ttft.idx()]));
+    for c in checks.iter().filter(|c| c.verdict == Verdict::Fail) {
+        reasons.push(format!("{}: {}", c.name, c.detail));
+    }
+    if s.require_all_joined && (counts.client_only > 0 || counts.wire_only > 0) {
+        reasons.push(format!(
+            "--require-all-joined: {} client turns and {} wire turns are not joined",
+            counts.client_only, counts.wire_only
+        ));
+    }
+    let verdict = if !reasons.is_empty() {
+        Verdict::Fail
+    } else if judged == 0 {
+        reasons.push("no claim could be checked: no joined turn has a value on both sides".into());
+        Verdict::NoData
+    } else {
+        Verdict::Pass
+    };
+    let (client_only, wire_only) = unjoined(client, wire, joined, s);
+    let mut notes = client.notes.clone();
+    notes.extend(joined.notes.iter().cloned());
+    if let Some(p) = &client.published {
+        notes.push(format!("published claims read from {}", p.source));
+    }
+    Report {
+        schema: SCHEMA,
+        format: s.format,
+        client_file: s.client_file.clone(),
+        wire: s.wire.clone(),
+        wire_sources: wire_sources(wire, joined, s),
+        clock: client.clock,
+        tolerance: s.tolerance,
+        join: JoinSettings {
+            id_headers: s.join.id_headers.clone(),
+            slack_ms: s.join.slack_ns as f64 / 1e6,
+            window_ms: s.join.window_ns as f64 / 1e6,
+        },
+        counts,
+        metrics,
+        verdict,
+        reasons,
+        pairs,
+        client_only,
+        wire_only,
+        checks,
+        notes,
+    }
+}
+
+/// Every joined pair as the report shows it, counted by join method and status, and the values
+/// of the pairs that both sides saw succeed.
+fn compare_pairs(
+    client: &ClientRun,
+    wire: &[WireTurn],
+    joined: &Joined,
+    counts: &mut Counts,
+) -> (Vec<PairOut>, Values) {
     let mut pairs = Vec::with_capacity(joined.pairs.len());
-    // Per metric: (client, wire) values of compared pairs.
-    let mut values: [Vec<(f64, f64, bool)>; 6] = Default::default();
+    let mut values: Values = Default::default();
     for p in &joined.pairs {
         match p.how {
             JoinMethod::RequestId => counts.by_request_id += 1,
@@ -314,140 +383,141 @@ pub fn build(
             wire: Side::of(w.ok(), &wv),
         });
     }
+    (pairs, values)
+}
 
-    let mut metrics = Vec::new();
-    let mut reasons = Vec::new();
-    let mut judged = 0;
-    for m in Metric::ALL {
-        let vals = &values[m.idx()];
-        let mut diffs: Samples = vals.iter().map(|(a, b, _)| a - b).collect();
-        let diff = diffs.percentiles().map(|p| Dist {
-            min: p.min,
-            p50: p.p50,
-            p90: p.p90,
-            p99: p.p99,
-            max: p.max,
-            mean: p.mean,
-        });
-        let beyond = vals
-            .iter()
-            .filter(|(a, b, _)| (a - b).abs() > s.tolerance.allowed(m, *b))
-            .count();
-        let pubd = client.published.as_ref();
-        let published = pubd.and_then(|p| p.get(m));
-        // A published claim is judged against the wire over the population the client
-        // published (its performance window), with its percentile method.
-        let tracked_only = published.is_some() && pubd.is_some_and(|p| p.tracked_only);
-        let lower = published.is_some() && pubd.is_some_and(|p| p.lower);
-        let in_pop = |t: &bool| !tracked_only || *t;
-        let mut wire_s: Samples = vals.iter().filter(|v| in_pop(&v.2)).map(|v| v.1).collect();
-        let mut client_s: Samples = vals.iter().map(|v| v.0).collect();
-        let claims_source = if published.is_some() {
-            "published"
-        } else {
-            "recomputed"
+/// One metric: the per-turn differences, and each claim (published, or recomputed from the
+/// client's turns) against the wire's value of the same statistic. A claim beyond the
+/// tolerance adds its reason; every claim judged counts in `judged`.
+fn judge_metric(
+    m: Metric,
+    vals: &[(f64, f64, bool)],
+    client: &ClientRun,
+    s: &Settings,
+    reasons: &mut Vec<String>,
+    judged: &mut usize,
+) -> MetricReport {
+    let mut diffs: Samples = vals.iter().map(|(a, b, _)| a - b).collect();
+    let diff = diffs.percentiles().map(|p| Dist {
+        min: p.min,
+        p50: p.p50,
+        p90: p.p90,
+        p99: p.p99,
+        max: p.max,
+        mean: p.mean,
+    });
+    let beyond = vals
+        .iter()
+        .filter(|(a, b, _)| (a - b).abs() > s.tolerance.allowed(m, *b))
+        .count();
+    let pubd = client.published.as_ref();
+    let published = pubd.and_then(|p| p.get(m));
+    // A published claim is judged against the wire over the population the client
+    // published (its performance window), with its percentile method.
+    let tracked_only = published.is_some() && pubd.is_some_and(|p| p.tracked_only);
+    let lower = published.is_some() && pubd.is_some_and(|p| p.lower);
+    let in_pop = |t: &bool| !tracked_only || *t;
+    let mut wire_s: Samples = vals.iter().filter(|v| in_pop(&v.2)).map(|v| v.1).collect();
+    let mut client_s: Samples = vals.iter().map(|v| v.0).collect();
+    let claims_source = if published.is_some() {
+        "published"
+    } else {
+        "recomputed"
+    };
+    let mut claims = Vec::new();
+    for (i, (stat, q)) in STATS.iter().enumerate() {
+        let claimed = match published {
+            Some(row) => row[i],
+            None => client_s.quantile(*q),
         };
-        let mut claims = Vec::new();
-        for (i, (stat, q)) in STATS.iter().enumerate() {
-            let claimed = match published {
-                Some(row) => row[i],
-                None => client_s.quantile(*q),
-            };
-            let wire_q = if lower {
-                wire_s.quantile_lower(*q)
-            } else {
-                wire_s.quantile(*q)
-            };
-            let (Some(cv), Some(wv)) = (claimed, wire_q) else {
-                continue;
-            };
-            let tol = s.tolerance.allowed(m, wv);
-            let d = cv - wv;
-            let verdict = if d.abs() <= tol {
-                Verdict::Pass
-            } else {
-                Verdict::Fail
-            };
-            judged += 1;
-            if verdict == Verdict::Fail {
-                reasons.push(format!(
-                    "{} {stat}: client {} vs wire {} ({:+.3} {}, tolerance ±{:.3})",
-                    m.label(),
-                    fmt_num(cv),
-                    fmt_num(wv),
-                    d,
-                    m.unit(),
-                    tol
-                ));
-            }
-            claims.push(Claim {
-                stat,
-                client: cv,
-                wire: wv,
-                diff: d,
-                tolerance: tol,
-                verdict,
-            });
+        let wire_q = if lower {
+            wire_s.quantile_lower(*q)
+        } else {
+            wire_s.quantile(*q)
+        };
+        let (Some(cv), Some(wv)) = (claimed, wire_q) else {
+            continue;
+        };
+        let tol = s.tolerance.allowed(m, wv);
+        let d = cv - wv;
+        let verdict = if d.abs() <= tol {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        };
+        *judged += 1;
+        if verdict == Verdict::Fail {
+            reasons.push(format!(
+                "{} {stat}: client {} vs wire {} ({:+.3} {}, tolerance ±{:.3})",
+                m.label(),
+                fmt_num(cv),
+                fmt_num(wv),
+                d,
+                m.unit(),
+                tol
+            ));
         }
-        metrics.push(MetricReport {
-            metric: m,
-            unit: m.unit(),
-            turns: vals.len(),
-            diff,
-            turns_beyond_tolerance: beyond,
-            claims_source,
-            claims,
+        claims.push(Claim {
+            stat,
+            client: cv,
+            wire: wv,
+            diff: d,
+            tolerance: tol,
+            verdict,
         });
     }
-    // Checks without the wire, then the impossible values only the wire can show: a client
-    // that saw its first token before the proxy forwarded it started its clock late.
-    let mut checks = client.checks.clone();
-    let below: Vec<f64> = values[Metric::Ttft.idx()]
+    MetricReport {
+        metric: m,
+        unit: m.unit(),
+        turns: vals.len(),
+        diff,
+        turns_beyond_tolerance: beyond,
+        claims_source,
+        claims,
+    }
+}
+
+/// The impossible value only the wire can show: a client that saw its first token before the
+/// proxy forwarded it started its clock late. `None` without a compared TTFT.
+fn ttft_check(ttft: &[(f64, f64, bool)]) -> Option<crate::client::Check> {
+    if ttft.is_empty() {
+        return None;
+    }
+    let below: Vec<f64> = ttft
         .iter()
         .map(|(a, b, _)| a - b)
         .filter(|d| *d < 0.0)
         .collect();
-    if !values[Metric::Ttft.idx()].is_empty() {
-        checks.push(crate::client::Check {
-            name: "ttft never shorter than the wire's".into(),
-            verdict: if below.is_empty() {
-                Verdict::Pass
-            } else {
-                Verdict::Fail
-            },
-            detail: if below.is_empty() {
-                format!(
-                    "every one of {} joined turns saw its first token after the proxy forwarded it",
-                    values[Metric::Ttft.idx()].len()
-                )
-            } else {
-                format!(
-                    "impossible: {} of {} joined turns claim a TTFT shorter than the wire's (worst {:.3} ms): the client's clock started after its request left, or it stamped before the bytes arrived",
-                    below.len(),
-                    values[Metric::Ttft.idx()].len(),
-                    below.iter().cloned().fold(0.0, f64::min)
-                )
-            },
-        });
-    }
-    for c in checks.iter().filter(|c| c.verdict == Verdict::Fail) {
-        reasons.push(format!("{}: {}", c.name, c.detail));
-    }
-    if s.require_all_joined && (counts.client_only > 0 || counts.wire_only > 0) {
-        reasons.push(format!(
-            "--require-all-joined: {} client turns and {} wire turns are not joined",
-            counts.client_only, counts.wire_only
-        ));
-    }
-    let verdict = if !reasons.is_empty() {
-        Verdict::Fail
-    } else if judged == 0 {
-        reasons.push("no claim could be checked: no joined turn has a value on both sides".into());
-        Verdict::NoData
-    } else {
-        Verdict::Pass
-    };
+    Some(crate::client::Check {
+        name: "ttft never shorter than the wire's".into(),
+        verdict: if below.is_empty() {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        },
+        detail: if below.is_empty() {
+            format!(
+                "every one of {} joined turns saw its first token after the proxy forwarded it",
+                ttft.len()
+            )
+        } else {
+            format!(
+                "impossible: {} of {} joined turns claim a TTFT shorter than the wire's (worst {:.3} ms): the client's clock started after its request left, or it stamped before the bytes arrived",
+                below.len(),
+                ttft.len(),
+                below.iter().cloned().fold(0.0, f64::min)
+            )
+        },
+    })
+}
 
+/// The turns of either side that found no partner.
+fn unjoined(
+    client: &ClientRun,
+    wire: &[WireTurn],
+    joined: &Joined,
+    s: &Settings,
+) -> (Vec<ClientOnly>, Vec<WireOnly>) {
     let client_only = joined
         .client_only
         .iter()
@@ -481,7 +551,12 @@ pub fn build(
             }
         })
         .collect();
-    let mut wire_sources: Vec<WireSource> = s
+    (client_only, wire_only)
+}
+
+/// Each `--wire` file: its turns, how many joined, and the replicas they went to.
+fn wire_sources(wire: &[WireTurn], joined: &Joined, s: &Settings) -> Vec<WireSource> {
+    let mut sources: Vec<WireSource> = s
         .wire
         .iter()
         .map(|p| WireSource {
@@ -492,7 +567,7 @@ pub fn build(
         })
         .collect();
     for w in wire {
-        if let Some(src) = wire_sources.get_mut(w.source) {
+        if let Some(src) = sources.get_mut(w.source) {
             src.turns += 1;
             *src.replicas
                 .entry(w.record.upstream.clone().unwrap_or_else(|| "?".into()))
@@ -500,38 +575,11 @@ pub fn build(
         }
     }
     for p in &joined.pairs {
-        if let Some(src) = wire_sources.get_mut(wire[p.wire].source) {
+        if let Some(src) = sources.get_mut(wire[p.wire].source) {
             src.joined += 1;
         }
     }
-    let mut notes = client.notes.clone();
-    notes.extend(joined.notes.iter().cloned());
-    if let Some(p) = &client.published {
-        notes.push(format!("published claims read from {}", p.source));
-    }
-    Report {
-        schema: SCHEMA,
-        format: s.format,
-        client_file: s.client_file.clone(),
-        wire: s.wire.clone(),
-        wire_sources,
-        clock: client.clock,
-        tolerance: s.tolerance,
-        join: JoinSettings {
-            id_headers: s.join.id_headers.clone(),
-            slack_ms: s.join.slack_ns as f64 / 1e6,
-            window_ms: s.join.window_ns as f64 / 1e6,
-        },
-        counts,
-        metrics,
-        verdict,
-        reasons,
-        pairs,
-        client_only,
-        wire_only,
-        checks,
-        notes,
-    }
+    sources
 }
 
 /// A number with 3 decimals, trailing zeros kept short for integers.

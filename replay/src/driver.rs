@@ -233,9 +233,32 @@ struct Traj<'a> {
     pass: u32,
     slot: u32,
     logical: String,
+    /// The dataset rows the client sends, in order.
+    turns: Vec<usize>,
 }
 
-impl Traj<'_> {
+impl<'a> Traj<'a> {
+    /// Trajectory `k` of the run: conversation `k mod n`, pass `k div n + 1` (a repeat gets
+    /// the logical id `ID__repeat_P`).
+    fn new(run: &'a Run, k: u64, slot: u32) -> Traj<'a> {
+        let ds = &run.dataset;
+        let n = ds.conversations.len() as u64;
+        let conv = &ds.conversations[(k % n) as usize];
+        let pass = (k / n + 1) as u32;
+        Traj {
+            conv,
+            k,
+            pass,
+            slot,
+            logical: if pass == 1 {
+                conv.id.clone()
+            } else {
+                format!("{}__repeat_{pass}", conv.id)
+            },
+            turns: conv.client_turns().collect(),
+        }
+    }
+
     /// The turn's key in the reference's scores: source id, repeat (pass), client row's turn.
     fn key(&self, row: usize) -> tokentap_mlperf::scorer::TurnKey {
         (self.conv.id.clone(), self.pass, self.conv.rows[row].turn)
@@ -253,29 +276,11 @@ impl Traj<'_> {
         r.stream = Some(true);
         r
     }
-}
 
-async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut Scratch) {
-    let ds = &run.dataset;
-    let n = ds.conversations.len() as u64;
-    let conv = &ds.conversations[(k % n) as usize];
-    let pass = (k / n + 1) as u32;
-    let t = Traj {
-        conv,
-        k,
-        pass,
-        slot,
-        logical: if pass == 1 {
-            conv.id.clone()
-        } else {
-            format!("{}__repeat_{pass}", conv.id)
-        },
-    };
-    let turns: Vec<usize> = conv.client_turns().collect();
-    run.counters.trajectory_started();
-    let aborted_from = |from: usize, error: TurnError| {
-        for (ti, &row) in turns.iter().enumerate().skip(from) {
-            let mut r = t.record(ti, row, Anchor::now());
+    /// Records every turn from `from` on as aborted with `error` (nothing of them is sent).
+    fn abort_from(&self, run: &Run, from: usize, error: TurnError) {
+        for (ti, &row) in self.turns.iter().enumerate().skip(from) {
+            let mut r = self.record(ti, row, Anchor::now());
             r.status = Status::Aborted;
             r.error = Some(error.clone());
             r.in_window = Some(run.window_open.load(Relaxed));
@@ -287,236 +292,280 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
                     output: None,
                     complete_output: false,
                     body: None,
-                    key: t.key(row),
+                    key: self.key(row),
                 },
             );
         }
-    };
-    // Conversation ids are printable ASCII (checked when the dataset loads), so this cannot fail
-    // for a loaded dataset; a failure is still recorded rather than trusted away.
-    let session = match HeaderValue::from_str(&t.logical) {
-        Ok(v) => v,
+    }
+}
+
+/// What every turn of a trajectory shares: its session header, its endpoint, its body builder.
+struct Setup<'a> {
+    session: HeaderValue,
+    /// The conversation's endpoint (rendezvous over `--endpoint`s), for all its turns.
+    endpoint: usize,
+    builder: BodyBuilder<'a>,
+}
+
+impl<'a> Setup<'a> {
+    fn new(run: &'a Run, t: &Traj<'a>) -> Result<Setup<'a>, TurnError> {
+        // Conversation ids are printable ASCII (checked when the dataset loads), so this cannot
+        // fail for a loaded dataset; a failure is still recorded rather than trusted away.
+        let session = HeaderValue::from_str(&t.logical)
+            .map_err(|e| crate::response::internal(ErrorKind::SessionHeader, format!("{e}")))?;
+        let built = match run.pass_tag {
+            Some(tag) => BodyBuilder::with_pass_tag(t.conv, &run.settings, tag),
+            None => BodyBuilder::new(t.conv, &run.settings, t.pass),
+        };
+        let builder =
+            built.map_err(|e| crate::response::internal(ErrorKind::Build, e.to_string()))?;
+        Ok(Setup {
+            session,
+            endpoint: run.target.pick(&t.logical),
+            builder,
+        })
+    }
+}
+
+/// One trajectory, turn after turn: each waits for the one before (and its recorded delay,
+/// with `--delays`); the first turn that does not end `ok` aborts the rest.
+async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut Scratch) {
+    let t = Traj::new(run, k, slot);
+    run.counters.trajectory_started();
+    let mut setup = match Setup::new(run, &t) {
+        Ok(s) => s,
         Err(e) => {
-            aborted_from(
-                0,
-                crate::response::internal(ErrorKind::SessionHeader, format!("{e}")),
-            );
+            t.abort_from(run, 0, e);
             run.counters.trajectory_done();
             return;
         }
     };
-    // The conversation's endpoint, for all its turns.
-    let endpoint = run.target.pick(&t.logical);
-    let ep = &run.target.endpoints[endpoint];
-    let multi = run.target.endpoints.len() > 1;
-    let built = match run.pass_tag {
-        Some(tag) => BodyBuilder::with_pass_tag(conv, &run.settings, tag),
-        None => BodyBuilder::new(conv, &run.settings, pass),
-    };
-    let mut builder = match built {
-        Ok(b) => b,
-        Err(e) => {
-            aborted_from(
-                0,
-                crate::response::internal(ErrorKind::Build, e.to_string()),
-            );
-            run.counters.trajectory_done();
-            return;
-        }
-    };
-    for (ti, &row) in turns.iter().enumerate() {
-        let r = &conv.rows[row];
-        if run.cfg.delays {
-            let d = r.delay_seconds.unwrap_or(0.0) * run.cfg.delay_scale;
-            if d > 0.0 {
-                if let Some(m) = &run.metrics {
-                    m.delay(true);
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs_f64(d)) => {}
-                    _ = run.stop_issuing.cancelled() => {}
-                }
-                if let Some(m) = &run.metrics {
-                    m.delay(false);
-                }
-            }
-        }
+    for (ti, &row) in t.turns.iter().enumerate() {
+        delay_before(run, &t.conv.rows[row]).await;
         if run.stop_issuing.is_cancelled() {
-            aborted_from(ti, stopped(run));
+            t.abort_from(run, ti, stopped(run));
             break;
         }
-        let scheduled = clock::now();
-        let body = match builder.body(row) {
-            Ok(b) => b,
+        let status = match turn(run, &t, &mut setup, ti, row, conn, scratch).await {
+            Ok(status) => status,
             Err(e) => {
-                aborted_from(
-                    ti,
-                    crate::response::internal(ErrorKind::Build, e.to_string()),
-                );
+                t.abort_from(run, ti, e);
                 break;
             }
         };
-        let (request_bytes, messages) = (body.len(), body.messages());
-        let model = r
-            .overrides
-            .get("model")
-            .and_then(|m| m.as_str())
-            .map(str::to_string)
-            .or_else(|| run.settings.model.clone());
-        let isl_body = run.keep_bodies.then(|| body.clone());
-        let req = run.target.request(endpoint, &session, body);
-        let capture = if run.capture_all {
-            client::Capture::Full
-        } else if run
-            .scorer
-            .as_ref()
-            .is_some_and(|s| s.is_scorable(&conv.id, r.turn))
-        {
-            match tokentap_mlperf::scorer::Domain::of(&conv.id) {
-                tokentap_mlperf::scorer::Domain::Coding => client::Capture::ToolCalls,
-                tokentap_mlperf::scorer::Domain::Workflow => client::Capture::Text,
-            }
-        } else {
-            client::Capture::Off
-        };
-        scratch.output.clear();
-        let in_window = run.window_open.load(Relaxed);
-        if let Some(m) = &run.metrics {
-            m.issued();
-        }
-        let mut tl = None;
-        let deadline = tokio::time::Instant::now() + run.cfg.turn_timeout;
-        let ended = {
-            let fut = client::exchange(
-                conn,
-                &run.target,
-                endpoint,
-                req,
-                &mut tl,
-                scratch,
-                client::TurnOpts {
-                    expected_chunks: run.expected_chunks,
-                    capture,
-                    max_event: run.cfg.max_event_bytes,
-                },
-            );
-            tokio::select! {
-                biased;
-                _ = run.cancel.cancelled() => Ended::Cancelled,
-                r = tokio::time::timeout_at(deadline, fut) => match r {
-                    Ok(x) => Ended::Done(x),
-                    Err(_) => Ended::TimedOut,
-                },
-            }
-        };
-        // The turn ended for the client here (error, timeout, cancel); a complete response
-        // ended at its last byte, set below.
-        let ended_at = clock::now();
-        let start = tl.as_ref().map(|t| t.start());
-        let measured = tl.map(|t| t.finish(None)).unwrap_or_default();
-        let now = Anchor::now();
-        let anchor = match start {
-            Some(s) => Anchor {
-                mono_ns: s,
-                wall_ns: now.wall_of(s),
-            },
-            None => now,
-        };
-        let mut rec = t.record(ti, row, anchor);
-        rec.scheduled_mono_ns = Some(scheduled);
-        rec.route = Some(ep.path.path().to_string());
-        if multi {
-            rec.upstream = Some(ep.url.clone());
-        }
-        rec.model = model;
-        rec.messages = Some(messages);
-        rec.request_bytes = Some(request_bytes);
-        rec.in_window = Some(in_window);
-        rec.measured = measured;
-        // A turn that never reached the wire (connect failed) ended where it started.
-        rec.end_ns = Some(start.map_or(0, |s| ended_at.saturating_sub(s)));
-        if start.is_some() {
-            rec.rx_clock = scratch.rx.clock;
-            rec.rx_lag_ttft_ns = scratch.rx.ttft_lag_ns;
-            rec.rx_lag_max_ns = scratch.rx.max_lag_ns;
-            rec.retries = (scratch.retries > 0).then_some(scratch.retries);
-            rec.server_date_s = scratch.server_date;
-            rec.http_version = scratch.http2.then(|| "2".to_string());
-        }
-        match ended {
-            Ended::Done(Exchange::Ok { http_status }) => {
-                rec.http_status = Some(http_status);
-                if rec.measured.error_events > 0 {
-                    rec.status = Status::Failed;
-                    rec.error = Some(crate::response::upstream(
-                        ErrorKind::StreamError,
-                        format!(
-                            "{} error object(s) inside the stream",
-                            rec.measured.error_events
-                        ),
-                    ));
-                }
-            }
-            Ended::Done(Exchange::Failed { http_status, error }) => {
-                rec.http_status = http_status;
-                rec.status = Status::Failed;
-                rec.error = Some(error);
-            }
-            Ended::TimedOut => {
-                conn.reset();
-                rec.http_status = scratch.http_status;
-                rec.status = Status::TimedOut;
-                rec.error = Some(TurnError {
-                    source: ErrorSource::Internal,
-                    kind: ErrorKind::TurnTimeout.as_str().into(),
-                    message: format!(
-                        "turn timeout of {:?} elapsed; request cancelled",
-                        run.cfg.turn_timeout
-                    ),
-                });
-            }
-            Ended::Cancelled => {
-                conn.reset();
-                rec.http_status = scratch.http_status;
-                rec.status = Status::Cancelled;
-                rec.error = Some(TurnError {
-                    source: ErrorSource::Internal,
-                    kind: ErrorKind::Cancelled.as_str().into(),
-                    message: "the run was stopped while the turn was in flight".into(),
-                });
-            }
-        }
-        let ok = rec.status == Status::Ok;
-        if ok {
-            rec.end_ns = rec.measured.e2e_ns.or(rec.end_ns);
-        }
-        let status = rec.status;
-        send(
-            run,
-            Job {
-                output: (ok && capture.is_on()).then(|| scratch.output.output()),
-                complete_output: capture == client::Capture::Full,
-                body: isl_body,
-                key: t.key(row),
-                record: rec,
-            },
-        );
-        if !ok {
-            aborted_from(
-                ti + 1,
-                TurnError {
-                    source: ErrorSource::Internal,
-                    kind: ErrorKind::PreviousTurnFailed.as_str().into(),
-                    message: format!(
-                        "turn {ti} of this trajectory ended {}; the rest is not sent",
-                        status.as_str()
-                    ),
-                },
-            );
+        if status != Status::Ok {
+            let e = TurnError {
+                source: ErrorSource::Internal,
+                kind: ErrorKind::PreviousTurnFailed.as_str().into(),
+                message: format!(
+                    "turn {ti} of this trajectory ended {}; the rest is not sent",
+                    status.as_str()
+                ),
+            };
+            t.abort_from(run, ti + 1, e);
             break;
         }
     }
     run.counters.trajectory_done();
+}
+
+/// The row's recorded delay before it is sent (`--delays`, scaled), cut short when issuing
+/// stops.
+async fn delay_before(run: &Run, r: &tokentap_dataset::Row) {
+    if !run.cfg.delays {
+        return;
+    }
+    let d = r.delay_seconds.unwrap_or(0.0) * run.cfg.delay_scale;
+    if d <= 0.0 {
+        return;
+    }
+    if let Some(m) = &run.metrics {
+        m.delay(true);
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(Duration::from_secs_f64(d)) => {}
+        _ = run.stop_issuing.cancelled() => {}
+    }
+    if let Some(m) = &run.metrics {
+        m.delay(false);
+    }
+}
+
+/// What of the response is kept: everything (`--keep-outputs` and accuracy runs), the tool
+/// calls or the text of a turn the scorer scores, or nothing.
+fn capture_for(run: &Run, conv: &Conversation, turn: u32) -> client::Capture {
+    use tokentap_mlperf::scorer::Domain;
+    if run.capture_all {
+        client::Capture::Full
+    } else if run
+        .scorer
+        .as_ref()
+        .is_some_and(|s| s.is_scorable(&conv.id, turn))
+    {
+        match Domain::of(&conv.id) {
+            Domain::Coding => client::Capture::ToolCalls,
+            Domain::Workflow => client::Capture::Text,
+        }
+    } else {
+        client::Capture::Off
+    }
+}
+
+/// Sends one turn and records it. `Err`: its body could not be built (nothing was sent).
+async fn turn(
+    run: &Run,
+    t: &Traj<'_>,
+    setup: &mut Setup<'_>,
+    ti: usize,
+    row: usize,
+    conn: &mut Conn,
+    scratch: &mut Scratch,
+) -> Result<Status, TurnError> {
+    let r = &t.conv.rows[row];
+    let scheduled = clock::now();
+    let body = setup
+        .builder
+        .body(row)
+        .map_err(|e| crate::response::internal(ErrorKind::Build, e.to_string()))?;
+    let (request_bytes, messages) = (body.len(), body.messages());
+    let model = r
+        .overrides
+        .get("model")
+        .and_then(|m| m.as_str())
+        .map(str::to_string)
+        .or_else(|| run.settings.model.clone());
+    let isl_body = run.keep_bodies.then(|| body.clone());
+    let req = run.target.request(setup.endpoint, &setup.session, body);
+    let capture = capture_for(run, t.conv, r.turn);
+    scratch.output.clear();
+    let in_window = run.window_open.load(Relaxed);
+    if let Some(m) = &run.metrics {
+        m.issued();
+    }
+    let mut tl = None;
+    let deadline = tokio::time::Instant::now() + run.cfg.turn_timeout;
+    let ended = {
+        let fut = client::exchange(
+            conn,
+            &run.target,
+            setup.endpoint,
+            req,
+            &mut tl,
+            scratch,
+            client::TurnOpts {
+                expected_chunks: run.expected_chunks,
+                capture,
+                max_event: run.cfg.max_event_bytes,
+            },
+        );
+        tokio::select! {
+            biased;
+            _ = run.cancel.cancelled() => Ended::Cancelled,
+            r = tokio::time::timeout_at(deadline, fut) => match r {
+                Ok(x) => Ended::Done(x),
+                Err(_) => Ended::TimedOut,
+            },
+        }
+    };
+    // The turn ended for the client here (error, timeout, cancel); a complete response
+    // ended at its last byte, set below.
+    let ended_at = clock::now();
+    let start = tl.as_ref().map(|t| t.start());
+    let measured = tl.map(|t| t.finish(None)).unwrap_or_default();
+    let now = Anchor::now();
+    let anchor = match start {
+        Some(s) => Anchor {
+            mono_ns: s,
+            wall_ns: now.wall_of(s),
+        },
+        None => now,
+    };
+    let mut rec = t.record(ti, row, anchor);
+    rec.scheduled_mono_ns = Some(scheduled);
+    rec.route = Some(run.target.endpoints[setup.endpoint].path.path().to_string());
+    if run.target.endpoints.len() > 1 {
+        rec.upstream = Some(run.target.endpoints[setup.endpoint].url.clone());
+    }
+    rec.model = model;
+    rec.messages = Some(messages);
+    rec.request_bytes = Some(request_bytes);
+    rec.in_window = Some(in_window);
+    rec.measured = measured;
+    // A turn that never reached the wire (connect failed) ended where it started.
+    rec.end_ns = Some(start.map_or(0, |s| ended_at.saturating_sub(s)));
+    if start.is_some() {
+        rec.rx_clock = scratch.rx.clock;
+        rec.rx_lag_ttft_ns = scratch.rx.ttft_lag_ns;
+        rec.rx_lag_max_ns = scratch.rx.max_lag_ns;
+        rec.retries = (scratch.retries > 0).then_some(scratch.retries);
+        rec.server_date_s = scratch.server_date;
+        rec.http_version = scratch.http2.then(|| "2".to_string());
+    }
+    conclude(run, &mut rec, ended, conn, scratch);
+    let ok = rec.status == Status::Ok;
+    if ok {
+        rec.end_ns = rec.measured.e2e_ns.or(rec.end_ns);
+    }
+    let status = rec.status;
+    send(
+        run,
+        Job {
+            output: (ok && capture.is_on()).then(|| scratch.output.output()),
+            complete_output: capture == client::Capture::Full,
+            body: isl_body,
+            key: t.key(row),
+            record: rec,
+        },
+    );
+    Ok(status)
+}
+
+/// The record's status, HTTP status and error from how the turn ended. A timed-out or
+/// cancelled turn leaves its connection unusable (reset).
+fn conclude(run: &Run, rec: &mut TurnRecord, ended: Ended, conn: &mut Conn, scratch: &Scratch) {
+    match ended {
+        Ended::Done(Exchange::Ok { http_status }) => {
+            rec.http_status = Some(http_status);
+            if rec.measured.error_events > 0 {
+                rec.status = Status::Failed;
+                rec.error = Some(crate::response::upstream(
+                    ErrorKind::StreamError,
+                    format!(
+                        "{} error object(s) inside the stream",
+                        rec.measured.error_events
+                    ),
+                ));
+            }
+        }
+        Ended::Done(Exchange::Failed { http_status, error }) => {
+            rec.http_status = http_status;
+            rec.status = Status::Failed;
+            rec.error = Some(error);
+        }
+        Ended::TimedOut => {
+            conn.reset();
+            rec.http_status = scratch.http_status;
+            rec.status = Status::TimedOut;
+            rec.error = Some(TurnError {
+                source: ErrorSource::Internal,
+                kind: ErrorKind::TurnTimeout.as_str().into(),
+                message: format!(
+                    "turn timeout of {:?} elapsed; request cancelled",
+                    run.cfg.turn_timeout
+                ),
+            });
+        }
+        Ended::Cancelled => {
+            conn.reset();
+            rec.http_status = scratch.http_status;
+            rec.status = Status::Cancelled;
+            rec.error = Some(TurnError {
+                source: ErrorSource::Internal,
+                kind: ErrorKind::Cancelled.as_str().into(),
+                message: "the run was stopped while the turn was in flight".into(),
+            });
+        }
+    }
 }
 
 enum Ended {

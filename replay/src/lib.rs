@@ -225,17 +225,7 @@ pub async fn run_with_hooks(
         None => None,
     };
     let tokenizer = match &config.tokenizer {
-        Some(dir) => {
-            let dir = dir.clone();
-            let tok = tokio::task::spawn_blocking(move || RefTokenizer::load(&dir))
-                .await
-                .context("loading the tokenizer")?
-                .map_err(|e| ReplayError::Config(format!("--tokenizer: {e}")))?;
-            if let Some(e) = tok.baseline_error() {
-                tracing::warn!("the chat template cannot render the empty assistant frame ({e}); tool-call outputs are counted with the frame, as the reference does");
-            }
-            Some(Arc::new(tok))
-        }
+        Some(dir) => Some(load_tokenizer(dir.clone()).await?),
         None => None,
     };
     let scorer = Arc::new(Scorer::new(&dataset));
@@ -264,48 +254,14 @@ pub async fn run_with_hooks(
     };
 
     let warmup = match warmup_setup {
-        Some((wcfg, wds, source)) => {
-            if progress == ProgressMode::Line {
-                eprintln!(
-                    "warmup: {source}, concurrency {} (excluded from every result)",
-                    wcfg.concurrency
-                );
-            }
-            // A run extended to its minimum duration may take more passes than its budget.
-            let max_pass = config
-                .budget(&dataset)
-                .div_ceil(dataset.conversations.len().max(1) as u64)
-                + if config.min_duration_scale.is_some() {
-                    64
-                } else {
-                    0
-                };
-            let concurrency = wcfg.concurrency;
-            let ran = phase::Phase {
-                config: wcfg,
-                dataset: wds,
-                records: out_dir.as_ref().map(|d| d.join("warmup.jsonl")),
-                tokenizer: None,
-                scorer: None,
-                pass_tag: Some(phase::warmup_tag(max_pass.min(u64::from(u32::MAX)) as u32)),
+        Some(setup) => {
+            let w = Warmup {
+                main: &config,
+                dataset: &dataset,
+                out_dir: out_dir.as_deref(),
                 progress,
-            }
-            .run(&target, &mut shutdown, None, &CancellationToken::new())
-            .await?;
-            let a = &ran.agg;
-            let aborted =
-                a.by_status[collector::status_index(tokentap_core::record::Status::Aborted)];
-            Some(summary::WarmupDeclaration {
-                duration_s: ran.end.mono_ns.saturating_sub(ran.start.mono_ns) as f64 / 1e9,
-                requests_issued: a.records - aborted,
-                requests_completed: a.by_status[0],
-                trajectories: ran.trajectories_started,
-                source,
-                concurrency,
-                records: out_dir
-                    .as_ref()
-                    .map(|d| d.join("warmup.jsonl").display().to_string()),
-            })
+            };
+            Some(w.run(setup, &target, &mut shutdown).await?)
         }
         None => None,
     };
@@ -316,20 +272,7 @@ pub async fn run_with_hooks(
     // Stops the server on every way out of this function, errors included.
     let _metrics_guard = metrics_stop.clone().drop_guard();
     let client_metrics = match config.metrics {
-        Some(addr) => {
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("--metrics: cannot listen on {addr}"))?;
-            tracing::info!(
-                "client metrics on http://{}/metrics",
-                listener.local_addr().map_or(addr, |a| a)
-            );
-            let m = metrics::ClientMetrics::new();
-            if let Some(model) = &config.model {
-                m.preset_model(model);
-            }
-            Some((listener, Arc::new(m)))
-        }
+        Some(addr) => Some(bind_client_metrics(addr, config.model.as_deref()).await?),
         None => None,
     };
     if let Some(tx) = hooks.measured_start.take() {
@@ -369,21 +312,10 @@ pub async fn run_with_hooks(
             row_overrides: row_overrides(&dataset),
         },
     );
-    let summary = built.summary;
     if let Some(dir) = &out_dir {
-        write_json(dir, "summary.json", &summary)?;
-        write_text(
-            dir,
-            "result_summary.json",
-            &built.result_summary.to_file_text(),
-        )?;
-        write_text(dir, "scores.json", &built.scores.to_file_text())?;
-        // The report is a view of the files just written; a failure to draw it must not fail
-        // a run whose records are safe on disk, so it is logged, not returned.
-        if let Err(e) = tokentap_report::write_html(dir) {
-            tracing::warn!("report.html not written: {e}");
-        }
+        write_results(dir, &built)?;
     }
+    let summary = built.summary;
     if let Some(p) = ran.panicked {
         return Err(ReplayError::Internal(format!("a replay slot panicked: {p}")).into());
     }
@@ -392,6 +324,116 @@ pub async fn run_with_hooks(
         out_dir,
         interrupted: ran.interrupted,
     })
+}
+
+/// Loads `--tokenizer` off the async threads; warns when the chat template cannot render the
+/// empty assistant frame (tool-call outputs are then counted with the frame, as the reference
+/// does).
+async fn load_tokenizer(dir: std::path::PathBuf) -> anyhow::Result<Arc<RefTokenizer>> {
+    let tok = tokio::task::spawn_blocking(move || RefTokenizer::load(&dir))
+        .await
+        .context("loading the tokenizer")?
+        .map_err(|e| ReplayError::Config(format!("--tokenizer: {e}")))?;
+    if let Some(e) = tok.baseline_error() {
+        tracing::warn!("the chat template cannot render the empty assistant frame ({e}); tool-call outputs are counted with the frame, as the reference does");
+    }
+    Ok(Arc::new(tok))
+}
+
+/// `--metrics`: the listener (bound now, served by the measured phase) and the client's
+/// series, the model's label preset.
+async fn bind_client_metrics(
+    addr: std::net::SocketAddr,
+    model: Option<&str>,
+) -> anyhow::Result<(tokio::net::TcpListener, Arc<metrics::ClientMetrics>)> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("--metrics: cannot listen on {addr}"))?;
+    tracing::info!(
+        "client metrics on http://{}/metrics",
+        listener.local_addr().map_or(addr, |a| a)
+    );
+    let m = metrics::ClientMetrics::new();
+    if let Some(model) = model {
+        m.preset_model(model);
+    }
+    Ok((listener, Arc::new(m)))
+}
+
+/// `summary.json`, `result_summary.json`, `scores.json`, then `report.html` — a view of the
+/// files just written: a failure to draw it must not fail a run whose records are safe on
+/// disk, so it is logged, not returned.
+fn write_results(dir: &std::path::Path, built: &summary::Built) -> anyhow::Result<()> {
+    write_json(dir, "summary.json", &built.summary)?;
+    write_text(
+        dir,
+        "result_summary.json",
+        &built.result_summary.to_file_text(),
+    )?;
+    write_text(dir, "scores.json", &built.scores.to_file_text())?;
+    if let Err(e) = tokentap_report::write_html(dir) {
+        tracing::warn!("report.html not written: {e}");
+    }
+    Ok(())
+}
+
+/// The warmup phase, run before the measured one and excluded from every result.
+struct Warmup<'a> {
+    main: &'a ReplayConfig,
+    dataset: &'a Dataset,
+    out_dir: Option<&'a std::path::Path>,
+    progress: ProgressMode,
+}
+
+impl Warmup<'_> {
+    /// Runs the warmup (its own records in `warmup.jsonl`, its own pass tag) and declares it.
+    async fn run<F: Future<Output = ()>>(
+        &self,
+        (wcfg, wds, source): (ReplayConfig, Arc<Dataset>, String),
+        target: &client::Target,
+        shutdown: &mut phase::Shutdown<'_, F>,
+    ) -> anyhow::Result<summary::WarmupDeclaration> {
+        if self.progress == ProgressMode::Line {
+            eprintln!(
+                "warmup: {source}, concurrency {} (excluded from every result)",
+                wcfg.concurrency
+            );
+        }
+        // A run extended to its minimum duration may take more passes than its budget.
+        let max_pass = self
+            .main
+            .budget(self.dataset)
+            .div_ceil(self.dataset.conversations.len().max(1) as u64)
+            + if self.main.min_duration_scale.is_some() {
+                64
+            } else {
+                0
+            };
+        let concurrency = wcfg.concurrency;
+        let records = self.out_dir.map(|d| d.join("warmup.jsonl"));
+        let ran = phase::Phase {
+            config: wcfg,
+            dataset: wds,
+            records: records.clone(),
+            tokenizer: None,
+            scorer: None,
+            pass_tag: Some(phase::warmup_tag(max_pass.min(u64::from(u32::MAX)) as u32)),
+            progress: self.progress,
+        }
+        .run(target, shutdown, None, &CancellationToken::new())
+        .await?;
+        let a = &ran.agg;
+        let aborted = a.by_status[collector::status_index(tokentap_core::record::Status::Aborted)];
+        Ok(summary::WarmupDeclaration {
+            duration_s: ran.end.mono_ns.saturating_sub(ran.start.mono_ns) as f64 / 1e9,
+            requests_issued: a.records - aborted,
+            requests_completed: a.by_status[0],
+            trajectories: ran.trajectories_started,
+            source,
+            concurrency,
+            records: records.map(|p| p.display().to_string()),
+        })
+    }
 }
 
 /// The warmup phase's config and dataset, and where its requests come from. Warmup requests

@@ -47,14 +47,7 @@ pub(crate) async fn run_point(
         .plan
         .region_of(c)
         .or(f.point_mut(c).and_then(|p| p.region));
-    let mut cfg = sweep.base.clone();
-    cfg.concurrency = c as usize;
-    cfg.out = Some(dir.clone());
-    if let Some(w) = cfg.warmup.as_mut() {
-        if !sweep.warmup_concurrency_given {
-            w.concurrency = c as usize;
-        }
-    }
+    let cfg = point_config(sweep, c, &dir);
     let min_s = cfg.min_duration().map_or(0.0, |d| d.as_secs_f64());
     if sweep.progress == ProgressMode::Line {
         eprintln!(
@@ -68,22 +61,8 @@ pub(crate) async fn run_point(
             }
         );
     }
-    // A directory left by an interrupted or failed attempt is kept beside, not mixed in.
-    if dir.exists() {
-        let old = sweep.out.join(format!("r{c}.interrupted"));
-        let _ = std::fs::remove_dir_all(&old);
-        if let Err(e) = std::fs::rename(&dir, &old) {
-            return (
-                false,
-                Err(anyhow::anyhow!("moving {} aside: {e}", dir.display())),
-            );
-        }
-    }
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        return (
-            false,
-            Err(anyhow::anyhow!("creating {}: {e}", dir.display())),
-        );
+    if let Err(e) = fresh_dir(sweep, c, &dir) {
+        return (false, Err(e));
     }
     if let Some(b) = &sweep.barrier {
         match barrier(b, c, sweep.base.shard, sweep.progress, stop).await {
@@ -105,42 +84,7 @@ pub(crate) async fn run_point(
     if let Err(e) = f.save(&sweep.out) {
         return (false, Err(e.into()));
     }
-    let engine_stop = CancellationToken::new();
-    let mut hooks = tokentap_replay::Hooks::default();
-    let scraper = (!sweep.engine.is_empty()).then(|| {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        hooks.measured_start = Some(tx);
-        tokio::spawn(engine::scrape_point(
-            sweep.engine.clone(),
-            sweep.engine_interval,
-            rx,
-            engine_stop.clone(),
-            dir.clone(),
-        ))
-    });
-    let outcome = tokentap_replay::run_with_hooks(
-        cfg.clone(),
-        sweep.dataset.clone(),
-        sweep.progress,
-        stop.clone().cancelled_owned(),
-        hooks,
-    )
-    .await;
-    engine_stop.cancel();
-    let engine_view = match scraper {
-        Some(h) => match h.await {
-            Ok(Ok(v)) => v,
-            Ok(Err(e)) => {
-                tracing::warn!("engine metrics of r{c}: {e}");
-                None
-            }
-            Err(e) => {
-                tracing::warn!("engine scraper of r{c}: {e}");
-                None
-            }
-        },
-        None => None,
-    };
+    let (outcome, engine_view) = replay_scraped(sweep, &cfg, c, &dir, stop).await;
     let end = tokentap_core::clock::Anchor::now();
     let p = f.point_mut(c).expect("the point is in the file");
     p.ended_wall_ns = Some(end.wall_ns);
@@ -200,7 +144,83 @@ pub(crate) async fn run_point(
     (outcome.interrupted, Ok(()))
 }
 
-/// The first failed turn's error in a records file, as `kind: message`.
+/// The point's replay config: the sweep's, at concurrency `c` (its warmup too, unless
+/// `--warmup-concurrency` was given), writing into `dir`.
+fn point_config(sweep: &Sweep, c: u64, dir: &Path) -> ReplayConfig {
+    let mut cfg = sweep.base.clone();
+    cfg.concurrency = c as usize;
+    cfg.out = Some(dir.to_path_buf());
+    if let Some(w) = cfg.warmup.as_mut() {
+        if !sweep.warmup_concurrency_given {
+            w.concurrency = c as usize;
+        }
+    }
+    cfg
+}
+
+/// An empty `dir` for the point: a directory left by an interrupted or failed attempt is kept
+/// beside (`rC.interrupted`), not mixed in.
+fn fresh_dir(sweep: &Sweep, c: u64, dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() {
+        let old = sweep.out.join(format!("r{c}.interrupted"));
+        let _ = std::fs::remove_dir_all(&old);
+        std::fs::rename(dir, &old)
+            .map_err(|e| anyhow::anyhow!("moving {} aside: {e}", dir.display()))?;
+    }
+    std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))
+}
+
+/// The point's replay, with the engine (`--engine-metrics`) scraped over its measured phase
+/// only; a scraper failure is logged, not the point's.
+async fn replay_scraped(
+    sweep: &Sweep,
+    cfg: &ReplayConfig,
+    c: u64,
+    dir: &Path,
+    stop: &CancellationToken,
+) -> (
+    anyhow::Result<tokentap_replay::RunOutcome>,
+    Option<engine::EngineView>,
+) {
+    let engine_stop = CancellationToken::new();
+    let mut hooks = tokentap_replay::Hooks::default();
+    let scraper = (!sweep.engine.is_empty()).then(|| {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        hooks.measured_start = Some(tx);
+        tokio::spawn(engine::scrape_point(
+            sweep.engine.clone(),
+            sweep.engine_interval,
+            rx,
+            engine_stop.clone(),
+            dir.to_path_buf(),
+        ))
+    });
+    let outcome = tokentap_replay::run_with_hooks(
+        cfg.clone(),
+        sweep.dataset.clone(),
+        sweep.progress,
+        stop.clone().cancelled_owned(),
+        hooks,
+    )
+    .await;
+    engine_stop.cancel();
+    let engine_view = match scraper {
+        Some(h) => match h.await {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                tracing::warn!("engine metrics of r{c}: {e}");
+                None
+            }
+            Err(e) => {
+                tracing::warn!("engine scraper of r{c}: {e}");
+                None
+            }
+        },
+        None => None,
+    };
+    (outcome, engine_view)
+}
+
 /// Leaves this shard's marker for point `c` in `dir` and waits until every shard's is there
 /// (polled every 20 ms); `false` when stopped while waiting.
 async fn barrier(
@@ -240,6 +260,7 @@ async fn barrier(
     }
 }
 
+/// The first failed turn's error in a records file, as `kind: message`.
 fn first_error(records: &Path) -> Option<String> {
     let text = std::fs::read_to_string(records).ok()?;
     text.lines().find_map(|l| {
