@@ -38,8 +38,10 @@ pub struct Opts {
     /// Multiplier applied to the dataset's inter-turn delays.
     #[arg(long, default_value_t = 0.1)]
     pub delay_scale: f64,
-    /// Simulated decode time per output token, ms (one request alone).
-    #[arg(long, default_value_t = 2.0)]
+    /// Simulated decode time per output token, one request alone (a duration; a bare number
+    /// is ms).
+    #[arg(long = "decode", visible_alias = "decode-ms", value_name = "DURATION",
+        default_value = "2ms", value_parser = tokentap_core::duration::parse_ms)]
     pub decode_ms: f64,
     /// Where the dataset, records and the sweep go.
     #[arg(long, default_value = "tokentap-demo")]

@@ -23,8 +23,6 @@ pub enum CompareError {
     File { path: PathBuf, msg: String },
     #[error("no proxy records found in {}: expected records-*.jsonl files (tokentap proxy --records DIR) or a .jsonl file", path.display())]
     NoWire { path: PathBuf },
-    #[error("--{flag} must be a finite, non-negative number, got {value}")]
-    Setting { flag: &'static str, value: f64 },
 }
 
 impl CompareError {

@@ -67,25 +67,29 @@ pub struct Opts {
     /// pair (client vs wire per turn).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Absolute tolerance of a time claim, ms.
-    #[arg(long, default_value_t = 1.0)]
+    /// Absolute tolerance of a time claim (a duration: 1ms, 500us; a bare number is ms).
+    #[arg(long = "time-tolerance", visible_alias = "tolerance-ms", value_name = "DURATION",
+        default_value = "1ms", value_parser = ms)]
     pub tolerance_ms: f64,
     /// Relative tolerance of any claim, percent of the wire's value. A claim passes when
     /// |client − wire| ≤ max(absolute, relative).
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_parser = non_negative)]
     pub tolerance_pct: f64,
     /// Absolute tolerance of an output-token claim, tokens.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = non_negative)]
     pub tolerance_tokens: f64,
     /// Request header whose recorded value is the client's request id (repeatable).
     #[arg(long = "id-header", default_value = "X-Request-ID")]
     pub id_headers: Vec<String>,
     /// How far a wire start may precede the client's start when joining by session + order or
-    /// time, ms.
-    #[arg(long, default_value_t = 50.0)]
+    /// time (a duration; a bare number is ms).
+    #[arg(long = "join-slack", visible_alias = "join-slack-ms", value_name = "DURATION",
+        default_value = "50ms", value_parser = ms)]
     pub join_slack_ms: f64,
-    /// How far a wire start may follow the client's start when joining, ms.
-    #[arg(long, default_value_t = 10_000.0)]
+    /// How far a wire start may follow the client's start when joining (a duration; a bare
+    /// number is ms).
+    #[arg(long = "join-window", visible_alias = "join-window-ms", value_name = "DURATION",
+        default_value = "10s", value_parser = ms)]
     pub join_window_ms: f64,
     /// The clock of the client's start instants, for formats that carry both (tokentap records:
     /// `wall` when the replay ran on another host than the proxy).
@@ -140,20 +144,25 @@ impl Opts {
     }
 }
 
-fn non_negative(flag: &'static str, value: f64) -> Result<f64, CompareError> {
-    if value.is_finite() && value >= 0.0 {
-        Ok(value)
-    } else {
-        Err(CompareError::Setting { flag, value })
+/// A duration option, as milliseconds (a bare number is ms, the old `--*-ms` spelling).
+fn ms(s: &str) -> Result<f64, String> {
+    tokentap_core::duration::parse_ms(s)
+}
+
+/// A finite number >= 0.
+fn non_negative(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("expected a finite number >= 0, found {s:?}")),
     }
 }
 
 /// Reads, joins and judges; returns the report (no printing, no files).
 pub fn compare(opts: &Opts) -> Result<Report, CompareError> {
     let tolerance = Tolerance {
-        ms: non_negative("tolerance-ms", opts.tolerance_ms)?,
-        pct: non_negative("tolerance-pct", opts.tolerance_pct)?,
-        tokens: non_negative("tolerance-tokens", opts.tolerance_tokens)?,
+        ms: opts.tolerance_ms,
+        pct: opts.tolerance_pct,
+        tokens: opts.tolerance_tokens,
     };
     let join_cfg = JoinConfig {
         id_headers: opts
@@ -161,8 +170,8 @@ pub fn compare(opts: &Opts) -> Result<Report, CompareError> {
             .iter()
             .map(|h| h.to_ascii_lowercase())
             .collect(),
-        slack_ns: (non_negative("join-slack-ms", opts.join_slack_ms)? * 1e6) as u64,
-        window_ns: (non_negative("join-window-ms", opts.join_window_ms)? * 1e6) as u64,
+        slack_ns: (opts.join_slack_ms * 1e6) as u64,
+        window_ns: (opts.join_window_ms * 1e6) as u64,
     };
     let published = match (&opts.published, opts.no_published) {
         (_, true) => PublishedSource::Off,
