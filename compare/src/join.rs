@@ -71,96 +71,149 @@ pub struct Joined {
     pub notes: Vec<String>,
 }
 
+/// Joins the client's turns to the wire's in three passes, each on what the one before left:
+/// by request id, by session and order, by time.
 pub fn join(client: &ClientRun, wire: &[WireTurn], cfg: &JoinConfig) -> Joined {
-    let n = client.turns.len();
-    let mut c_used = vec![false; n];
-    let mut w_used = vec![false; wire.len()];
-    let mut pairs = Vec::new();
-    let mut notes = Vec::new();
-    let wstart = |w: usize| wire[w].start_on(client.clock);
+    let mut j = Joiner {
+        client,
+        wire,
+        cfg,
+        c_used: vec![false; client.turns.len()],
+        w_used: vec![false; wire.len()],
+        pairs: Vec::new(),
+        notes: Vec::new(),
+    };
+    j.by_request_id();
+    let seen_sessions = j.by_session_order();
+    j.by_time(&seen_sessions);
+    let Joiner {
+        mut pairs,
+        notes,
+        c_used,
+        w_used,
+        ..
+    } = j;
+    pairs.sort_by_key(|p| p.client);
+    Joined {
+        pairs,
+        client_only: (0..c_used.len()).filter(|&c| !c_used[c]).collect(),
+        wire_only: (0..w_used.len()).filter(|&w| !w_used[w]).collect(),
+        notes,
+    }
+}
 
-    // 1. Request id.
-    let mut by_id: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, w) in wire.iter().enumerate() {
-        for h in &cfg.id_headers {
-            if let Some(v) = w.header(h) {
-                by_id.entry(v).or_default().push(i);
+/// The join in progress: which turns of each side are taken, the pairs so far.
+struct Joiner<'a> {
+    client: &'a ClientRun,
+    wire: &'a [WireTurn],
+    cfg: &'a JoinConfig,
+    c_used: Vec<bool>,
+    w_used: Vec<bool>,
+    pairs: Vec<Pair>,
+    notes: Vec<String>,
+}
+
+impl<'a> Joiner<'a> {
+    /// A wire turn's start on the client's clock.
+    fn wstart(&self, w: usize) -> u64 {
+        self.wire[w].start_on(self.client.clock)
+    }
+
+    fn pair(&mut self, client: usize, wire: usize, how: JoinMethod) {
+        (self.c_used[client], self.w_used[wire]) = (true, true);
+        self.pairs.push(Pair { client, wire, how });
+    }
+
+    /// Pass 1, request id: a client turn's id found in a recorded `--id-header` of the wire.
+    fn by_request_id(&mut self) {
+        let (client, wire, cfg) = (self.client, self.wire, self.cfg);
+        let mut by_id: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, w) in wire.iter().enumerate() {
+            for h in &cfg.id_headers {
+                if let Some(v) = w.header(h) {
+                    by_id.entry(v).or_default().push(i);
+                }
+            }
+        }
+        let client_has_ids = client.turns.iter().any(|t| t.request_id.is_some());
+        if client_has_ids && by_id.is_empty() {
+            self.notes.push(format!(
+                "the client sent request ids but no proxy record has a {} header: run the proxy with --record-header {} for exact joins",
+                cfg.id_headers.join(" / "),
+                cfg.id_headers.first().map(String::as_str).unwrap_or("X-Request-ID")
+            ));
+        }
+        for (ci, t) in client.turns.iter().enumerate() {
+            let Some(id) = t.request_id.as_deref() else {
+                continue;
+            };
+            if let Some(ws) = by_id.get(id) {
+                if let Some(&wi) = ws.iter().find(|&&w| !self.w_used[w]) {
+                    self.pair(ci, wi, JoinMethod::RequestId);
+                }
             }
         }
     }
-    let client_has_ids = client.turns.iter().any(|t| t.request_id.is_some());
-    if client_has_ids && by_id.is_empty() {
-        notes.push(format!(
-            "the client sent request ids but no proxy record has a {} header: run the proxy with --record-header {} for exact joins",
-            cfg.id_headers.join(" / "),
-            cfg.id_headers.first().map(String::as_str).unwrap_or("X-Request-ID")
-        ));
-    }
-    for (ci, t) in client.turns.iter().enumerate() {
-        let Some(id) = t.request_id.as_deref() else {
-            continue;
-        };
-        if let Some(ws) = by_id.get(id) {
-            if let Some(&wi) = ws.iter().find(|&&w| !w_used[w]) {
-                w_used[wi] = true;
-                c_used[ci] = true;
-                pairs.push(Pair {
-                    client: ci,
-                    wire: wi,
-                    how: JoinMethod::RequestId,
-                });
+
+    /// Pass 2, session + order: within one session, client turns and wire turns merged in order,
+    /// skipping a turn the other side never saw. Returns the sessions the wire knows.
+    fn by_session_order(&mut self) -> HashSet<&'a str> {
+        let (client, wire) = (self.client, self.wire);
+        let mut sessions: HashMap<&'a str, Vec<usize>> = HashMap::new();
+        for (i, w) in wire.iter().enumerate() {
+            if self.w_used[i] {
+                continue;
+            }
+            let mut keys: Vec<&str> = Vec::with_capacity(3);
+            keys.extend(w.record.conversation_id.as_deref());
+            keys.extend(w.header("x-correlation-id"));
+            keys.extend(w.header("x-session-id"));
+            keys.sort_unstable();
+            keys.dedup();
+            for k in keys {
+                sessions.entry(k).or_default().push(i);
             }
         }
+        // A session's wire turns in time order. From several proxies (hosts of their own) the
+        // monotonic clocks do not compare: their wall clocks do.
+        let several = wire.iter().any(|w| w.source != 0);
+        for v in sessions.values_mut() {
+            if several {
+                v.sort_by_key(|&w| (wire[w].start_on(crate::client::Clock::Wall), w));
+            } else {
+                v.sort_by_key(|&w| (self.wstart(w), w));
+            }
+        }
+        if several && client.clock == crate::client::Clock::Mono {
+            self.notes.push("records of several proxies joined to a client on the monotonic clock: time distances compare across hosts only if every proxy ran on the client's host (give the client's wall clock, --clock wall, otherwise)".into());
+        }
+        let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (ci, t) in client.turns.iter().enumerate() {
+            if let (false, Some(s)) = (self.c_used[ci], t.session.as_deref()) {
+                groups.entry(s).or_default().push(ci);
+            }
+        }
+        let mut group_keys: Vec<&str> = groups.keys().copied().collect();
+        group_keys.sort_unstable();
+        for key in group_keys {
+            let Some(cands) = sessions.get(key) else {
+                continue;
+            };
+            let mut g = groups.remove(key).unwrap_or_default();
+            let by_turn = g.iter().all(|&c| client.turns[c].turn.is_some());
+            g.sort_by_key(|&c| {
+                let t = &client.turns[c];
+                (if by_turn { t.turn } else { None }, t.start_ns, c)
+            });
+            let cands: Vec<usize> = cands.iter().copied().filter(|&w| !self.w_used[w]).collect();
+            self.merge_session(&g, &cands);
+        }
+        sessions.keys().copied().collect()
     }
 
-    // 2. Session + order.
-    let mut sessions: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, w) in wire.iter().enumerate() {
-        if w_used[i] {
-            continue;
-        }
-        let mut keys: Vec<&str> = Vec::with_capacity(3);
-        keys.extend(w.record.conversation_id.as_deref());
-        keys.extend(w.header("x-correlation-id"));
-        keys.extend(w.header("x-session-id"));
-        keys.sort_unstable();
-        keys.dedup();
-        for k in keys {
-            sessions.entry(k).or_default().push(i);
-        }
-    }
-    // A session's wire turns in time order. From several proxies (hosts of their own) the
-    // monotonic clocks do not compare: their wall clocks do.
-    let several = wire.iter().any(|w| w.source != 0);
-    for v in sessions.values_mut() {
-        if several {
-            v.sort_by_key(|&w| (wire[w].start_on(crate::client::Clock::Wall), w));
-        } else {
-            v.sort_by_key(|&w| (wstart(w), w));
-        }
-    }
-    if several && client.clock == crate::client::Clock::Mono {
-        notes.push("records of several proxies joined to a client on the monotonic clock: time distances compare across hosts only if every proxy ran on the client's host (give the client's wall clock, --clock wall, otherwise)".into());
-    }
-    let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (ci, t) in client.turns.iter().enumerate() {
-        if let (false, Some(s)) = (c_used[ci], t.session.as_deref()) {
-            groups.entry(s).or_default().push(ci);
-        }
-    }
-    let mut group_keys: Vec<&str> = groups.keys().copied().collect();
-    group_keys.sort_unstable();
-    for key in group_keys {
-        let Some(cands) = sessions.get(key) else {
-            continue;
-        };
-        let mut g = groups.remove(key).unwrap_or_default();
-        let by_turn = g.iter().all(|&c| client.turns[c].turn.is_some());
-        g.sort_by_key(|&c| {
-            let t = &client.turns[c];
-            (if by_turn { t.turn } else { None }, t.start_ns, c)
-        });
-        let cands: Vec<usize> = cands.iter().copied().filter(|&w| !w_used[w]).collect();
+    /// One session's merge: client turns `g` and wire turns `cands`, both in order.
+    fn merge_session(&mut self, g: &[usize], cands: &[usize]) {
+        let client = self.client;
         let (mut k, mut j) = (0, 0);
         while k < g.len() && j < cands.len() {
             let (ci, wi) = (g[k], cands[j]);
@@ -168,22 +221,22 @@ pub fn join(client: &ClientRun, wire: &[WireTurn], cfg: &JoinConfig) -> Joined {
                 // No anchors: plain order.
                 None => Step::Pair,
                 Some(s) => {
-                    let d = wstart(wi) as i128 - s as i128;
+                    let d = self.wstart(wi) as i128 - s as i128;
                     // In range, the next client turn may fit this wire turn better (this
                     // client turn never reached the wire), or the next wire turn may fit this
                     // client turn better (this wire turn is one the client never reported).
                     let dist = |c: usize, w: usize| {
                         client.turns[c]
                             .start_ns
-                            .map(|cs| wstart(w).abs_diff(cs))
+                            .map(|cs| self.wstart(w).abs_diff(cs))
                             .unwrap_or(u64::MAX)
                     };
                     let here = d.unsigned_abs() as u64;
                     // A wire turn before this client turn (never reported), or a better wire
                     // turn next.
-                    let skip_wire = d < -(cfg.slack_ns as i128);
+                    let skip_wire = d < -(self.cfg.slack_ns as i128);
                     // The wire never saw this client turn, or a better client turn next.
-                    let skip_client = d > cfg.window_ns as i128;
+                    let skip_client = d > self.cfg.window_ns as i128;
                     if skip_wire {
                         Step::SkipWire
                     } else if skip_client || g.get(k + 1).is_some_and(|&c2| dist(c2, wi) < here) {
@@ -199,34 +252,33 @@ pub fn join(client: &ClientRun, wire: &[WireTurn], cfg: &JoinConfig) -> Joined {
                 Step::SkipWire => j += 1,
                 Step::SkipClient => k += 1,
                 Step::Pair => {
-                    pairs.push(Pair {
-                        client: ci,
-                        wire: wi,
-                        how: JoinMethod::SessionOrder,
-                    });
-                    (c_used[ci], w_used[wi]) = (true, true);
+                    self.pair(ci, wi, JoinMethod::SessionOrder);
                     (k, j) = (k + 1, j + 1);
                 }
             }
         }
     }
 
-    // 3. Time, for client turns the session pass could not place.
-    let seen_sessions: HashSet<&str> = sessions.keys().copied().collect();
-    let loose: Vec<usize> = (0..n)
-        .filter(|&c| {
-            let t = &client.turns[c];
-            !c_used[c]
-                && t.start_ns.is_some()
-                && t.session
-                    .as_deref()
-                    .is_none_or(|s| !seen_sessions.contains(s))
-        })
-        .collect();
-    if !loose.is_empty() {
-        let mut free: Vec<usize> = (0..wire.len()).filter(|&w| !w_used[w]).collect();
-        free.sort_by_key(|&w| (wstart(w), w));
-        let starts: Vec<u64> = free.iter().map(|&w| wstart(w)).collect();
+    /// Pass 3, time: for client turns the session pass could not place (no session, or one the
+    /// wire never saw): nearest start (and end), globally best pairs first.
+    fn by_time(&mut self, seen_sessions: &HashSet<&str>) {
+        let (client, wire, cfg) = (self.client, self.wire, self.cfg);
+        let loose: Vec<usize> = (0..client.turns.len())
+            .filter(|&c| {
+                let t = &client.turns[c];
+                !self.c_used[c]
+                    && t.start_ns.is_some()
+                    && t.session
+                        .as_deref()
+                        .is_none_or(|s| !seen_sessions.contains(s))
+            })
+            .collect();
+        if loose.is_empty() {
+            return;
+        }
+        let mut free: Vec<usize> = (0..wire.len()).filter(|&w| !self.w_used[w]).collect();
+        free.sort_by_key(|&w| (self.wstart(w), w));
+        let starts: Vec<u64> = free.iter().map(|&w| self.wstart(w)).collect();
         let mut cands: Vec<(u64, usize, usize)> = Vec::new();
         for &ci in &loose {
             let t: &ClientTurn = &client.turns[ci];
@@ -250,25 +302,11 @@ pub fn join(client: &ClientRun, wire: &[WireTurn], cfg: &JoinConfig) -> Joined {
         }
         cands.sort_unstable();
         for (_, ci, wi) in cands {
-            if c_used[ci] || w_used[wi] {
+            if self.c_used[ci] || self.w_used[wi] {
                 continue;
             }
-            c_used[ci] = true;
-            w_used[wi] = true;
-            pairs.push(Pair {
-                client: ci,
-                wire: wi,
-                how: JoinMethod::Time,
-            });
+            self.pair(ci, wi, JoinMethod::Time);
         }
-    }
-
-    pairs.sort_by_key(|p| p.client);
-    Joined {
-        pairs,
-        client_only: (0..n).filter(|&c| !c_used[c]).collect(),
-        wire_only: (0..wire.len()).filter(|&w| !w_used[w]).collect(),
-        notes,
     }
 }
 

@@ -145,7 +145,8 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-/// Parses one line; `None` if it is skipped (metadata) or too broken to place.
+/// Parses one line; `None` if it is skipped (metadata) or too broken to place. Each field is
+/// read by a function of its own, in the order its errors are reported.
 fn parse_row(ctx: &mut Ctx<'_>, line: &str) -> Option<(String, Row)> {
     // Owned: nested values (tools, tool_calls, contents) are moved into the row, not cloned.
     let mut obj: Map<String, Value> = match serde_json::from_str::<Value>(line) {
@@ -165,99 +166,13 @@ fn parse_row(ctx: &mut Ctx<'_>, line: &str) -> Option<(String, Row)> {
     if obj.get("_type").and_then(Value::as_str) == Some("dataset_metadata") {
         return None;
     }
-    let id = match obj.remove("conversation_id") {
-        Some(Value::String(s)) if !s.is_empty() => {
-            ctx.conversation = Some(s.clone());
-            if let Some(c) = s.chars().find(|c| !(' '..='~').contains(c)) {
-                ctx.err(
-                    Some("conversation_id"),
-                    format!("expected printable ASCII only (it becomes an HTTP header value), found {c:?}"),
-                );
-            } else if s.starts_with(' ') || s.ends_with(' ') {
-                // HTTP trims a header value: the session header would no longer match the id.
-                ctx.err(
-                    Some("conversation_id"),
-                    "expected no leading or trailing space (HTTP trims header values)".into(),
-                );
-            }
-            s
-        }
-        Some(Value::String(_)) => {
-            ctx.err(
-                Some("conversation_id"),
-                "expected a non-empty string, found \"\"".into(),
-            );
-            return None;
-        }
-        Some(v) => {
-            ctx.err(
-                Some("conversation_id"),
-                format!("expected a non-empty string, found {}", kind(&v)),
-            );
-            return None;
-        }
-        None => {
-            ctx.err(
-                Some("conversation_id"),
-                "missing: every row needs a conversation_id".into(),
-            );
-            return None;
-        }
-    };
+    let id = conversation_id(ctx, obj.remove("conversation_id"))?;
     ctx.conversation = Some(id.clone());
-    let turn = match obj.get("turn") {
-        Some(v) => match v.as_u64() {
-            Some(t) if t >= 1 && t <= u32::MAX as u64 => t as u32,
-            _ => {
-                ctx.err(Some("turn"), format!("expected an integer ≥ 1, found {v}"));
-                return None;
-            }
-        },
-        None => {
-            ctx.err(
-                Some("turn"),
-                "missing: every row needs a 1-based turn".into(),
-            );
-            return None;
-        }
-    };
-    let role = match obj.get("role").and_then(Value::as_str) {
-        Some("user") => Role::User,
-        Some("assistant") => Role::Assistant,
-        Some("tool") => Role::Tool,
-        Some(other) => {
-            ctx.err(
-                Some("role"),
-                format!("expected \"user\", \"assistant\" or \"tool\", found {other:?}"),
-            );
-            return None;
-        }
-        None => {
-            let found = obj.get("role").map_or("nothing", kind);
-            ctx.err(
-                Some("role"),
-                format!("expected \"user\", \"assistant\" or \"tool\", found {found}"),
-            );
-            return None;
-        }
-    };
-
-    let mut opt_str = |ctx: &mut Ctx<'_>, field: &str| -> Option<String> {
-        match obj.remove(field) {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s),
-            Some(v) => {
-                ctx.err(
-                    Some(field),
-                    format!("expected a string, found {}", kind(&v)),
-                );
-                None
-            }
-        }
-    };
-    let system = opt_str(ctx, "system");
-    let reasoning_content = opt_str(ctx, "reasoning_content");
-    let name = opt_str(ctx, "name");
+    let turn = turn(ctx, obj.get("turn"))?;
+    let role = role(ctx, obj.get("role"))?;
+    let system = opt_str(ctx, &mut obj, "system");
+    let reasoning_content = opt_str(ctx, &mut obj, "reasoning_content");
+    let name = opt_str(ctx, &mut obj, "name");
     let content = match obj.remove("content") {
         None | Some(Value::Null) => None,
         Some(v @ (Value::String(_) | Value::Array(_))) => Some(v),
@@ -294,7 +209,137 @@ fn parse_row(ctx: &mut Ctx<'_>, line: &str) -> Option<(String, Row)> {
             None
         }
     };
-    let tool_results = match obj.remove("tool_results") {
+    let tool_results = tool_results(ctx, obj.remove("tool_results"));
+    let delay_seconds = delay_seconds(ctx, obj.get("delay_seconds"));
+    let intent_codes = intent_codes(ctx, obj.remove("intent_codes"));
+    let overrides = overrides(ctx, &mut obj);
+    Some((
+        id,
+        Row {
+            line: ctx.line,
+            turn,
+            role,
+            content,
+            system,
+            tools,
+            tool_calls,
+            tool_results,
+            reasoning_content,
+            delay_seconds,
+            name,
+            intent_codes,
+            overrides,
+        },
+    ))
+}
+
+/// `conversation_id`: a non-empty string of printable ASCII without outer spaces (it becomes
+/// an HTTP header value). A bad but present string is reported and still used, so the rest of
+/// its rows are placed.
+fn conversation_id(ctx: &mut Ctx<'_>, v: Option<Value>) -> Option<String> {
+    match v {
+        Some(Value::String(s)) if !s.is_empty() => {
+            ctx.conversation = Some(s.clone());
+            if let Some(c) = s.chars().find(|c| !(' '..='~').contains(c)) {
+                ctx.err(
+                    Some("conversation_id"),
+                    format!("expected printable ASCII only (it becomes an HTTP header value), found {c:?}"),
+                );
+            } else if s.starts_with(' ') || s.ends_with(' ') {
+                // HTTP trims a header value: the session header would no longer match the id.
+                ctx.err(
+                    Some("conversation_id"),
+                    "expected no leading or trailing space (HTTP trims header values)".into(),
+                );
+            }
+            Some(s)
+        }
+        Some(Value::String(_)) => {
+            ctx.err(
+                Some("conversation_id"),
+                "expected a non-empty string, found \"\"".into(),
+            );
+            None
+        }
+        Some(v) => {
+            ctx.err(
+                Some("conversation_id"),
+                format!("expected a non-empty string, found {}", kind(&v)),
+            );
+            None
+        }
+        None => {
+            ctx.err(
+                Some("conversation_id"),
+                "missing: every row needs a conversation_id".into(),
+            );
+            None
+        }
+    }
+}
+
+/// `turn`: an integer from 1.
+fn turn(ctx: &mut Ctx<'_>, v: Option<&Value>) -> Option<u32> {
+    match v {
+        Some(v) => match v.as_u64() {
+            Some(t) if t >= 1 && t <= u32::MAX as u64 => Some(t as u32),
+            _ => {
+                ctx.err(Some("turn"), format!("expected an integer ≥ 1, found {v}"));
+                None
+            }
+        },
+        None => {
+            ctx.err(
+                Some("turn"),
+                "missing: every row needs a 1-based turn".into(),
+            );
+            None
+        }
+    }
+}
+
+/// `role`: user, assistant or tool.
+fn role(ctx: &mut Ctx<'_>, v: Option<&Value>) -> Option<Role> {
+    match v.and_then(Value::as_str) {
+        Some("user") => Some(Role::User),
+        Some("assistant") => Some(Role::Assistant),
+        Some("tool") => Some(Role::Tool),
+        Some(other) => {
+            ctx.err(
+                Some("role"),
+                format!("expected \"user\", \"assistant\" or \"tool\", found {other:?}"),
+            );
+            None
+        }
+        None => {
+            let found = v.map_or("nothing", kind);
+            ctx.err(
+                Some("role"),
+                format!("expected \"user\", \"assistant\" or \"tool\", found {found}"),
+            );
+            None
+        }
+    }
+}
+
+/// An optional string field, removed from `obj` (null counts as absent).
+fn opt_str(ctx: &mut Ctx<'_>, obj: &mut Map<String, Value>, field: &str) -> Option<String> {
+    match obj.remove(field) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(v) => {
+            ctx.err(
+                Some(field),
+                format!("expected a string, found {}", kind(&v)),
+            );
+            None
+        }
+    }
+}
+
+/// `tool_results`: an array of `{tool_call_id, content}` objects.
+fn tool_results(ctx: &mut Ctx<'_>, v: Option<Value>) -> Option<Vec<ToolResult>> {
+    match v {
         None | Some(Value::Null) => None,
         Some(Value::Array(a)) => {
             let mut out = Vec::with_capacity(a.len());
@@ -338,8 +383,12 @@ fn parse_row(ctx: &mut Ctx<'_>, line: &str) -> Option<(String, Row)> {
             );
             None
         }
-    };
-    let delay_seconds = match obj.get("delay_seconds") {
+    }
+}
+
+/// `delay_seconds`: a number of seconds from 0.
+fn delay_seconds(ctx: &mut Ctx<'_>, v: Option<&Value>) -> Option<f64> {
+    match v {
         None | Some(Value::Null) => None,
         Some(v) => match v.as_f64() {
             Some(d) if d.is_finite() && d >= 0.0 => Some(d),
@@ -351,8 +400,12 @@ fn parse_row(ctx: &mut Ctx<'_>, line: &str) -> Option<(String, Row)> {
                 None
             }
         },
-    };
-    let intent_codes = match obj.remove("intent_codes") {
+    }
+}
+
+/// `intent_codes`: an array of strings.
+fn intent_codes(ctx: &mut Ctx<'_>, v: Option<Value>) -> Option<Vec<String>> {
+    match v {
         None | Some(Value::Null) => None,
         Some(Value::Array(a)) if a.iter().all(Value::is_string) => Some(
             a.into_iter()
@@ -369,7 +422,11 @@ fn parse_row(ctx: &mut Ctx<'_>, line: &str) -> Option<(String, Row)> {
             );
             None
         }
-    };
+    }
+}
+
+/// The per-row sampling overrides present (and not null), each type-checked.
+fn overrides(ctx: &mut Ctx<'_>, obj: &mut Map<String, Value>) -> Map<String, Value> {
     let mut overrides = Map::new();
     for &f in OVERRIDE_FIELDS {
         if let Some(v) = obj.remove(f) {
@@ -379,24 +436,7 @@ fn parse_row(ctx: &mut Ctx<'_>, line: &str) -> Option<(String, Row)> {
             }
         }
     }
-    Some((
-        id,
-        Row {
-            line: ctx.line,
-            turn,
-            role,
-            content,
-            system,
-            tools,
-            tool_calls,
-            tool_results,
-            reasoning_content,
-            delay_seconds,
-            name,
-            intent_codes,
-            overrides,
-        },
-    ))
+    overrides
 }
 
 /// Type rules for the per-row sampling overrides: each is forwarded into the request body, so a

@@ -349,7 +349,7 @@ impl CurveVerdict {
 
 /// The curve's verdict (SPEC §10.5): its points' concurrencies against the regions, every
 /// point's own validity, and the SWE-bench accuracy's mean over the four mandatory regions
-/// (`swe_bench`: one value per region, from the separate SWE-bench phase).
+/// (`swe_bench`: one value per region, from the separate SWE-bench phase). One function a rule.
 pub fn verdict(
     regions: Option<&Regions>,
     official: Option<&crate::validity::Official>,
@@ -357,48 +357,72 @@ pub fn verdict(
     swe_bench: &[(RegionName, f64)],
 ) -> CurveVerdict {
     use crate::validity::{Status, Verdict};
-    let mut rules = Vec::new();
-    let mut push = |rule: &str, status: Status, message: String| {
-        rules.push(CurveRule {
-            rule: rule.into(),
-            status,
-            message,
-        })
-    };
     let finished: Vec<&PointFacts> = points.iter().filter(|p| p.finished).collect();
     let unfinished: Vec<u64> = points
         .iter()
         .filter(|p| !p.finished)
         .map(|p| p.concurrency)
         .collect();
+    let mut rules = vec![points_rule(regions, &finished)];
+    if !unfinished.is_empty() {
+        rules.push(curve_rule(
+            "finished",
+            Status::NotEvaluated,
+            format!("points not finished: concurrency {}", join(&unfinished)),
+        ));
+    }
+    rules.extend(point_validity(&finished));
+    rules.push(swe_bench_mean(official, swe_bench));
+    let any = |s: Status| rules.iter().any(|r| r.status == s);
+    let verdict = if any(Status::Fail) {
+        Verdict::Invalid
+    } else if official.is_none() {
+        Verdict::NoGates
+    } else if any(Status::NotEvaluated) {
+        Verdict::Incomplete
+    } else {
+        Verdict::Valid
+    };
+    CurveVerdict { verdict, rules }
+}
+
+fn curve_rule(rule: &str, status: crate::validity::Status, message: String) -> CurveRule {
+    CurveRule {
+        rule: rule.into(),
+        status,
+        message,
+    }
+}
+
+/// `points`: the finished points' concurrencies cover every region.
+fn points_rule(regions: Option<&Regions>, finished: &[&PointFacts]) -> CurveRule {
+    use crate::validity::Status;
     match regions {
         Some(r) => {
             let cs: Vec<u64> = finished.iter().map(|p| p.concurrency).collect();
             let fails = check_points(r, &cs);
             if fails.is_empty() {
-                push(
+                curve_rule(
                     "points",
                     Status::Pass,
                     format!("{} points cover every region", cs.len()),
-                );
+                )
             } else {
-                push("points", Status::Fail, fails.join("; "));
+                curve_rule("points", Status::Fail, fails.join("; "))
             }
         }
-        None => push(
+        None => curve_rule(
             "points",
             Status::NotEvaluated,
             "regions unknown (give --c-min and --c-max)".into(),
         ),
     }
-    if !unfinished.is_empty() {
-        push(
-            "finished",
-            Status::NotEvaluated,
-            format!("points not finished: concurrency {}", join(&unfinished)),
-        );
-    }
-    // Each failed rule once, with the points it failed at.
+}
+
+/// `point_validity`: every finished point valid; each failed rule named once, with the points
+/// it failed at. `None` without a finished point.
+fn point_validity(finished: &[&PointFacts]) -> Option<CurveRule> {
+    use crate::validity::{Status, Verdict};
     let mut bad: Vec<(String, Vec<u64>)> = Vec::new();
     let invalid = finished
         .iter()
@@ -429,7 +453,7 @@ pub fn verdict(
         .filter(|p| matches!(p.verdict, Verdict::Incomplete | Verdict::NoGates))
         .count();
     if !bad.is_empty() {
-        push(
+        Some(curve_rule(
             "point_validity",
             Status::Fail,
             format!(
@@ -437,80 +461,77 @@ pub fn verdict(
                 finished.len(),
                 bad.join("; ")
             ),
-        );
+        ))
     } else if unknown > 0 {
-        push(
+        Some(curve_rule(
             "point_validity",
             Status::NotEvaluated,
             format!(
                 "{unknown} of {} points without a full verdict (gates not evaluated)",
                 finished.len()
             ),
-        );
+        ))
     } else if !finished.is_empty() {
-        push(
+        Some(curve_rule(
             "point_validity",
             Status::Pass,
             format!("all {} points valid", finished.len()),
-        );
+        ))
+    } else {
+        None
     }
-    match official {
-        None => push(
+}
+
+/// `swe_bench_mean`: the mean SWE-bench accuracy of the four mandatory regions against the
+/// official gate (the latest value given per region).
+fn swe_bench_mean(
+    official: Option<&crate::validity::Official>,
+    swe_bench: &[(RegionName, f64)],
+) -> CurveRule {
+    use crate::validity::Status;
+    let Some(o) = official else {
+        return curve_rule(
             "swe_bench_mean",
             Status::NotEvaluated,
             "no official model preset: no SWE-bench gate".into(),
-        ),
-        Some(o) => {
-            let mut per: Vec<(RegionName, f64)> = Vec::new();
-            for name in RegionName::ALL {
-                if let Some((_, v)) = swe_bench.iter().rev().find(|(n, _)| *n == name) {
-                    per.push((name, *v));
-                }
-            }
-            if per.len() < 4 {
-                let missing: Vec<&str> = RegionName::ALL
-                    .iter()
-                    .filter(|n| !per.iter().any(|(m, _)| m == *n))
-                    .map(|n| n.as_str())
-                    .collect();
-                push(
-                    "swe_bench_mean",
-                    Status::NotEvaluated,
-                    format!(
-                        "SWE-bench accuracy missing for {} (--swe-bench-accuracy REGION=FRACTION, one run per mandatory region; gate ≥ {:.1} %)",
-                        missing.join(", "),
-                        o.min_swe_bench_accuracy * 100.0
-                    ),
-                );
-            } else {
-                let mean = per.iter().map(|(_, v)| v).sum::<f64>() / 4.0;
-                push(
-                    "swe_bench_mean",
-                    if mean >= o.min_swe_bench_accuracy {
-                        Status::Pass
-                    } else {
-                        Status::Fail
-                    },
-                    format!(
-                        "mean of the four mandatory regions {:.2} % (gate ≥ {:.1} %)",
-                        mean * 100.0,
-                        o.min_swe_bench_accuracy * 100.0
-                    ),
-                );
-            }
+        );
+    };
+    let mut per: Vec<(RegionName, f64)> = Vec::new();
+    for name in RegionName::ALL {
+        if let Some((_, v)) = swe_bench.iter().rev().find(|(n, _)| *n == name) {
+            per.push((name, *v));
         }
     }
-    let any = |s: Status| rules.iter().any(|r| r.status == s);
-    let verdict = if any(Status::Fail) {
-        Verdict::Invalid
-    } else if official.is_none() {
-        Verdict::NoGates
-    } else if any(Status::NotEvaluated) {
-        Verdict::Incomplete
-    } else {
-        Verdict::Valid
-    };
-    CurveVerdict { verdict, rules }
+    if per.len() < 4 {
+        let missing: Vec<&str> = RegionName::ALL
+            .iter()
+            .filter(|n| !per.iter().any(|(m, _)| m == *n))
+            .map(|n| n.as_str())
+            .collect();
+        return curve_rule(
+            "swe_bench_mean",
+            Status::NotEvaluated,
+            format!(
+                "SWE-bench accuracy missing for {} (--swe-bench-accuracy REGION=FRACTION, one run per mandatory region; gate ≥ {:.1} %)",
+                missing.join(", "),
+                o.min_swe_bench_accuracy * 100.0
+            ),
+        );
+    }
+    let mean = per.iter().map(|(_, v)| v).sum::<f64>() / 4.0;
+    curve_rule(
+        "swe_bench_mean",
+        if mean >= o.min_swe_bench_accuracy {
+            Status::Pass
+        } else {
+            Status::Fail
+        },
+        format!(
+            "mean of the four mandatory regions {:.2} % (gate ≥ {:.1} %)",
+            mean * 100.0,
+            o.min_swe_bench_accuracy * 100.0
+        ),
+    )
 }
 
 #[cfg(test)]

@@ -187,10 +187,36 @@ fn not_evaluated(id: &str, message: String) -> Rule {
     }
 }
 
-/// Evaluates every rule.
+/// Evaluates every rule, one function a rule, in the order the verdict lists them.
 pub fn evaluate(official: Option<&Official>, f: &Facts) -> Validity {
-    let mut rules = Vec::new();
-    rules.push(rule(
+    let mut rules = vec![
+        salting(f),
+        delays(f),
+        trajectories(f),
+        stop_issuing(f),
+        request_body(f),
+    ];
+    match official {
+        Some(o) => rules.extend([sampling(o, f), inline_accuracy(o, f), osl(o, f)]),
+        None => rules.push(not_evaluated(
+            "sampling",
+            format!(
+                "no official model preset (--preset kimi|qwen); sent {}",
+                f.sampling
+            ),
+        )),
+    }
+    rules.push(min_duration(f));
+    rules.push(swe_bench(official));
+    Validity {
+        verdict: verdict(official, &rules),
+        rules,
+    }
+}
+
+/// Salting on (`--salt`).
+fn salting(f: &Facts) -> Rule {
+    rule(
         "salting",
         f.salt,
         if f.salt {
@@ -198,9 +224,13 @@ pub fn evaluate(official: Option<&Official>, f: &Facts) -> Validity {
         } else {
             "salting is off; official points salt (--salt)".into()
         },
-    ));
+    )
+}
+
+/// Every row's recorded delay, unscaled (`--delays`).
+fn delays(f: &Facts) -> Rule {
     let delays_ok = f.delays && f.delay_scale == 1.0;
-    rules.push(rule(
+    rule(
         "delays",
         delays_ok,
         if !f.delays {
@@ -214,11 +244,15 @@ pub fn evaluate(official: Option<&Official>, f: &Facts) -> Validity {
         } else {
             "inter-turn delays on, unscaled".into()
         },
-    ));
+    )
+}
+
+/// A whole number of passes over the dataset, every trajectory finished.
+fn trajectories(f: &Facts) -> Rule {
     let multiple = f.dataset_size > 0 && f.budget > 0 && f.budget.is_multiple_of(f.dataset_size);
     let all_done =
         f.shards > 1 || (f.trajectories_finished == f.budget && f.stopped_early.is_none());
-    rules.push(rule(
+    rule(
         "trajectories",
         multiple && all_done,
         if !multiple {
@@ -249,8 +283,12 @@ pub fn evaluate(official: Option<&Official>, f: &Facts) -> Validity {
                 f.budget / f.dataset_size.max(1)
             )
         },
-    ));
-    rules.push(rule(
+    )
+}
+
+/// No early stop of issuing (a tuning mode).
+fn stop_issuing(f: &Facts) -> Rule {
+    rule(
         "stop_issuing",
         !f.stop_issuing_on_first_user_complete,
         if f.stop_issuing_on_first_user_complete {
@@ -259,8 +297,12 @@ pub fn evaluate(official: Option<&Official>, f: &Facts) -> Validity {
         } else {
             "every started trajectory ran to its end".into()
         },
-    ));
-    rules.push(rule(
+    )
+}
+
+/// The reference client's request bodies, no row overriding a sampling field.
+fn request_body(f: &Facts) -> Rule {
+    rule(
         "request_body",
         f.body_changes.is_empty() && f.row_overrides.is_empty(),
         if !f.body_changes.is_empty() {
@@ -276,68 +318,71 @@ pub fn evaluate(official: Option<&Official>, f: &Facts) -> Validity {
         } else {
             "request bodies are the reference client's, streamed with every chunk delivered".into()
         },
-    ));
-    match official {
-        Some(o) => {
-            let same = f.sampling == o.sampling;
-            rules.push(rule(
-                "sampling",
-                same,
-                if same {
-                    format!("{} sampling settings, exactly", o.model)
-                } else {
-                    format!(
-                        "sampling {} differs from {}'s official {}",
-                        f.sampling, o.model, o.sampling
-                    )
-                },
-            ));
-            rules.push(match f.inline_accuracy {
-                Some(a) => rule(
-                    "inline_accuracy",
-                    a >= o.min_inline_accuracy,
-                    format!(
-                        "inline accuracy {:.2} % (gate ≥ {:.2} %)",
-                        a * 100.0,
-                        o.min_inline_accuracy * 100.0
-                    ),
-                ),
-                None => rule(
-                    "inline_accuracy",
-                    false,
-                    "no scorable turn was issued".into(),
-                ),
-            });
-            rules.push(match f.osl_mean {
-                Some(m) => rule(
-                    "osl",
-                    m >= o.osl_min && m <= o.osl_max,
-                    format!(
-                        "mean OSL {m:.1} tokens per turn with the reference tokenizer (gate {}–{})",
-                        o.osl_min, o.osl_max
-                    ),
-                ),
-                None => not_evaluated(
-                    "osl",
-                    format!(
-                        "not evaluated: the gate counts tokens with the model's tokenizer (--tokenizer DIR){}",
-                        f.osl_without_tokenizer
-                            .as_ref()
-                            .map_or(String::new(), |s| format!("; {s}"))
-                    ),
-                ),
-            });
-        }
-        None => {
-            rules.push(not_evaluated(
-                "sampling",
-                format!(
-                    "no official model preset (--preset kimi|qwen); sent {}",
-                    f.sampling
-                ),
-            ));
-        }
+    )
+}
+
+/// The model's official sampling settings, exactly.
+fn sampling(o: &Official, f: &Facts) -> Rule {
+    let same = f.sampling == o.sampling;
+    rule(
+        "sampling",
+        same,
+        if same {
+            format!("{} sampling settings, exactly", o.model)
+        } else {
+            format!(
+                "sampling {} differs from {}'s official {}",
+                f.sampling, o.model, o.sampling
+            )
+        },
+    )
+}
+
+/// The inline accuracy gate.
+fn inline_accuracy(o: &Official, f: &Facts) -> Rule {
+    match f.inline_accuracy {
+        Some(a) => rule(
+            "inline_accuracy",
+            a >= o.min_inline_accuracy,
+            format!(
+                "inline accuracy {:.2} % (gate ≥ {:.2} %)",
+                a * 100.0,
+                o.min_inline_accuracy * 100.0
+            ),
+        ),
+        None => rule(
+            "inline_accuracy",
+            false,
+            "no scorable turn was issued".into(),
+        ),
     }
+}
+
+/// The mean output length gate, counted with the model's tokenizer.
+fn osl(o: &Official, f: &Facts) -> Rule {
+    match f.osl_mean {
+        Some(m) => rule(
+            "osl",
+            m >= o.osl_min && m <= o.osl_max,
+            format!(
+                "mean OSL {m:.1} tokens per turn with the reference tokenizer (gate {}–{})",
+                o.osl_min, o.osl_max
+            ),
+        ),
+        None => not_evaluated(
+            "osl",
+            format!(
+                "not evaluated: the gate counts tokens with the model's tokenizer (--tokenizer DIR){}",
+                f.osl_without_tokenizer
+                    .as_ref()
+                    .map_or(String::new(), |s| format!("; {s}"))
+            ),
+        ),
+    }
+}
+
+/// The steady state lasted the region's minimum (unscaled).
+fn min_duration(f: &Facts) -> Rule {
     let ultra = f.ultra_low.unwrap_or(false);
     let need = min_duration_s(ultra) * f.min_duration_scale;
     let region = match f.ultra_low {
@@ -345,7 +390,7 @@ pub fn evaluate(official: Option<&Official>, f: &Facts) -> Validity {
         Some(false) => "low/medium/high region",
         None => "region unknown, assumed above C_min (--c-min)",
     };
-    rules.push(match f.tracked_duration_s {
+    match f.tracked_duration_s {
         Some(d) => rule(
             "min_duration",
             d >= need && f.min_duration_scale == 1.0,
@@ -366,13 +411,13 @@ pub fn evaluate(official: Option<&Official>, f: &Facts) -> Validity {
                 format!("steady state {d:.1} s (minimum {need:.0} s, {region})")
             },
         ),
-        None => rule(
-            "min_duration",
-            false,
-            "no tracked turn completed".into(),
-        ),
-    });
-    rules.push(not_evaluated(
+        None => rule("min_duration", false, "no tracked turn completed".into()),
+    }
+}
+
+/// The SWE-bench accuracy phase: never evaluated here.
+fn swe_bench(official: Option<&Official>) -> Rule {
+    not_evaluated(
         "swe_bench",
         official.map_or(
             "not evaluated: a separate accuracy phase with the SWE-bench harness".into(),
@@ -383,9 +428,14 @@ pub fn evaluate(official: Option<&Official>, f: &Facts) -> Validity {
                 )
             },
         ),
-    ));
+    )
+}
+
+/// Invalid on any failed rule; without an official preset no gates; incomplete while a rule
+/// (other than SWE-bench) is not evaluated; else valid.
+fn verdict(official: Option<&Official>, rules: &[Rule]) -> Verdict {
     let any_fail = rules.iter().any(|r| r.status == Status::Fail);
-    let verdict = if any_fail {
+    if any_fail {
         Verdict::Invalid
     } else if official.is_none() {
         Verdict::NoGates
@@ -396,8 +446,7 @@ pub fn evaluate(official: Option<&Official>, f: &Facts) -> Validity {
         Verdict::Incomplete
     } else {
         Verdict::Valid
-    };
-    Validity { verdict, rules }
+    }
 }
 
 #[cfg(test)]

@@ -294,6 +294,118 @@ fn by_status(a: &[u64; 5]) -> BTreeMap<&'static str, u64> {
         .collect()
 }
 
+impl Tokens {
+    fn of(agg: &Aggregate) -> Tokens {
+        let mean_window = (agg.window_output_known > 0)
+            .then(|| agg.window_output_tokens as f64 / agg.window_output_known as f64);
+        Tokens {
+            mean_output_tokens_per_turn: agg.ok_output_tokens.value(),
+            mean_output_tokens_per_turn_window: mean_window,
+            output_tokens_source: SOURCES
+                .iter()
+                .zip(agg.ok_output_sources)
+                .filter(|(_, n)| *n > 0)
+                .map(|(s, n)| (*s, n))
+                .collect(),
+            cached_token_share: (agg.prompt_tokens > 0)
+                .then(|| agg.cached_tokens as f64 / agg.prompt_tokens as f64),
+            prompt_tokens: agg.prompt_tokens,
+            cached_tokens: agg.cached_tokens,
+            turns_with_cache_info: agg.cache_turns,
+        }
+    }
+}
+
+impl Accuracy {
+    fn of(scores: &Scores) -> Accuracy {
+        let dom = |d| scores.domain(d);
+        let (wf, cd) = (
+            dom(tokentap_mlperf::scorer::Domain::Workflow),
+            dom(tokentap_mlperf::scorer::Domain::Coding),
+        );
+        Accuracy {
+            inline_accuracy: scores.score,
+            issued: scores.issued,
+            expected: scores.expected,
+            observed: scores.observed,
+            missing: scores.missing,
+            scored_turns: scores.scored,
+            workflow: wf.map(|w| w.0),
+            workflow_turns: wf.map_or(0, |w| w.1),
+            coding: cd.map(|c| c.0),
+            coding_turns: cd.map_or(0, |c| c.1),
+            excluded_turns: scores.excluded.len() as u64,
+        }
+    }
+}
+
+impl Mlperf {
+    /// The reference's view of the window: its numbers for the summary, and the inputs of its
+    /// `result_summary.json`.
+    fn of(
+        agg: &mut Aggregate,
+        cfg: &ReplayConfig,
+        f: &RunFacts,
+    ) -> (Mlperf, result_summary::Inputs) {
+        let mut window = std::mem::take(&mut agg.reference.window);
+        window.close(f.start.mono_ns);
+        let reference_tokens = window.reference_tokens();
+        let primary = window.primary();
+        let mut inputs = window.inputs;
+        inputs.version = env!("CARGO_PKG_VERSION").into();
+        inputs.interrupted = f.interrupted;
+        inputs.complete = !f.interrupted && agg.write_error.is_none();
+        inputs.run_config = result_summary::run_config(
+            cfg.concurrency,
+            f.warmup.as_ref().map(|w| (w.requests_issued, true)),
+        );
+        let (tok_dir, fallbacks, template_error) = match &f.tokenizer {
+            Some((d, n, e)) => (Some(d.clone()), *n, e.clone()),
+            None => (None, 0, None),
+        };
+        let mlperf = Mlperf {
+            definitions:
+                "MLPerf Endpoints reference client (mlcommons/endpoints ea33275), SPEC §10",
+            primary,
+            samples_issued: inputs.issued,
+            samples_completed: inputs.completed,
+            samples_failed: inputs.failed,
+            osl_source: source_counts(&window.osl_sources),
+            isl_source: source_counts(&window.isl_sources),
+            reference_tokens,
+            tokenizer: tok_dir,
+            template_fallbacks: fallbacks,
+            template_error,
+            result_summary: "result_summary.json",
+        };
+        (mlperf, inputs)
+    }
+}
+
+impl EndpointShare {
+    /// Each `--endpoint`'s share of the trajectories and turns.
+    fn all(cfg: &ReplayConfig, agg: &Aggregate) -> Vec<EndpointShare> {
+        cfg.endpoints
+            .iter()
+            .map(|e| {
+                let key = if cfg.endpoints.len() > 1 {
+                    e.url.as_str()
+                } else {
+                    ""
+                };
+                let c = agg.by_endpoint.get(key).copied().unwrap_or_default();
+                EndpointShare {
+                    url: e.url.clone(),
+                    trajectories: c.trajectories,
+                    turns: c.turns,
+                    ok: c.ok,
+                    not_ok: c.turns - c.ok,
+                }
+            })
+            .collect()
+    }
+}
+
 /// What a finished run produced: the summary and the reference's two files.
 pub(crate) struct Built {
     pub summary: Summary,
@@ -311,8 +423,6 @@ impl Summary {
         let duration = window_end.map(|e| e.saturating_sub(f.start.mono_ns) as f64 / 1e9);
         let rate = |x: f64| duration.filter(|d| *d > 0.0).map(|d| x / d);
         let tok_s = rate(agg.window_output_tokens as f64);
-        let mean_window = (agg.window_output_known > 0)
-            .then(|| agg.window_output_tokens as f64 / agg.window_output_known as f64);
         let latency = Latency {
             ttft: ms(&mut agg.ttft),
             ttfb: ms(&mut agg.ttfb),
@@ -321,40 +431,8 @@ impl Summary {
             tpot: ms(&mut agg.tpot),
             e2e: ms(&mut agg.e2e),
         };
-        let tokens = Tokens {
-            mean_output_tokens_per_turn: agg.ok_output_tokens.value(),
-            mean_output_tokens_per_turn_window: mean_window,
-            output_tokens_source: SOURCES
-                .iter()
-                .zip(agg.ok_output_sources)
-                .filter(|(_, n)| *n > 0)
-                .map(|(s, n)| (*s, n))
-                .collect(),
-            cached_token_share: (agg.prompt_tokens > 0)
-                .then(|| agg.cached_tokens as f64 / agg.prompt_tokens as f64),
-            prompt_tokens: agg.prompt_tokens,
-            cached_tokens: agg.cached_tokens,
-            turns_with_cache_info: agg.cache_turns,
-        };
-        let scores = f.scores.clone();
-        let dom = |d| scores.domain(d);
-        let (wf, cd) = (
-            dom(tokentap_mlperf::scorer::Domain::Workflow),
-            dom(tokentap_mlperf::scorer::Domain::Coding),
-        );
-        let accuracy = Accuracy {
-            inline_accuracy: scores.score,
-            issued: scores.issued,
-            expected: scores.expected,
-            observed: scores.observed,
-            missing: scores.missing,
-            scored_turns: scores.scored,
-            workflow: wf.map(|w| w.0),
-            workflow_turns: wf.map_or(0, |w| w.1),
-            coding: cd.map(|c| c.0),
-            coding_turns: cd.map_or(0, |c| c.1),
-            excluded_turns: scores.excluded.len() as u64,
-        };
+        let tokens = Tokens::of(&agg);
+        let accuracy = Accuracy::of(&f.scores);
         let client = ClientHealth {
             rx_kernel_turns: agg.rx_kernel_turns,
             rx_user_turns: agg.rx_user_turns,
@@ -363,39 +441,7 @@ impl Summary {
             retries: agg.retries,
         };
 
-        // The reference's view of the window.
-        let mut window = std::mem::take(&mut agg.reference.window);
-        window.close(f.start.mono_ns);
-        let reference_tokens = window.reference_tokens();
-        let primary = window.primary();
-        let mut inputs = window.inputs;
-        inputs.version = env!("CARGO_PKG_VERSION").into();
-        inputs.interrupted = f.interrupted;
-        inputs.complete = !f.interrupted && agg.write_error.is_none();
-        inputs.run_config = result_summary::run_config(
-            cfg.concurrency,
-            f.warmup.as_ref().map(|w| (w.requests_issued, true)),
-        );
-        let osl_source = source_counts(&window.osl_sources);
-        let (tok_dir, fallbacks, template_error) = match &f.tokenizer {
-            Some((d, n, e)) => (Some(d.clone()), *n, e.clone()),
-            None => (None, 0, None),
-        };
-        let mlperf = Mlperf {
-            definitions:
-                "MLPerf Endpoints reference client (mlcommons/endpoints ea33275), SPEC §10",
-            primary,
-            samples_issued: inputs.issued,
-            samples_completed: inputs.completed,
-            samples_failed: inputs.failed,
-            osl_source,
-            isl_source: source_counts(&window.isl_sources),
-            reference_tokens,
-            tokenizer: tok_dir,
-            template_fallbacks: fallbacks,
-            template_error,
-            result_summary: "result_summary.json",
-        };
+        let (mlperf, inputs) = Mlperf::of(&mut agg, &cfg, &f);
         let validity = validity(&cfg, &agg, &f, &accuracy, &mlperf);
         let summary = Summary {
             tokentap_version: env!("CARGO_PKG_VERSION"),
@@ -428,25 +474,7 @@ impl Summary {
                 in_window: by_status(&agg.in_window_by_status),
                 total: agg.records,
             },
-            endpoints: cfg
-                .endpoints
-                .iter()
-                .map(|e| {
-                    let key = if cfg.endpoints.len() > 1 {
-                        e.url.as_str()
-                    } else {
-                        ""
-                    };
-                    let c = agg.by_endpoint.get(key).copied().unwrap_or_default();
-                    EndpointShare {
-                        url: e.url.clone(),
-                        trajectories: c.trajectories,
-                        turns: c.turns,
-                        ok: c.ok,
-                        not_ok: c.turns - c.ok,
-                    }
-                })
-                .collect(),
+            endpoints: EndpointShare::all(&cfg, &agg),
             latency_ms: latency,
             throughput: Throughput {
                 output_tokens: agg.window_output_tokens,

@@ -75,10 +75,112 @@ struct Sample {
     tracked: bool,
 }
 
+/// The samples of an `events.jsonl`, in first-seen order.
+struct Events {
+    samples: Vec<Sample>,
+    /// Completion order: the order the reference records its series in.
+    completions: Vec<usize>,
+    /// The file marks a performance window.
+    saw_tracking: bool,
+}
+
+/// Reads MLPerf's `events.jsonl` (and its published files beside it): each issued sample a
+/// client turn, in steps — the events, the reference's token counts, the turns, the notes and
+/// the published claims.
 pub fn parse(path: &Path, text: &str, x: &Extras<'_>) -> Result<ClientRun, CompareError> {
+    let Events {
+        samples,
+        completions,
+        saw_tracking,
+    } = read_events(path, text)?;
+    // Per-sample reference counts (OSL, TPOT denominator), with the tokenizer.
+    let outputs: Vec<Option<ModelOutput>> = samples
+        .iter()
+        .map(|s| s.data.as_ref().and_then(ModelOutput::from_event_data))
+        .collect();
+    let counts: Vec<(Option<u64>, Option<u64>)> = match x.tokenizer {
+        Some(tok) => outputs
+            .iter()
+            .map(|o| match o {
+                Some(o) => (
+                    tok.osl(o).map(|c| c.tokens),
+                    tok.tpot_tokens(o).map(|c| c.tokens),
+                ),
+                None => (None, None),
+            })
+            .collect(),
+        None => vec![(None, None); samples.len()],
+    };
+
+    let mut turns = Vec::with_capacity(samples.len());
+    let mut untracked = 0;
+    let mut never_issued = 0;
+    for (i, s) in samples.iter().enumerate() {
+        let Some(issued) = s.issued else {
+            never_issued += 1;
+            continue;
+        };
+        if saw_tracking && !s.tracked {
+            untracked += 1;
+        }
+        turns.push(turn_of(
+            s,
+            issued,
+            outputs[i].as_ref(),
+            counts[i],
+            saw_tracking,
+        ));
+    }
+
+    let mut notes = Vec::new();
+    if untracked > 0 {
+        notes.push(format!(
+            "{untracked} samples were issued outside the performance window; they were sent, so they are compared too (published claims are judged over the window only)"
+        ));
+    }
+    if never_issued > 0 {
+        notes.push(format!(
+            "{never_issued} sample uuids have events but no sample.issued: ignored"
+        ));
+    }
+    if x.tokenizer.is_none() {
+        notes.push(
+            "no --tokenizer: output tokens and the reference's TPOT cannot be counted from the events' outputs"
+                .into(),
+        );
+    }
+
+    // The published files.
+    let mut checks = Vec::new();
+    let mut published = None;
+    if let Some(p) = &x.result_summary {
+        let rs = read_json(p)?;
+        published = Some(published_claims(p, &rs));
+        let recomputed = recompute(&samples, &completions, &counts);
+        checks.extend(summary_checks(&rs, &recomputed, x.tokenizer.is_some()));
+    } else {
+        notes.push(
+            "no performance/result_summary.json beside events.jsonl: claims are recomputed from the events"
+                .into(),
+        );
+    }
+    if let Some(p) = &x.scores {
+        let sc = read_json(p)?;
+        checks.push(scores_check(&sc, &samples, &outputs, x.dataset));
+    }
+    Ok(ClientRun {
+        clock: Clock::Mono,
+        turns,
+        published,
+        notes,
+        checks,
+    })
+}
+
+/// Folds the event lines into samples (by `sample_uuid`), with the performance window's marks.
+fn read_events(path: &Path, text: &str) -> Result<Events, CompareError> {
     let mut samples: Vec<Sample> = Vec::new();
     let mut by_uuid: HashMap<String, usize> = HashMap::new();
-    // Completion order: the order the reference records its series in.
     let mut completions: Vec<usize> = Vec::new();
     let mut tracking = false;
     let mut saw_tracking = false;
@@ -169,118 +271,59 @@ pub fn parse(path: &Path, text: &str, x: &Extras<'_>) -> Result<ClientRun, Compa
         }
     }
 
-    // Per-sample reference counts (OSL, TPOT denominator), with the tokenizer.
-    let outputs: Vec<Option<ModelOutput>> = samples
-        .iter()
-        .map(|s| s.data.as_ref().and_then(ModelOutput::from_event_data))
-        .collect();
-    let counts: Vec<(Option<u64>, Option<u64>)> = match x.tokenizer {
-        Some(tok) => outputs
-            .iter()
-            .map(|o| match o {
-                Some(o) => (
-                    tok.osl(o).map(|c| c.tokens),
-                    tok.tpot_tokens(o).map(|c| c.tokens),
-                ),
-                None => (None, None),
-            })
-            .collect(),
-        None => vec![(None, None); samples.len()],
-    };
-
-    let mut turns = Vec::with_capacity(samples.len());
-    let mut untracked = 0;
-    let mut never_issued = 0;
-    for (i, s) in samples.iter().enumerate() {
-        let Some(issued) = s.issued else {
-            never_issued += 1;
-            continue;
-        };
-        if saw_tracking && !s.tracked {
-            untracked += 1;
-        }
-        let mut t = ClientTurn::new(s.at);
-        t.session = s.conversation.clone();
-        t.turn = s.turn;
-        t.start_ns = Some(issued);
-        t.ok = !s.error && s.complete.is_some();
-        t.tracked = !saw_tracking || s.tracked;
-        let ms = |end: Option<u64>| end.map(|e| (e as f64 - issued as f64) / 1e6);
-        let ttft = ms(s.first);
-        let e2e = ms(s.complete);
-        t.values.set(Metric::Ttft, ttft);
-        t.values.set(Metric::E2e, e2e);
-        // The reference emits no receive event for a tool-call chunk after the first, so its
-        // gaps are only comparable with the wire's for outputs without tool calls.
-        let tool_calls = outputs[i].as_ref().is_none_or(|o| o.tool_calls.is_some());
-        if let (Some(f), Some(l), false) = (s.first, s.last_recv, tool_calls) {
-            if s.recvs > 1 {
-                t.values.set(
-                    Metric::ChunkGap,
-                    Some((l as f64 - f as f64) / f64::from(s.recvs - 1) / 1e6),
-                );
-            }
-        }
-        let (osl, tpot_tokens) = counts[i];
-        t.values
-            .set(Metric::OutputTokens, osl.map(|n| n as f64).or(s.tokens));
-        if let (Some(f), Some(c), Some(n)) = (s.first, s.complete, tpot_tokens) {
-            if n > 0 {
-                t.values
-                    .set(Metric::Tpot, Some((c as f64 - f as f64) / n as f64 / 1e6));
-            }
-        }
-        if let (Some(a), Some(b), Some(n)) = (ttft, e2e, s.tokens) {
-            if n > 1.0 {
-                t.values.set(Metric::Itl, Some((b - a) / (n - 1.0)));
-            }
-        }
-        turns.push(t);
-    }
-
-    let mut notes = Vec::new();
-    if untracked > 0 {
-        notes.push(format!(
-            "{untracked} samples were issued outside the performance window; they were sent, so they are compared too (published claims are judged over the window only)"
-        ));
-    }
-    if never_issued > 0 {
-        notes.push(format!(
-            "{never_issued} sample uuids have events but no sample.issued: ignored"
-        ));
-    }
-    if x.tokenizer.is_none() {
-        notes.push(
-            "no --tokenizer: output tokens and the reference's TPOT cannot be counted from the events' outputs"
-                .into(),
-        );
-    }
-
-    // The published files.
-    let mut checks = Vec::new();
-    let mut published = None;
-    if let Some(p) = &x.result_summary {
-        let rs = read_json(p)?;
-        published = Some(published_claims(p, &rs));
-        let recomputed = recompute(&samples, &completions, &counts);
-        checks.extend(summary_checks(&rs, &recomputed, x.tokenizer.is_some()));
-    } else {
-        notes.push(
-            "no performance/result_summary.json beside events.jsonl: claims are recomputed from the events"
-                .into(),
-        );
-    }
-    if let Some(p) = &x.scores {
-        let sc = read_json(p)?;
-        checks.push(scores_check(&sc, &samples, &outputs, x.dataset));
-    }
-    Ok(ClientRun {
-        clock: Clock::Mono,
-        turns,
-        published,
-        notes,
-        checks,
+    Ok(Events {
+        samples,
+        completions,
+        saw_tracking,
     })
+}
+
+/// One issued sample as a client turn: its times from the issue instant, and the values the
+/// reference's own counts give (`counts`: OSL, TPOT denominator).
+fn turn_of(
+    s: &Sample,
+    issued: u64,
+    output: Option<&ModelOutput>,
+    counts: (Option<u64>, Option<u64>),
+    saw_tracking: bool,
+) -> ClientTurn {
+    let mut t = ClientTurn::new(s.at);
+    t.session = s.conversation.clone();
+    t.turn = s.turn;
+    t.start_ns = Some(issued);
+    t.ok = !s.error && s.complete.is_some();
+    t.tracked = !saw_tracking || s.tracked;
+    let ms = |end: Option<u64>| end.map(|e| (e as f64 - issued as f64) / 1e6);
+    let ttft = ms(s.first);
+    let e2e = ms(s.complete);
+    t.values.set(Metric::Ttft, ttft);
+    t.values.set(Metric::E2e, e2e);
+    // The reference emits no receive event for a tool-call chunk after the first, so its
+    // gaps are only comparable with the wire's for outputs without tool calls.
+    let tool_calls = output.is_none_or(|o| o.tool_calls.is_some());
+    if let (Some(f), Some(l), false) = (s.first, s.last_recv, tool_calls) {
+        if s.recvs > 1 {
+            t.values.set(
+                Metric::ChunkGap,
+                Some((l as f64 - f as f64) / f64::from(s.recvs - 1) / 1e6),
+            );
+        }
+    }
+    let (osl, tpot_tokens) = counts;
+    t.values
+        .set(Metric::OutputTokens, osl.map(|n| n as f64).or(s.tokens));
+    if let (Some(f), Some(c), Some(n)) = (s.first, s.complete, tpot_tokens) {
+        if n > 0 {
+            t.values
+                .set(Metric::Tpot, Some((c as f64 - f as f64) / n as f64 / 1e6));
+        }
+    }
+    if let (Some(a), Some(b), Some(n)) = (ttft, e2e, s.tokens) {
+        if n > 1.0 {
+            t.values.set(Metric::Itl, Some((b - a) / (n - 1.0)));
+        }
+    }
+    t
 }
 
 fn read_json(p: &Path) -> Result<Value, CompareError> {
