@@ -122,8 +122,8 @@ pub async fn handle(
     if let Err(e) = check_limits(&shared.cfg, &req) {
         return Ok(reject(&mut tap, e));
     }
-    let (parts, body) = req.into_parts();
-    let headers = forward_headers(&shared.cfg, &parts);
+    let (mut parts, body) = req.into_parts();
+    let headers = forward_headers(&shared.cfg, std::mem::take(&mut parts.headers), &parts.uri);
     let out = match prepare_body(&shared, &mut tap, route, parts, headers, body).await {
         Ok(out) => out,
         Err(e) => return Ok(reject(&mut tap, e)),
@@ -215,15 +215,13 @@ fn check_limits(cfg: &Config, req: &Request<Incoming>) -> Result<(), ProxyError>
 
 /// The headers that go upstream: hop-by-hop ones out, `Host` kept or dropped
 /// (`--preserve-host`), `Via` added (`--via`).
-fn forward_headers(cfg: &Config, parts: &http::request::Parts) -> HeaderMap {
-    let mut headers = parts.headers.clone();
+fn forward_headers(cfg: &Config, mut headers: HeaderMap, uri: &Uri) -> HeaderMap {
     strip_hop_by_hop(&mut headers);
     if !cfg.preserve_host {
         headers.remove(header::HOST);
     } else if !headers.contains_key(header::HOST) {
         // An h2 client sends `:authority`, not `Host`: carry it over for an h1 upstream.
-        if let Some(a) = parts
-            .uri
+        if let Some(a) = uri
             .authority()
             .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
         {
