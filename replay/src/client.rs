@@ -522,57 +522,14 @@ async fn attempt(
         )));
     }
 
-    // Response head (1xx interim responses are skipped).
-    let mut filled = 0;
-    let (head_len, head, first) = loop {
-        let cap = (filled + TTFT_READ).min(buf.len());
-        let r = match io.read(&mut buf[filled..cap]).await {
-            Ok(r) => r,
-            Err(e) if Broke::after(filled) == Broke::BeforeResponse => {
-                return Err(Stale(upstream(
-                    ErrorKind::Reset,
-                    format!("connection failed before any response byte: {e}"),
-                )))
-            }
-            Err(e) => return Ok(broke(None, format!("reading the response head: {e}"))),
-        };
-        if r.n == 0 {
-            if Broke::after(filled) == Broke::BeforeResponse {
-                return Err(Stale(upstream(
-                    ErrorKind::Reset,
-                    "connection closed before any response byte".into(),
-                )));
-            }
-            return Ok(broke(
-                None,
-                "connection closed inside the response head".into(),
-            ));
-        }
-        scratch.rx.on_read(&r);
-        filled += r.n;
-        let mut date = None;
-        let parsed = http1::parse_head_with(&buf[..filled], |name, value| {
-            if name.eq_ignore_ascii_case("date") {
-                date = date_secs(value);
-            }
-        });
-        match parsed {
-            Ok(Some((len, h))) if (100..200).contains(&h.status) => {
-                buf.copy_within(len..filled, 0);
-                filled -= len;
-            }
-            Ok(Some((len, h))) => {
-                scratch.server_date = date;
-                break (len, h, r);
-            }
-            Ok(None) => {}
-            Err(e) => {
-                return Ok(Exchange::Failed {
-                    http_status: None,
-                    error: upstream(ErrorKind::HttpHead, e.0),
-                })
-            }
-        }
+    let (head_len, head, first, filled) = match read_head(io, buf, scratch).await? {
+        HeadRead::Got {
+            len,
+            head,
+            first,
+            filled,
+        } => (len, head, first, filled),
+        HeadRead::Ended(x) => return Ok(x),
     };
     tl.on_headers(first.at);
     let status = head.status;
@@ -639,6 +596,85 @@ async fn attempt(
     // A complete response leaves the connection reusable if the server keeps it alive.
     conn.dirty = !(clean_end && head.keep_alive);
     Ok(conclude(sink, &mut ctx, status, cut_mid_event, capture))
+}
+
+/// How reading a response head ended.
+enum HeadRead {
+    /// The final head: its length, the head, the read that completed it (its instant is the
+    /// response head's), and how many bytes of the buffer are filled (the body's first bytes
+    /// may follow the head).
+    Got {
+        len: usize,
+        head: http1::Head,
+        first: Read,
+        filled: usize,
+    },
+    /// The turn ended here: the head broke off or is not HTTP/1.1.
+    Ended(Exchange),
+}
+
+/// Reads the response head into `buf`, skipping 1xx interim responses; every read is stamped
+/// (`scratch.rx`). `Err(Stale)`: nothing came back on the connection ([`Broke`]).
+async fn read_head(io: &mut Io, buf: &mut [u8], scratch: &mut Scratch) -> Result<HeadRead, Stale> {
+    let mut filled = 0;
+    loop {
+        let cap = (filled + TTFT_READ).min(buf.len());
+        let r = match io.read(&mut buf[filled..cap]).await {
+            Ok(r) => r,
+            Err(e) if Broke::after(filled) == Broke::BeforeResponse => {
+                return Err(Stale(upstream(
+                    ErrorKind::Reset,
+                    format!("connection failed before any response byte: {e}"),
+                )))
+            }
+            Err(e) => {
+                let why = format!("reading the response head: {e}");
+                return Ok(HeadRead::Ended(broke(None, why)));
+            }
+        };
+        if r.n == 0 {
+            if Broke::after(filled) == Broke::BeforeResponse {
+                return Err(Stale(upstream(
+                    ErrorKind::Reset,
+                    "connection closed before any response byte".into(),
+                )));
+            }
+            return Ok(HeadRead::Ended(broke(
+                None,
+                "connection closed inside the response head".into(),
+            )));
+        }
+        scratch.rx.on_read(&r);
+        filled += r.n;
+        let mut date = None;
+        let parsed = http1::parse_head_with(&buf[..filled], |name, value| {
+            if name.eq_ignore_ascii_case("date") {
+                date = date_secs(value);
+            }
+        });
+        match parsed {
+            Ok(Some((len, h))) if (100..200).contains(&h.status) => {
+                buf.copy_within(len..filled, 0);
+                filled -= len;
+            }
+            Ok(Some((len, h))) => {
+                scratch.server_date = date;
+                return Ok(HeadRead::Got {
+                    len,
+                    head: h,
+                    first: r,
+                    filled,
+                });
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Ok(HeadRead::Ended(Exchange::Failed {
+                    http_status: None,
+                    error: upstream(ErrorKind::HttpHead, e.0),
+                }))
+            }
+        }
+    }
 }
 
 /// The head and the body's segments as one list of parts.

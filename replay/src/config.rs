@@ -400,6 +400,20 @@ pub struct Opts {
     pub metrics: Option<std::net::SocketAddr>,
 }
 
+/// Parses a subcommand's options (`A`, a `clap::Args`) from an argument list without a program
+/// name, as `tokentap NAME` would: for tests and embedding (the sweep's, the demo's).
+pub fn parse_args<A, I, T>(name: &'static str, args: I) -> Result<A, clap::Error>
+where
+    A: clap::Args + clap::FromArgMatches,
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cmd = A::augment_args(clap::Command::new(name));
+    let argv =
+        std::iter::once(std::ffi::OsString::from(name)).chain(args.into_iter().map(Into::into));
+    A::from_arg_matches(&cmd.try_get_matches_from(argv)?)
+}
+
 impl Opts {
     /// Parses options from an argument list (without a program name), as `tokentap replay`
     /// would. For tests and embedding.
@@ -408,15 +422,7 @@ impl Opts {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        use clap::Parser;
-        #[derive(clap::Parser)]
-        struct Wrap {
-            #[command(flatten)]
-            opts: Opts,
-        }
-        let argv = std::iter::once(std::ffi::OsString::from("replay"))
-            .chain(args.into_iter().map(Into::into));
-        Wrap::try_parse_from(argv).map(|w| w.opts)
+        parse_args("replay", args)
     }
 }
 

@@ -116,15 +116,7 @@ impl Opts {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        use clap::Parser;
-        #[derive(clap::Parser)]
-        struct Wrap {
-            #[command(flatten)]
-            opts: Opts,
-        }
-        let args = std::iter::once(std::ffi::OsString::from("sweep"))
-            .chain(args.into_iter().map(Into::into));
-        Ok(Wrap::try_parse_from(args)?.opts)
+        tokentap_replay::config::parse_args("sweep", args)
     }
 }
 
