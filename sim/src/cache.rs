@@ -17,7 +17,6 @@
 //! prompt) happens outside the lock; the lock covers only map updates, once per request.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{DefaultHasher, Hasher};
 use tokentap_core::tokenize::BYTES_PER_TOKEN;
 
 /// Chained block keys of a text, computed outside the cache lock.
@@ -34,10 +33,9 @@ impl BlockChain {
         let block_bytes = block_tokens as usize * BYTES_PER_TOKEN;
         let mut prev = self.keys.last().copied().unwrap_or(0);
         for block in text.chunks_exact(block_bytes) {
-            let mut h = DefaultHasher::new();
-            h.write_u64(prev);
-            h.write(block);
-            prev = h.finish();
+            // Chained: a block's key covers every block before it (the pinned hash of
+            // core::route, so keys do not depend on the Rust release).
+            prev = tokentap_core::route::mix(prev ^ tokentap_core::route::hash64(block));
             self.keys.push(prev);
         }
     }

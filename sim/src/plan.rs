@@ -17,7 +17,6 @@ use crate::render;
 use crate::rng::Rng;
 use serde::Deserialize;
 use serde_json::Value;
-use std::hash::{DefaultHasher, Hasher};
 use std::time::Duration;
 use tokentap_core::text::{filler, REASONING_PREAMBLE};
 use tokentap_core::tokenize::{self, BYTES_PER_TOKEN};
@@ -138,6 +137,7 @@ pub(crate) enum FaultKind {
 }
 
 impl FaultKind {
+    /// The fault's name in the request log (`fault`): what the sim did, not what a client saw.
     pub fn name(self) -> &'static str {
         match self {
             FaultKind::ErrorStatus(_) => "error_status",
@@ -220,9 +220,9 @@ pub(crate) fn build(
     };
     let prompt_tokens = tokenize::count(&prompt);
     let key = if cfg.output.seed_from_prompt {
-        let mut h = DefaultHasher::new();
-        h.write(prompt.as_bytes());
-        h.finish()
+        // The pinned hash (core::route), not std's DefaultHasher, whose output may change
+        // between Rust releases: the same prompt draws the same output on every build.
+        tokentap_core::route::hash64(prompt.as_bytes())
     } else {
         seq
     };
@@ -478,6 +478,23 @@ mod tests {
                 assert_eq!(o.finish, "tool_calls");
             }
         }
+    }
+
+    #[test]
+    fn seeding_from_the_prompt_ignores_arrival_order_and_is_pinned() {
+        let mut cfg = SimConfig::zero_delay();
+        cfg.output.seed_from_prompt = true;
+        cfg.output.sigma = 0.5;
+        let req = chat(r#"{"messages":[{"role":"user","content":"the same prompt"}]}"#);
+        let a = build(&cfg, 1, 0, &req).unwrap();
+        let b = build(&cfg, 7, 0, &req).unwrap();
+        assert_eq!(a.output.tokens, b.output.tokens);
+        assert_eq!(a.output.text, b.output.text);
+        // The key is the pinned FNV-1a + splitmix64 hash of the rendered prompt (core::route),
+        // so the draw does not depend on std's DefaultHasher.
+        let other = chat(r#"{"messages":[{"role":"user","content":"another prompt"}]}"#);
+        let c = build(&cfg, 1, 0, &other).unwrap();
+        assert_ne!(a.output.text, c.output.text);
     }
 
     #[test]
