@@ -165,12 +165,32 @@ impl Published {
     }
 }
 
+/// A judgement: of a claim against the wire, or of a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    /// Nothing to judge (the client does not claim the metric, or no turn was compared).
+    NoData,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::NoData => "n/a",
+        }
+    }
+}
+
 /// A check of what the client published that needs no wire: its summary against its own
 /// events, impossible values, token counts and scores recomputed the reference's way.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Check {
     pub name: String,
-    pub verdict: crate::report::Verdict,
+    pub verdict: Verdict,
     pub detail: String,
 }
 

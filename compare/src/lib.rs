@@ -16,8 +16,10 @@
 //! connection setup) — findings, not errors.
 //!
 //! ## Layout
-//! - [`client`]: the normalised client view ([`ClientTurn`], [`Metric`], [`Clock`]).
-//! - [`formats`]: one parser per client format (`tokentap`, `mlperf`, `aiperf`, `inference-perf`).
+//! - [`client`]: the normalised client view ([`ClientTurn`], [`Metric`], [`Clock`], the
+//!   [`client::Verdict`] of a claim or a check).
+//! - [`formats`]: one parser per client format (`tokentap`, `mlperf`, `aiperf`, `inference-perf`),
+//!   and `formats::json`, the JSON reading they share.
 //! - [`wire`]: the proxy's records and their per-turn values.
 //! - [`join`]: request id → session + order (anchors break ties) → time.
 //! - [`report`]: distributions, claims, verdicts; the terminal table and the `--json` schema.

@@ -13,6 +13,7 @@
 //!   relative part scales with long turns. Defaults and their measured basis: `docs/compare.md`.
 //! - Percentiles are numpy-`linear` ([`tokentap_core::stats`]), the method AIPerf uses too.
 
+pub use crate::client::Verdict;
 use crate::client::{ClientRun, Clock, Metric};
 use crate::formats::Format;
 use crate::join::{JoinConfig, JoinMethod, Joined};
@@ -55,25 +56,6 @@ impl Tolerance {
             _ => self.ms,
         };
         abs.max(self.pct / 100.0 * wire.abs())
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    Pass,
-    Fail,
-    /// Nothing to judge (the client does not claim the metric, or no turn was compared).
-    NoData,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Pass => "PASS",
-            Verdict::Fail => "FAIL",
-            Verdict::NoData => "n/a",
-        }
     }
 }
 

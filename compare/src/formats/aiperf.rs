@@ -18,7 +18,7 @@
 //! - Published claims come from the summary's `p50`/`p90`/`p99` of `time_to_first_token`,
 //!   `inter_token_latency`, `request_latency` and `output_sequence_length`.
 
-use super::{num, string, to_ms, uint};
+use super::json::{jsonl, num, string, to_ms, uint};
 use crate::client::{ClientRun, ClientTurn, Clock, Metric, Published};
 use crate::error::CompareError;
 use serde_json::Value;
@@ -26,7 +26,7 @@ use std::path::Path;
 
 pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
     let mut turns = Vec::new();
-    for item in super::jsonl(path, text) {
+    for item in jsonl(path, text) {
         let (line, v) = item?;
         let meta = v.get("metadata").ok_or_else(|| {
             CompareError::parse(

@@ -11,7 +11,7 @@
 //! `output_token_times` (falls back to `chunk_times`: one token per chunk); E2E = `end_time` −
 //! `start_time`; output tokens = `output_tokens`, else the server's `completion_tokens`.
 
-use super::{num, string};
+use super::json::{num, string};
 use crate::client::{ClientRun, ClientTurn, Clock, Metric};
 use crate::error::CompareError;
 use serde_json::Value;

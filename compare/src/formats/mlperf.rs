@@ -20,10 +20,10 @@
 //! - OSL is the reference tokenizer's count of the published outputs;
 //! - `scores.json` is the reference scorer's result for these outputs (needs `--dataset`).
 
-use super::{string, uint};
+use super::json::{jsonl, num, string, uint};
+use crate::client::Verdict;
 use crate::client::{Check, ClientRun, ClientTurn, Clock, Metric, Published};
 use crate::error::CompareError;
-use crate::report::Verdict;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -184,7 +184,7 @@ fn read_events(path: &Path, text: &str) -> Result<Events, CompareError> {
     let mut completions: Vec<usize> = Vec::new();
     let mut tracking = false;
     let mut saw_tracking = false;
-    for item in super::jsonl(path, text) {
+    for item in jsonl(path, text) {
         let (line, v) = item?;
         let kind = v.get("event_type").and_then(Value::as_str).ok_or_else(|| {
             CompareError::parse(
@@ -258,8 +258,7 @@ fn read_events(path: &Path, text: &str) -> Result<Events, CompareError> {
                 s.finish_reason = string(&v, "finish_reason");
                 match v.get("data") {
                     Some(d) if d.is_object() => {
-                        s.tokens =
-                            super::num(d, "output_tokens").or_else(|| super::num(d, "n_tokens"));
+                        s.tokens = num(d, "output_tokens").or_else(|| num(d, "n_tokens"));
                     }
                     Some(d) if d.is_array() => s.data = Some(d.clone()),
                     _ => {}
