@@ -500,8 +500,10 @@ struct Nginx {
 impl Nginx {
     /// `pin`: one worker, on CPU 1.
     fn spawn(upstream: &str, pin: bool) -> anyhow::Result<Nginx> {
-        let dir = std::env::temp_dir().join(format!("tokentap-nginx-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
+        let dir = tempfile::Builder::new()
+            .prefix("tokentap-nginx-")
+            .tempdir()?
+            .keep();
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();

@@ -282,10 +282,7 @@ fn closed_loop_dataset(n: usize, turns: usize) -> Dataset {
 }
 
 fn temp_dir(name: &str) -> anyhow::Result<PathBuf> {
-    let d = std::env::temp_dir().join(format!("tokentap-overhead-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d)?;
-    Ok(d)
+    Ok(tokentap_testkit::data::temp_dir(&format!("overhead-{name}")))
 }
 
 fn read_records(dir: &Path) -> anyhow::Result<Vec<Value>> {
