@@ -282,7 +282,9 @@ fn closed_loop_dataset(n: usize, turns: usize) -> Dataset {
 }
 
 fn temp_dir(name: &str) -> anyhow::Result<PathBuf> {
-    Ok(tokentap_testkit::data::temp_dir(&format!("overhead-{name}")))
+    Ok(tokentap_testkit::data::temp_dir(&format!(
+        "overhead-{name}"
+    )))
 }
 
 fn read_records(dir: &Path) -> anyhow::Result<Vec<Value>> {
