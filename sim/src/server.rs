@@ -194,129 +194,30 @@ impl From<Infallible> for SimBodyError {
     }
 }
 
+/// Serves one request, in its steps: `/metrics` (outside the log), the log entry, the route,
+/// the body, the plan (output, fault, cache), admission, then the generated body.
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResBody> {
     let received = Anchor::now();
     let start = Instant::now();
     if req.uri().path() == "/metrics" && req.method() == Method::GET {
         // Not in the request log: a scrape every second must neither shift `seq` (the join
         // key of `x-sim-seq`) nor fill the ground-truth log.
-        let mut res = Response::new(Either::Right(Full::new(Bytes::from(
-            shared.metrics.render(),
-        ))));
-        res.headers_mut().insert(
-            header::CONTENT_TYPE,
-            header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-        );
-        return res;
+        return metrics_response(&shared);
     }
     let (parts, body) = req.into_parts();
-    let path = parts.uri.path().to_string();
-    let mut entry = shared.log.begin(|seq| RequestLog {
-        seq,
-        method: parts.method.as_str().to_string(),
-        path: path.clone(),
-        headers: parts
-            .headers
-            .iter()
-            .filter(|(n, _)| *n != header::AUTHORIZATION && *n != header::PROXY_AUTHORIZATION)
-            .map(|(n, v)| {
-                (
-                    n.as_str().to_string(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect(),
-        body: None,
-        session: parts
-            .headers
-            .get("x-session-id")
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()),
-        received,
-        status: 0,
-        prompt_tokens: 0,
-        cached_tokens: 0,
-        output_tokens: 0,
-        chunks: Vec::new(),
-        fault: None,
-        finished: false,
-        finish_reason: None,
-    });
-    let api = match (&parts.method, path.as_str()) {
-        (&Method::POST, "/v1/chat/completions") => Api::Chat,
-        (&Method::POST, "/v1/completions") => Api::Completions,
-        (&Method::GET, "/health") => {
-            return simple(&shared, entry, StatusCode::OK, "", "text/plain")
+    let mut entry = begin_log(&shared, &parts, received);
+    let api = match route(&parts.method, parts.uri.path()) {
+        Route::Api(api) => api,
+        Route::Health => return simple(&shared, entry, StatusCode::OK, "", "text/plain"),
+        Route::Models => {
+            let body = models_body(&shared.config.model);
+            return simple(&shared, entry, StatusCode::OK, &body, "application/json");
         }
-        (&Method::GET, "/v1/models") => {
-            let body = serde_json::json!({
-                "object": "list",
-                "data": [{
-                    "id": shared.config.model,
-                    "object": "model",
-                    "created": 0,
-                    "owned_by": "tokentap",
-                    "max_model_len": null,
-                }],
-            });
-            return simple(
-                &shared,
-                entry,
-                StatusCode::OK,
-                &body.to_string(),
-                "application/json",
-            );
-        }
-        (_, "/health" | "/metrics" | "/v1/models" | "/v1/chat/completions" | "/v1/completions") => {
-            return error(
-                &shared,
-                entry,
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method not allowed",
-            );
-        }
-        _ => {
-            return error(
-                &shared,
-                entry,
-                StatusCode::NOT_FOUND,
-                &format!("no route for {path}"),
-            )
-        }
+        Route::Refused(status, why) => return error(&shared, entry, status, &why),
     };
-
-    let bytes = match Limited::new(body, MAX_BODY).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(e) => {
-            let status = if e.is::<http_body_util::LengthLimitError>() {
-                StatusCode::PAYLOAD_TOO_LARGE
-            } else {
-                StatusCode::BAD_REQUEST
-            };
-            return error(
-                &shared,
-                entry,
-                status,
-                &format!("cannot read request body: {e}"),
-            );
-        }
-    };
-    if shared.config.capture_bodies {
-        entry.body = Some(bytes.clone());
-    }
-    let parsed = match api {
-        Api::Chat => serde_json::from_slice(&bytes).map(|r| Parsed::Chat(Box::new(r))),
-        Api::Completions => serde_json::from_slice(&bytes).map(Parsed::Completion),
-    };
-    let parsed = match parsed {
+    let parsed = match read_request(&shared, api, body, &mut entry).await {
         Ok(p) => p,
-        Err(e) => {
-            return error(
-                &shared,
-                entry,
-                StatusCode::BAD_REQUEST,
-                &format!("invalid JSON body: {e}"),
-            )
-        }
+        Err((status, why)) => return error(&shared, entry, status, &why),
     };
     let created = received.wall_ns / 1_000_000_000;
     let mut plan = match plan::build(&shared.config, entry.seq, created, &parsed) {
@@ -354,6 +255,119 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResBody
         .header("x-sim-seq", seq)
         .body(Either::Left(Box::new(body)))
         .unwrap_or_else(|_| Response::new(Either::Right(Full::default())))
+}
+
+/// `GET /metrics`: the engine-style series (`--engine-metrics`).
+fn metrics_response(shared: &Shared) -> Response<ResBody> {
+    let mut res = Response::new(Either::Right(Full::new(Bytes::from(
+        shared.metrics.render(),
+    ))));
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    res
+}
+
+/// The request's entry in the ground-truth log (numbered now): method, path, headers (never
+/// `Authorization`), session.
+fn begin_log(shared: &Shared, parts: &http::request::Parts, received: Anchor) -> RequestLog {
+    shared.log.begin(|seq| RequestLog {
+        seq,
+        method: parts.method.as_str().to_string(),
+        path: parts.uri.path().to_string(),
+        headers: parts
+            .headers
+            .iter()
+            .filter(|(n, _)| *n != header::AUTHORIZATION && *n != header::PROXY_AUTHORIZATION)
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: None,
+        session: parts
+            .headers
+            .get("x-session-id")
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()),
+        received,
+        status: 0,
+        prompt_tokens: 0,
+        cached_tokens: 0,
+        output_tokens: 0,
+        chunks: Vec::new(),
+        fault: None,
+        finished: false,
+        finish_reason: None,
+    })
+}
+
+/// What a method and path ask for.
+enum Route {
+    Api(Api),
+    Health,
+    Models,
+    /// 405 on a known path, 404 elsewhere.
+    Refused(StatusCode, String),
+}
+
+fn route(method: &Method, path: &str) -> Route {
+    match (method, path) {
+        (&Method::POST, "/v1/chat/completions") => Route::Api(Api::Chat),
+        (&Method::POST, "/v1/completions") => Route::Api(Api::Completions),
+        (&Method::GET, "/health") => Route::Health,
+        (&Method::GET, "/v1/models") => Route::Models,
+        (_, "/health" | "/metrics" | "/v1/models" | "/v1/chat/completions" | "/v1/completions") => {
+            Route::Refused(StatusCode::METHOD_NOT_ALLOWED, "method not allowed".into())
+        }
+        _ => Route::Refused(StatusCode::NOT_FOUND, format!("no route for {path}")),
+    }
+}
+
+/// `GET /v1/models`: the one model served.
+fn models_body(model: &str) -> String {
+    serde_json::json!({
+        "object": "list",
+        "data": [{
+            "id": model,
+            "object": "model",
+            "created": 0,
+            "owned_by": "tokentap",
+            "max_model_len": null,
+        }],
+    })
+    .to_string()
+}
+
+/// Reads the body (at most `MAX_BODY`; kept in the log with `capture_bodies`) and parses it as
+/// the API's request. `Err`: the status and message to answer with.
+async fn read_request(
+    shared: &Shared,
+    api: Api,
+    body: Incoming,
+    entry: &mut RequestLog,
+) -> Result<Parsed, (StatusCode, String)> {
+    let bytes = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(e) => {
+            let status = if e.is::<http_body_util::LengthLimitError>() {
+                StatusCode::PAYLOAD_TOO_LARGE
+            } else {
+                StatusCode::BAD_REQUEST
+            };
+            return Err((status, format!("cannot read request body: {e}")));
+        }
+    };
+    if shared.config.capture_bodies {
+        entry.body = Some(bytes.clone());
+    }
+    let parsed = match api {
+        Api::Chat => serde_json::from_slice(&bytes).map(|r| Parsed::Chat(Box::new(r))),
+        Api::Completions => serde_json::from_slice(&bytes).map(Parsed::Completion),
+    };
+    parsed.map_err(|e| (StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")))
 }
 
 /// A complete small response; the log entry ends here.
