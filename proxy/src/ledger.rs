@@ -2,8 +2,9 @@
 //! `--tokenizer` stage, and the count of requests whose records are still to come.
 //!
 //! A [`crate::meter::Tap`] holds an [`InFlight`] guard (an `Arc<Ledger>` that counts the
-//! request) — not the whole server — so what a request may touch at its end is this and nothing else: it cannot reach
-//! the config, the replicas or the clients.
+//! request) and the [`crate::upstream::Claim`] on the one replica it went to — not the whole
+//! server: at its end a request can reach these and nothing else (not the config, not the other
+//! replicas, not the clients).
 
 use crate::metrics::Metrics;
 use crate::records::Writer;

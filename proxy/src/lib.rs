@@ -30,7 +30,7 @@
 //!   failover over the replicas, the proxy's own error answers.
 //! - [`shared`]: the state every request shares; [`route`]: the measured routes.
 //! - [`ledger`]: where a finished request goes (writer, sessions, metrics, tokenizer stage) and
-//!   the in-flight count; all a `Tap` holds of the server.
+//!   the in-flight count; with a replica's `Claim`, all a `Tap` holds of the server.
 //! - [`meter`]: `Tap` and `MeteredBody`, the per-chunk hot path and the record at the end.
 //! - [`sniff`]: reads `model`/`stream`/`stream_options`/messages without holding the body back.
 //! - [`inject`]: `--inject-usage` request rewrite and response stripping.

@@ -1,6 +1,7 @@
 //! The state every request of the proxy shares: the config, the replicas and how to send to
 //! them, the ledger where finished requests go, and the count of requests seen. Nothing in it
-//! is touched per chunk; a request's [`crate::meter::Tap`] holds only the ledger.
+//! is touched per chunk; a request's [`crate::meter::Tap`] holds only the ledger and its claim
+//! on one replica.
 
 use crate::config::Config;
 use crate::ledger::Ledger;

@@ -617,11 +617,14 @@ enum HeadRead {
 /// (`scratch.rx`). `Err(Stale)`: nothing came back on the connection ([`Broke`]).
 async fn read_head(io: &mut Io, buf: &mut [u8], scratch: &mut Scratch) -> Result<HeadRead, Stale> {
     let mut filled = 0;
+    // Every response byte read, interim responses included: what `Broke` counts (`filled`
+    // goes back down when a 1xx head is skipped).
+    let mut got = 0usize;
     loop {
         let cap = (filled + TTFT_READ).min(buf.len());
         let r = match io.read(&mut buf[filled..cap]).await {
             Ok(r) => r,
-            Err(e) if Broke::after(filled) == Broke::BeforeResponse => {
+            Err(e) if Broke::after(got) == Broke::BeforeResponse => {
                 return Err(Stale(upstream(
                     ErrorKind::Reset,
                     format!("connection failed before any response byte: {e}"),
@@ -633,7 +636,7 @@ async fn read_head(io: &mut Io, buf: &mut [u8], scratch: &mut Scratch) -> Result
             }
         };
         if r.n == 0 {
-            if Broke::after(filled) == Broke::BeforeResponse {
+            if Broke::after(got) == Broke::BeforeResponse {
                 return Err(Stale(upstream(
                     ErrorKind::Reset,
                     "connection closed before any response byte".into(),
@@ -646,6 +649,7 @@ async fn read_head(io: &mut Io, buf: &mut [u8], scratch: &mut Scratch) -> Result
         }
         scratch.rx.on_read(&r);
         filled += r.n;
+        got += r.n;
         let mut date = None;
         let parsed = http1::parse_head_with(&buf[..filled], |name, value| {
             if name.eq_ignore_ascii_case("date") {

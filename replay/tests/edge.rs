@@ -187,6 +187,27 @@ async fn a_keep_alive_close_racing_the_next_request_is_retried_once_on_a_fresh_c
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_connection_closed_after_an_interim_response_is_not_resent() {
+    // Connection 0 answers turn 1, then answers turn 2 with `100 Continue` and closes: a response
+    // byte came back, so by the one stale-connection rule (core::http1::Broke, the proxy's too)
+    // the request is not sent again.
+    let (url, mut heads) = scripted(|_, r| match r {
+        1 => Act::AnswerClose(vec!["HTTP/1.1 100 Continue\r\n\r\n".into()]),
+        _ => Act::Answer(sse_chunked()),
+    })
+    .await;
+    let (_, recs) = run(cfg(&url, "interim-close"), dataset(TWO_TURNS)).await;
+    let recs = sorted(recs);
+    assert_eq!(status(&recs[0]), "ok");
+    assert_eq!(status(&recs[1]), "failed", "{recs:?}");
+    assert_eq!(recs[1].get("retries"), None);
+    assert_eq!(recs[1]["error"]["kind"], "reset");
+    let conns: Vec<usize> = (0..2).map(|_| heads.try_recv().unwrap().0).collect();
+    assert_eq!(conns, [0, 0]);
+    assert!(heads.try_recv().is_err(), "turn 2 was sent once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_connection_closed_without_an_answer_is_not_retried() {
     let (url, mut heads) = scripted(|_, _| Act::Drop).await;
     let (_, recs) = run(cfg(&url, "fresh-drop"), dataset(TWO_TURNS)).await;

@@ -1,7 +1,7 @@
 //! The upstream side, one concept a module:
 //!
 //! ```text
-//!  service::handle ─► Replicas::ranking (replica.rs: rendezvous hashing, least loaded)
+//!  service::handle ─► Upstreams::ranking (replica.rs: rendezvous hashing, least loaded)
 //!                  ─► Claim (replica.rs: a connection slot + the replica's load count)
 //!                  ─► Sender::send (here) ─┬─ http:// ─► direct::exchange (direct.rs, pool.rs)
 //!                                          └─ https://, h2c:// ─► Clients (hyper_client.rs, tls.rs)
@@ -13,7 +13,8 @@
 //!   task that writes it to the client; [`pool`]: its idle connections.
 //! - [`hyper_client`]: hyper-util's pooled clients (`https://`, `h2c://`, `--upstream-client
 //!   hyper`); [`tls`]: their rustls config.
-//! - [`body`]: the request body sent upstream and the response body that comes back;
+//! - [`body`]: the request body sent upstream, and the response body's error (the response
+//!   body itself, [`UpstreamBody`], is defined here: it names the direct client's body);
 //!   [`error`]: why the upstream side cannot start.
 //! - Here: [`Sender`], one attempt on one replica up to its response head.
 
