@@ -26,13 +26,8 @@ async fn through_proxy(
         .await
         .unwrap();
     let client_turns = out.summary.counts.total as usize;
-    let recs = stack
-        .proxy
-        .as_ref()
-        .unwrap()
-        .wait_records(client_turns)
-        .await;
-    let report = stack.shutdown(Duration::from_secs(5)).await.unwrap();
+    let recs = stack.proxy.wait_records(client_turns).await;
+    let report = stack.shutdown(Duration::from_secs(5)).await;
     assert_eq!(
         report.seen, report.written,
         "every request the proxy saw has a record"

@@ -6,15 +6,13 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 use tokentap_core::record::{CountSource, Status};
 use tokentap_core::timeline::TokenSource;
-use tokentap_dataset::synth::{synth, SynthConfig};
-use tokentap_dataset::Dataset;
 use tokentap_proxy::Proxy;
 use tokentap_replay::{ProgressMode, ReplayConfig};
 use tokentap_sim::{SimConfig, SimServer};
+use tokentap_testkit::data::synth_dataset;
 
 fn tokenizer() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/golden/mlperf-ea33275/tokenizer")
@@ -22,15 +20,7 @@ fn tokenizer() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_and_proxy_count_the_same_reference_tokens() {
-    let mut buf = Vec::new();
-    let cfg = SynthConfig {
-        coding: 3,
-        workflow: 3,
-        scale: 0.1,
-        ..SynthConfig::default()
-    };
-    synth(&cfg, &mut buf).unwrap();
-    let ds = Arc::new(Dataset::parse("synth.jsonl", std::str::from_utf8(&buf).unwrap()).unwrap());
+    let ds = synth_dataset(3, 3, 0.1);
     let mut sc = SimConfig::zero_delay();
     // Reasoning, tool calls and several tokens per chunk: every counting path.
     sc.modes.reasoning_fraction = 0.5;

@@ -7,10 +7,10 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
-use tokentap_dataset::synth::{synth, SynthConfig};
 use tokentap_dataset::Dataset;
 use tokentap_replay::{ProgressMode, ReplayConfig};
 use tokentap_sim::{SimConfig, SimServer};
+use tokentap_testkit::data::synth_dataset;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tokentap");
 const PLOTS: [&str; 7] = [
@@ -25,16 +25,7 @@ const PLOTS: [&str; 7] = [
 
 /// A small synthesized dataset.
 fn small_dataset(coding: usize, workflow: usize) -> Dataset {
-    let mut buf = Vec::new();
-    let cfg = SynthConfig {
-        coding,
-        workflow,
-        scale: 0.1,
-        ..SynthConfig::default()
-    };
-    synth(&cfg, &mut buf).expect("synth writes to a Vec");
-    Dataset::parse("synth.jsonl", std::str::from_utf8(&buf).expect("utf-8"))
-        .expect("the synthesized dataset is valid")
+    Arc::unwrap_or_clone(synth_dataset(coding, workflow, 0.1))
 }
 
 /// A small replay (2 coding + 3 workflow trajectories, delays on, usage on) against the sim;
@@ -221,16 +212,7 @@ async fn report_recounts_recorded_outputs_with_a_tokenizer() {
     let tokenizer = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("testdata/golden/mlperf-ea33275/tokenizer");
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut buf = Vec::new();
-    let cfg = SynthConfig {
-        coding: 2,
-        workflow: 2,
-        scale: 0.1,
-        ..SynthConfig::default()
-    };
-    synth(&cfg, &mut buf).expect("synth");
-    let ds =
-        Dataset::parse("synth.jsonl", std::str::from_utf8(&buf).expect("utf-8")).expect("valid");
+    let ds = Arc::unwrap_or_clone(synth_dataset(2, 2, 0.1));
     let mut sc = SimConfig::zero_delay();
     sc.modes.reasoning_fraction = 0.5;
     sc.modes.tool_call_rate = 0.5;

@@ -71,14 +71,14 @@ pub struct Opts {
     pub json: Option<PathBuf>,
     /// Absolute tolerance of a time claim (a duration: 1ms, 500us; a bare number is ms).
     #[arg(long = "time-tolerance", visible_alias = "tolerance-ms", value_name = "DURATION",
-        default_value = "1ms", value_parser = ms)]
+        default_value = "1ms", value_parser = tokentap_core::duration::parse_ms)]
     pub tolerance_ms: f64,
     /// Relative tolerance of any claim, percent of the wire's value. A claim passes when
     /// |client − wire| ≤ max(absolute, relative).
-    #[arg(long, default_value_t = 5.0, value_parser = non_negative)]
+    #[arg(long, default_value_t = 5.0, value_parser = tokentap_core::value::non_negative)]
     pub tolerance_pct: f64,
     /// Absolute tolerance of an output-token claim, tokens.
-    #[arg(long, default_value_t = 0.0, value_parser = non_negative)]
+    #[arg(long, default_value_t = 0.0, value_parser = tokentap_core::value::non_negative)]
     pub tolerance_tokens: f64,
     /// Request header whose recorded value is the client's request id (repeatable).
     #[arg(long = "id-header", default_value = "X-Request-ID")]
@@ -86,12 +86,12 @@ pub struct Opts {
     /// How far a wire start may precede the client's start when joining by session + order or
     /// time (a duration; a bare number is ms).
     #[arg(long = "join-slack", visible_alias = "join-slack-ms", value_name = "DURATION",
-        default_value = "50ms", value_parser = ms)]
+        default_value = "50ms", value_parser = tokentap_core::duration::parse_ms)]
     pub join_slack_ms: f64,
     /// How far a wire start may follow the client's start when joining (a duration; a bare
     /// number is ms).
     #[arg(long = "join-window", visible_alias = "join-window-ms", value_name = "DURATION",
-        default_value = "10s", value_parser = ms)]
+        default_value = "10s", value_parser = tokentap_core::duration::parse_ms)]
     pub join_window_ms: f64,
     /// The clock of the client's start instants, for formats that carry both (tokentap records:
     /// `wall` when the replay ran on another host than the proxy).
@@ -143,19 +143,6 @@ impl Opts {
             tokenizer: None,
             dataset: None,
         }
-    }
-}
-
-/// A duration option, as milliseconds (a bare number is ms, the old `--*-ms` spelling).
-fn ms(s: &str) -> Result<f64, String> {
-    tokentap_core::duration::parse_ms(s)
-}
-
-/// A finite number >= 0.
-fn non_negative(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err(format!("expected a finite number >= 0, found {s:?}")),
     }
 }
 

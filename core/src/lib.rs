@@ -9,6 +9,7 @@
 //! - [`clock`]: the two shared clocks of SPEC §7 — raw `CLOCK_MONOTONIC` nanoseconds for every
 //!   interval, plus a wall-clock anchor per record so records of different processes can be joined.
 //! - [`duration`]: durations on every command line (humantime, and plain seconds).
+//! - [`value`]: the bounded-number value parsers the command lines share.
 //! - [`sse`]: an incremental Server-Sent-Events framer over byte chunks (events split across
 //!   reads, many per read, `\r\n`, comments). No allocation per event once warm.
 //! - [`chunk`]: reads the few fields of a `chat.completion.chunk` that measurement needs
@@ -55,4 +56,5 @@ pub mod text;
 pub mod timeline;
 pub mod tls;
 pub mod tokenize;
+pub mod value;
 pub mod wire;

@@ -12,7 +12,6 @@ use crate::sessions::Sessions;
 use crate::tokens::{Job, Stage};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokentap_core::record::TurnRecord;
 use tokio::sync::Notify;
 
 /// The sinks of finished requests, shared by every request.
@@ -77,11 +76,6 @@ impl Ledger {
                 self.writer.send(job.rec);
             }
         }
-    }
-
-    /// Hands a record to the writer as it is.
-    pub fn write(&self, rec: Box<TurnRecord>) {
-        self.writer.send(rec);
     }
 
     /// The shutdown deadline passed: requests cut from now on are the proxy's doing.

@@ -10,6 +10,8 @@ use anyhow::Context as _;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use tokentap_core::duration::parse_ms;
+use tokentap_core::value::{non_negative, share};
 
 /// Base timing when no profile is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -57,11 +59,11 @@ pub struct Opts {
     // of the `--*-ms` names, still accepted).
     /// Fixed prefill time (20ms; a bare number is ms).
     #[arg(long = "prefill-base", visible_alias = "prefill-base-ms", value_name = "DURATION",
-        env = "TOKENTAP_SIM_PREFILL_BASE_MS", value_parser = ms, help_heading = "Timing")]
+        env = "TOKENTAP_SIM_PREFILL_BASE_MS", value_parser = parse_ms, help_heading = "Timing")]
     pub prefill_base_ms: Option<f64>,
     /// Prefill time per uncached prompt token (50us; a bare number is ms).
     #[arg(long = "prefill-per-token", visible_alias = "prefill-per-token-ms",
-        value_name = "DURATION", env = "TOKENTAP_SIM_PREFILL_PER_TOKEN_MS", value_parser = ms,
+        value_name = "DURATION", env = "TOKENTAP_SIM_PREFILL_PER_TOKEN_MS", value_parser = parse_ms,
         help_heading = "Timing")]
     pub prefill_per_token_ms: Option<f64>,
     /// Concurrent prefills (0 = unlimited; otherwise requests queue for a lane).
@@ -69,7 +71,7 @@ pub struct Opts {
     pub prefill_lanes: Option<u32>,
     /// Decode time per token with one request decoding (8ms; a bare number is ms).
     #[arg(long = "decode", visible_alias = "decode-ms", value_name = "DURATION",
-        env = "TOKENTAP_SIM_DECODE_MS", value_parser = ms, help_heading = "Timing")]
+        env = "TOKENTAP_SIM_DECODE_MS", value_parser = parse_ms, help_heading = "Timing")]
     pub decode_ms: Option<f64>,
     /// Decode slowdown per extra concurrent decode (0.05 = +5 %).
     #[arg(long, env = "TOKENTAP_SIM_DECODE_SLOWDOWN", value_parser = non_negative,
@@ -117,7 +119,7 @@ pub struct Opts {
 
     // Modes.
     /// Fraction of output streamed as reasoning first (0 = none; up to 1).
-    #[arg(long, env = "TOKENTAP_SIM_REASONING_FRACTION", value_parser = rate,
+    #[arg(long, env = "TOKENTAP_SIM_REASONING_FRACTION", value_parser = share,
         help_heading = "Modes")]
     pub reasoning_fraction: Option<f64>,
     /// Reasoning delta field name.
@@ -129,7 +131,7 @@ pub struct Opts {
     )]
     pub reasoning_field: Option<ReasoningField>,
     /// Share of chat responses that are one `bash` tool call (0 to 1).
-    #[arg(long, env = "TOKENTAP_SIM_TOOL_CALL_RATE", value_parser = rate, help_heading = "Modes")]
+    #[arg(long, env = "TOKENTAP_SIM_TOOL_CALL_RATE", value_parser = share, help_heading = "Modes")]
     pub tool_call_rate: Option<f64>,
     /// Role-only prelude chunk first (true/false).
     #[arg(long, env = "TOKENTAP_SIM_ROLE_PRELUDE", help_heading = "Modes")]
@@ -144,53 +146,32 @@ pub struct Opts {
 
     // Faults.
     /// Share of requests answered with an error status (0 to 1).
-    #[arg(long, env = "TOKENTAP_SIM_ERROR_RATE", value_parser = rate, help_heading = "Faults")]
+    #[arg(long, env = "TOKENTAP_SIM_ERROR_RATE", value_parser = share, help_heading = "Faults")]
     pub error_rate: Option<f64>,
     /// Error statuses to draw from (400–599), comma separated.
     #[arg(long, env = "TOKENTAP_SIM_ERROR_STATUSES", value_delimiter = ',',
         value_parser = clap::value_parser!(u16).range(400..=599), help_heading = "Faults")]
     pub error_statuses: Option<Vec<u16>>,
     /// Share of streams that stall once (0 to 1).
-    #[arg(long, env = "TOKENTAP_SIM_STALL_RATE", value_parser = rate, help_heading = "Faults")]
+    #[arg(long, env = "TOKENTAP_SIM_STALL_RATE", value_parser = share, help_heading = "Faults")]
     pub stall_rate: Option<f64>,
     /// Stall length (2s; a bare number is ms).
     #[arg(long = "stall", visible_alias = "stall-ms", value_name = "DURATION",
         env = "TOKENTAP_SIM_STALL_MS", value_parser = whole_ms, help_heading = "Faults")]
     pub stall_ms: Option<u64>,
     /// Share of streams cut mid-way (0 to 1).
-    #[arg(long, env = "TOKENTAP_SIM_DISCONNECT_RATE", value_parser = rate,
+    #[arg(long, env = "TOKENTAP_SIM_DISCONNECT_RATE", value_parser = share,
         help_heading = "Faults")]
     pub disconnect_rate: Option<f64>,
     /// Share of streams with one malformed event (0 to 1).
-    #[arg(long, env = "TOKENTAP_SIM_MALFORMED_RATE", value_parser = rate,
+    #[arg(long, env = "TOKENTAP_SIM_MALFORMED_RATE", value_parser = share,
         help_heading = "Faults")]
     pub malformed_rate: Option<f64>,
 }
 
-/// A `--*-ms` timing option: a duration, a bare number being milliseconds.
-fn ms(s: &str) -> Result<f64, String> {
-    tokentap_core::duration::parse_ms(s)
-}
-
-/// `--stall`: whole milliseconds.
+/// `--stall`: a duration as whole milliseconds (a bare number is ms).
 fn whole_ms(s: &str) -> Result<u64, String> {
-    ms(s).map(|v| v.round() as u64)
-}
-
-/// A share: a number from 0 to 1.
-fn rate(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
-        _ => Err(format!("expected a number from 0 to 1, found {s:?}")),
-    }
-}
-
-/// A finite number >= 0.
-fn non_negative(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err(format!("expected a number >= 0, found {s:?}")),
-    }
+    parse_ms(s).map(|v| v.round() as u64)
 }
 
 impl Opts {

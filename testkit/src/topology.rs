@@ -1,7 +1,7 @@
 //! The sim ← proxy ← replay topology on `127.0.0.1:0`, and its parts.
 //!
 //! ```text
-//!  replay (ReplayConfig from Stack::replay_config) ──► proxy (optional) ──► sim
+//!  replay (ReplayConfig from Stack::replay_config) ──► proxy ──► sim
 //! ```
 
 use std::path::Path;
@@ -34,39 +34,27 @@ pub async fn proxy(cfg: Config) -> Proxy {
     Proxy::start(cfg).await.expect("proxy starts")
 }
 
-/// A sim, optionally with a proxy in front of it; a replay (or any client) aims at
-/// [`Stack::endpoint`].
+/// A sim with a proxy in front of it; a replay (or any client) aims at [`Stack::endpoint`].
 pub struct Stack {
     pub sim: SimServer,
-    pub proxy: Option<Proxy>,
+    pub proxy: Proxy,
 }
 
 impl Stack {
-    /// The sim alone.
-    pub async fn sim(cfg: SimConfig) -> Stack {
-        Stack {
-            sim: sim(cfg).await,
-            proxy: None,
-        }
-    }
-
     /// The sim with a proxy in front ([`proxy_cfg`], then `tune`).
     pub async fn proxied(cfg: SimConfig, tune: impl FnOnce(&mut Config)) -> Stack {
         let sim = sim(cfg).await;
         let mut pc = proxy_cfg(&[sim.base_url()]);
         tune(&mut pc);
         Stack {
-            proxy: Some(proxy(pc).await),
+            proxy: proxy(pc).await,
             sim,
         }
     }
 
-    /// Where a client sends: the proxy when there is one, else the sim.
+    /// Where a client sends: the proxy.
     pub fn endpoint(&self) -> String {
-        match &self.proxy {
-            Some(p) => p.base_url(),
-            None => self.sim.base_url(),
-        }
+        self.proxy.base_url()
     }
 
     /// A replay aimed at [`Stack::endpoint`], model `m`, writing into `out` when given.
@@ -77,13 +65,9 @@ impl Stack {
         c
     }
 
-    /// Stops the proxy (draining within `grace`; its report, when there is a proxy), then
-    /// the sim.
-    pub async fn shutdown(self, grace: Duration) -> Option<ShutdownReport> {
-        let report = match self.proxy {
-            Some(p) => Some(p.shutdown(grace).await),
-            None => None,
-        };
+    /// Stops the proxy (draining within `grace`; its report), then the sim.
+    pub async fn shutdown(self, grace: Duration) -> ShutdownReport {
+        let report = self.proxy.shutdown(grace).await;
         self.sim.shutdown().await;
         report
     }
