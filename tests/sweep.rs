@@ -174,7 +174,15 @@ async fn a_sweep_on_the_sim_gives_the_curve_the_engine_view_and_a_report() {
         .iter()
         .map(|p| p["region"].as_str().unwrap())
         .collect();
-    assert_eq!(regions, ["ultra_low", "low", "medium", "high"]);
+    assert_eq!(
+        regions,
+        [
+            "low_latency",
+            "low_concurrency",
+            "med_concurrency",
+            "high_concurrency"
+        ]
+    );
     // Not valid: four points, a tuning sweep; both named.
     assert_eq!(f["verdict"]["verdict"], "invalid");
     let reasons = serde_json::to_string(&f["verdict"]["rules"]).unwrap();
@@ -412,11 +420,11 @@ fn plan_prints_the_regions_and_writes_the_plan_without_running() {
     );
     assert!(
         stdout
-            .contains("ultra_low 1–32  low 33–52  medium 53–437  high 438–8192 (+ margin to 9012)"),
+            .contains("low_latency 1–32  low_concurrency 33–52  med_concurrency 53–437  high_concurrency 438–8192 (+ margin to 9012)"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("plan: 10 points: 32(ultra_low)"),
+        stdout.contains("plan: 10 points: 32(low_latency)"),
         "{stdout}"
     );
     assert!(stdout.contains("a valid curve shape"), "{stdout}");
@@ -428,9 +436,9 @@ fn plan_prints_the_regions_and_writes_the_plan_without_running() {
         .iter()
         .all(|p| p["status"] == "pending"));
     assert_eq!(f["points"][9]["concurrency"], 8192);
-    // The rules' official lengths: 600 s ultra-low, 1200 s elsewhere.
+    // The rules' official lengths: 600 s at concurrency ≤ 32, 2,400 s above.
     assert_eq!(f["points"][0]["min_duration_s"], 600.0);
-    assert_eq!(f["points"][1]["min_duration_s"], 1200.0);
+    assert_eq!(f["points"][1]["min_duration_s"], 2400.0);
     assert!(!out.join("r32").exists());
 
     // Bad plans are named before anything runs.
@@ -574,9 +582,9 @@ async fn a_point_runs_whole_passes_until_its_minimum_duration() {
         "2",
         "--c-min",
         "1",
-        // 1200 s × 0.0005 = 0.6 s: several passes of this small dataset.
+        // 600 s (concurrency ≤ 32) × 0.001 = 0.6 s: several passes of this small dataset.
         "--min-duration-scale",
-        "0.0005",
+        "0.001",
     ])
     .unwrap();
     let mut cfg = tokentap_replay::ReplayConfig::from_opts(&opts).unwrap();
@@ -603,7 +611,7 @@ async fn a_point_runs_whole_passes_until_its_minimum_duration() {
         .validity
         .rules
         .iter()
-        .find(|r| r.rule == "min_duration")
+        .find(|r| r.rule == "point-duration")
         .unwrap();
     assert!(
         rule.message.contains("scaled minimum 0.6 s, reached"),

@@ -32,38 +32,54 @@ pub const MAX_POINTS: usize = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RegionName {
-    UltraLow,
-    Low,
-    Medium,
-    High,
+    /// 1 … C_min (the rules' "ultra-low" region).
+    #[serde(alias = "ultra_low")]
+    LowLatency,
+    #[serde(alias = "low")]
+    LowConcurrency,
+    #[serde(alias = "medium")]
+    MedConcurrency,
+    #[serde(alias = "high")]
+    HighConcurrency,
+    /// C_max + 1 … ceil(1.1 · C_max): measured, but it covers no region.
+    Margin,
 }
 
 impl RegionName {
+    /// The four mandatory regions, in order.
     pub const ALL: [RegionName; 4] = [
-        RegionName::UltraLow,
-        RegionName::Low,
-        RegionName::Medium,
-        RegionName::High,
+        RegionName::LowLatency,
+        RegionName::LowConcurrency,
+        RegionName::MedConcurrency,
+        RegionName::HighConcurrency,
     ];
 
+    /// The name in a submission's files (`point.yaml`'s region), as the checker spells it.
     pub fn as_str(self) -> &'static str {
         match self {
-            RegionName::UltraLow => "ultra_low",
-            RegionName::Low => "low",
-            RegionName::Medium => "medium",
-            RegionName::High => "high",
+            RegionName::LowLatency => "low_latency",
+            RegionName::LowConcurrency => "low_concurrency",
+            RegionName::MedConcurrency => "med_concurrency",
+            RegionName::HighConcurrency => "high_concurrency",
+            RegionName::Margin => "margin",
         }
     }
 
+    /// The checker's name, or the names tokentap used before (`ultra_low`, `low`, `medium`,
+    /// `high`), with `-` or `_`.
     pub fn parse(s: &str) -> Option<RegionName> {
+        let s = s.replace('-', "_");
+        let old = |r: RegionName| match r {
+            RegionName::LowLatency => "ultra_low",
+            RegionName::LowConcurrency => "low",
+            RegionName::MedConcurrency => "medium",
+            RegionName::HighConcurrency => "high",
+            RegionName::Margin => "margin",
+        };
         RegionName::ALL
             .into_iter()
-            .find(|r| r.as_str() == s || r.as_str().replace('_', "-") == s)
-    }
-
-    /// The rules' minimum steady-state duration of a point in this region, s.
-    pub fn min_duration_s(self) -> f64 {
-        crate::validity::min_duration_s(self == RegionName::UltraLow)
+            .chain([RegionName::Margin])
+            .find(|r| r.as_str() == s || old(*r) == s)
     }
 }
 
@@ -129,22 +145,22 @@ pub fn regions(c_min: u64, c_max: u64) -> Result<Regions, PlanError> {
         c_max,
         regions: vec![
             Region {
-                name: RegionName::UltraLow,
+                name: RegionName::LowLatency,
                 start: 1,
                 end: c_min,
             },
             Region {
-                name: RegionName::Low,
+                name: RegionName::LowConcurrency,
                 start: c_min + 1,
                 end: low_end,
             },
             Region {
-                name: RegionName::Medium,
+                name: RegionName::MedConcurrency,
                 start: low_end + 1,
                 end: medium_end,
             },
             Region {
-                name: RegionName::High,
+                name: RegionName::HighConcurrency,
                 start: medium_end + 1,
                 end: c_max,
             },
@@ -158,7 +174,7 @@ impl Regions {
         self.regions[name as usize]
     }
 
-    /// The region a concurrency belongs to (the high region includes the 10 % margin);
+    /// The region a concurrency belongs to (`margin` above C_max up to the margin's end);
     /// `None` above the margin or for 0.
     pub fn region_of(&self, c: u64) -> Option<RegionName> {
         if c == 0 || c > self.margin_end {
@@ -167,7 +183,13 @@ impl Regions {
         self.regions
             .iter()
             .find(|r| c <= r.end)
-            .map_or(Some(RegionName::High), |r| Some(r.name))
+            .map_or(Some(RegionName::Margin), |r| Some(r.name))
+    }
+
+    /// Whether a curve over these regions can be official: C_max must exceed 32 (the
+    /// checker's `region-computation`); below that it is a tuning plan.
+    pub fn official(&self) -> bool {
+        self.c_max > MAX_C_MIN
     }
 
     /// One line per region, for the terminal.
@@ -204,13 +226,13 @@ pub fn propose(r: &Regions, points: usize) -> Result<Vec<u64>, PlanError> {
     }
     let span = ((r.c_max - r.c_min) as f64).log2();
     let mut plan = vec![r.c_min];
-    for (k, name) in [RegionName::Low, RegionName::Medium, RegionName::High]
+    for (k, name) in [RegionName::LowConcurrency, RegionName::MedConcurrency, RegionName::HighConcurrency]
         .into_iter()
         .enumerate()
     {
         let reg = r.get(name);
         // The high region may use the margin when it has fewer concurrencies than its share.
-        let end = if name == RegionName::High && reg.end - reg.start + 1 < share[k] as u64 {
+        let end = if name == RegionName::HighConcurrency && reg.end - reg.start + 1 < share[k] as u64 {
             r.margin_end
         } else {
             reg.end
@@ -251,55 +273,71 @@ pub fn propose(r: &Regions, points: usize) -> Result<Vec<u64>, PlanError> {
     Ok(plan)
 }
 
-/// What the curve needs of its points' concurrencies: the rule failures (empty when the set is
-/// a valid curve shape). Used for a proposed plan and for the finished curve.
-pub fn check_points(r: &Regions, concurrencies: &[u64]) -> Vec<String> {
+/// What the curve needs of its points' concurrencies, as the official checker judges them:
+/// each unmet rule as (checker rule id, message); empty when the set is a valid curve shape.
+/// Used for a proposed plan and for the finished curve. The checker's own C_min is the lowest
+/// point (at most 32), and its ultra-low coverage is 1–32 whatever C_min is; a point in the
+/// 10 % margin covers no region.
+pub fn check_points(r: &Regions, concurrencies: &[u64]) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
+    if !r.official() {
+        out.push((
+            "region-computation",
+            format!(
+                "C_max {} must be greater than {MAX_C_MIN} for an official curve (a tuning plan)",
+                r.c_max
+            ),
+        ));
+    }
     let mut per = [0usize; 4];
     let mut outside = Vec::new();
     for &c in concurrencies {
         match r.region_of(c) {
+            Some(RegionName::Margin) => {}
             Some(n) => per[n as usize] += 1,
             None => outside.push(c),
         }
     }
     if !outside.is_empty() {
-        out.push(format!(
-            "concurrency {} outside every region (1 … {} with the 10 % margin)",
-            join(&outside),
-            r.margin_end
+        out.push((
+            "concurrency-in-range",
+            format!(
+                "concurrency {} outside every region (1 … {} with the 10 % margin)",
+                join(&outside),
+                r.margin_end
+            ),
         ));
     }
-    for name in RegionName::ALL {
+    if !concurrencies.iter().any(|&c| (1..=MAX_C_MIN).contains(&c)) {
+        out.push((
+            "ultra-low-concurrency-coverage",
+            format!("no point at concurrency 1–{MAX_C_MIN} (mandatory)"),
+        ));
+    }
+    for (name, id) in [
+        (RegionName::LowConcurrency, "low-concurrency-coverage"),
+        (RegionName::MedConcurrency, "med-concurrency-coverage"),
+        (RegionName::HighConcurrency, "high-concurrency-coverage"),
+    ] {
         if per[name as usize] == 0 {
             let reg = r.get(name);
-            out.push(format!(
-                "no point in the {name} region ({}–{}{})",
-                reg.start,
-                if name == RegionName::High {
-                    r.margin_end
-                } else {
-                    reg.end
-                },
-                if name == RegionName::UltraLow {
-                    ", mandatory"
-                } else {
-                    ""
-                }
+            out.push((
+                id,
+                format!("no point in the {name} region ({}–{})", reg.start, reg.end),
             ));
         }
     }
-    let above = per[1] + per[2] + per[3];
-    if above < 6 {
-        out.push(format!(
-            "{above} points in low/medium/high; the rules need 6 (one in each and three more)"
-        ));
-    }
     let total = concurrencies.len();
     if total > MAX_POINTS {
-        out.push(format!("{total} points; a curve has at most {MAX_POINTS}"));
+        out.push((
+            "point-cap",
+            format!("{total} points; a curve has at most {MAX_POINTS}"),
+        ));
     } else if total < MIN_POINTS {
-        out.push(format!("{total} points; a curve has at least {MIN_POINTS}"));
+        out.push((
+            "point-count",
+            format!("{total} points; a curve has at least {MIN_POINTS}"),
+        ));
     }
     out
 }
@@ -363,7 +401,7 @@ pub fn verdict(
         .filter(|p| !p.finished)
         .map(|p| p.concurrency)
         .collect();
-    let mut rules = vec![points_rule(regions, &finished)];
+    let mut rules = shape_rules(regions, &finished);
     if !unfinished.is_empty() {
         rules.push(curve_rule(
             "finished",
@@ -394,29 +432,35 @@ fn curve_rule(rule: &str, status: crate::validity::Status, message: String) -> C
     }
 }
 
-/// `points`: the finished points' concurrencies cover every region.
-fn points_rule(regions: Option<&Regions>, finished: &[&PointFacts]) -> CurveRule {
+/// The shape rules of the finished points (the checker's ids, [`check_points`]), over the
+/// regions the checker derives: C_min = the lowest point, at most 32, and the plan's C_max.
+fn shape_rules(regions: Option<&Regions>, finished: &[&PointFacts]) -> Vec<CurveRule> {
     use crate::validity::Status;
-    match regions {
-        Some(r) => {
-            let cs: Vec<u64> = finished.iter().map(|p| p.concurrency).collect();
-            let fails = check_points(r, &cs);
-            if fails.is_empty() {
-                curve_rule(
-                    "points",
-                    Status::Pass,
-                    format!("{} points cover every region", cs.len()),
-                )
-            } else {
-                curve_rule("points", Status::Fail, fails.join("; "))
-            }
-        }
-        None => curve_rule(
-            "points",
+    let cs: Vec<u64> = finished.iter().map(|p| p.concurrency).collect();
+    let Some(planned) = regions else {
+        return vec![curve_rule(
+            "region-basis",
             Status::NotEvaluated,
             "regions unknown (give --c-min and --c-max)".into(),
-        ),
+        )];
+    };
+    let derived = cs
+        .iter()
+        .min()
+        .and_then(|&lo| self::regions(lo.min(MAX_C_MIN), planned.c_max).ok());
+    let r = derived.as_ref().unwrap_or(planned);
+    let fails = check_points(r, &cs);
+    if fails.is_empty() {
+        return vec![curve_rule(
+            "point-count",
+            Status::Pass,
+            format!("{} points cover every region", cs.len()),
+        )];
     }
+    fails
+        .into_iter()
+        .map(|(id, m)| curve_rule(id, Status::Fail, m))
+        .collect()
 }
 
 /// `point_validity`: every finished point valid; each failed rule named once, with the points
@@ -491,7 +535,7 @@ fn swe_bench_mean(
     use crate::validity::Status;
     let Some(o) = official else {
         return curve_rule(
-            "swe_bench_mean",
+            crate::validity::ids::SWE_BENCH,
             Status::NotEvaluated,
             "no official model preset: no SWE-bench gate".into(),
         );
@@ -509,7 +553,7 @@ fn swe_bench_mean(
             .map(|n| n.as_str())
             .collect();
         return curve_rule(
-            "swe_bench_mean",
+            crate::validity::ids::SWE_BENCH,
             Status::NotEvaluated,
             format!(
                 "SWE-bench accuracy missing for {} (--swe-bench-accuracy REGION=FRACTION, one run per mandatory region; gate ≥ {:.1} %)",
@@ -520,7 +564,7 @@ fn swe_bench_mean(
     }
     let mean = per.iter().map(|(_, v)| v).sum::<f64>() / 4.0;
     curve_rule(
-        "swe_bench_mean",
+        crate::validity::ids::SWE_BENCH,
         if mean >= o.min_swe_bench_accuracy {
             Status::Pass
         } else {
@@ -576,10 +620,10 @@ mod tests {
         assert_eq!(regions(1, 10).unwrap().margin_end, 11);
         assert_eq!(regions(1, 11).unwrap().margin_end, 13);
         let r = regions(1, 10).unwrap();
-        assert_eq!(r.region_of(11), Some(RegionName::High));
+        assert_eq!(r.region_of(11), Some(RegionName::Margin));
         assert_eq!(r.region_of(12), None);
         assert_eq!(r.region_of(0), None);
-        assert_eq!(r.region_of(1), Some(RegionName::UltraLow));
+        assert_eq!(r.region_of(1), Some(RegionName::LowLatency));
     }
 
     #[test]
@@ -637,11 +681,13 @@ mod tests {
                     // Only ranges too small for k distinct points may fall short.
                     panic!("{c_min}/{c_max} k={k}");
                 };
-                assert!(
-                    check_points(&r, &p).is_empty(),
-                    "{c_min}/{c_max} k={k}: {p:?} {:?}",
-                    check_points(&r, &p)
-                );
+                // A C_max of 32 or less is a tuning plan: valid in shape, never official.
+                let problems: Vec<_> = check_points(&r, &p)
+                    .into_iter()
+                    .filter(|(id, _)| r.official() || *id != "region-computation")
+                    .collect();
+                assert!(problems.is_empty(), "{c_min}/{c_max} k={k}: {p:?} {problems:?}");
+                assert_eq!(r.official(), c_max > 32);
                 assert!(p.len() <= k);
                 if r.margin_end - c_min >= k as u64 * 3 {
                     assert_eq!(p.len(), k, "{c_min}/{c_max}: {p:?}");
@@ -685,10 +731,10 @@ mod tests {
     }
 
     const ALL4: [(RegionName, f64); 4] = [
-        (RegionName::UltraLow, 0.95),
-        (RegionName::Low, 0.94),
-        (RegionName::Medium, 0.94),
-        (RegionName::High, 0.93),
+        (RegionName::LowLatency, 0.95),
+        (RegionName::LowConcurrency, 0.94),
+        (RegionName::MedConcurrency, 0.94),
+        (RegionName::HighConcurrency, 0.93),
     ];
 
     #[test]
@@ -710,19 +756,29 @@ mod tests {
         assert!(
             v.reasons()
                 .iter()
-                .any(|m| m.contains("no point in the high region")),
+                .any(|m| m.starts_with("high-concurrency-coverage: no point in the high_concurrency region")),
             "{v:?}"
         );
+        // The checker's C_min is the lowest point: a curve from 3 up is a curve with C_min 3.
         let v = verdict(
             Some(&r),
             Some(&k3),
             &curve(&[3, 7, 14, 41, 95, 256, 200]),
             &ALL4,
         );
+        assert_eq!(v.verdict, Verdict::Valid, "{v:?}");
+        // No point at 1–32: the ultra-low coverage fails whatever C_min was planned.
+        let r1024 = regions(32, 1024).unwrap();
+        let v = verdict(
+            Some(&r1024),
+            Some(&k3),
+            &curve(&[40, 60, 100, 200, 400, 800, 1024]),
+            &ALL4,
+        );
         assert!(
             v.reasons()
                 .iter()
-                .any(|m| m.contains("ultra_low region") && m.contains("mandatory")),
+                .any(|m| m.starts_with("ultra-low-concurrency-coverage") && m.contains("mandatory")),
             "{v:?}"
         );
 
@@ -748,23 +804,23 @@ mod tests {
 
         // The SWE-bench mean below the gate (each region ≥ 90 %, the mean 92.75 % < 93.5 %).
         let low = [
-            (RegionName::UltraLow, 0.95),
-            (RegionName::Low, 0.93),
-            (RegionName::Medium, 0.92),
-            (RegionName::High, 0.91),
+            (RegionName::LowLatency, 0.95),
+            (RegionName::LowConcurrency, 0.93),
+            (RegionName::MedConcurrency, 0.92),
+            (RegionName::HighConcurrency, 0.91),
         ];
         let v = verdict(Some(&r), Some(&k3), &good, &low);
         assert_eq!(v.verdict, Verdict::Invalid);
         assert!(
             v.reasons()
                 .iter()
-                .any(|m| m.contains("swe_bench_mean") && m.contains("92.75")),
+                .any(|m| m.contains(crate::validity::ids::SWE_BENCH) && m.contains("92.75")),
             "{v:?}"
         );
         // Missing values: not evaluated, the curve incomplete.
         let v = verdict(Some(&r), Some(&k3), &good, &ALL4[..3]);
         assert_eq!(v.verdict, Verdict::Incomplete);
-        let rule = v.rules.iter().find(|r| r.rule == "swe_bench_mean").unwrap();
+        let rule = v.rules.iter().find(|r| r.rule == crate::validity::ids::SWE_BENCH).unwrap();
         assert_eq!(rule.status, Status::NotEvaluated);
         assert!(rule.message.contains("high"));
 

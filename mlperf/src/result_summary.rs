@@ -341,6 +341,8 @@ pub struct Inputs {
     pub latency_ns: Vec<i64>,
     pub tpot_ns: Vec<f64>,
     pub osl: Vec<i64>,
+    /// The OSL of every completed turn of the run, tracked or not (the OSL gate's series).
+    pub osl_full_run: Vec<i64>,
     pub isl: Vec<i64>,
     /// `stop`, `length`, `tool_calls`, `content_filter`, `function_call`, `other`.
     pub finish_reasons: [u64; 6],

@@ -19,55 +19,85 @@ use serde_json::{json, Value};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Official {
     pub model: &'static str,
-    /// The exact sampling fields of every request, and nothing else.
-    pub sampling: Value,
-    pub turn_timeout_s: f64,
+    /// The exact sampling fields of every request, and nothing else; `None` where the reference
+    /// has published none for the model (the gates still apply; the sampling rule is then not
+    /// evaluated).
+    pub sampling: Option<Value>,
+    /// The reference's turn timeout, where it publishes one.
+    pub turn_timeout_s: Option<f64>,
     /// Inline accuracy gate, a fraction.
     pub min_inline_accuracy: f64,
-    /// Inclusive OSL per-turn mean range.
+    /// Inclusive range of the full-run OSL per-turn mean.
     pub osl_min: f64,
     pub osl_max: f64,
     /// SWE-bench gate (mean of one run in each of the four mandatory regions).
     pub min_swe_bench_accuracy: f64,
 }
 
-/// Kimi K3 (it replaced K2.6 in the reference).
+/// Kimi K3 (it replaced K2.6 in the reference). Gates as the v1.0 checker has them.
 pub fn kimi_k3() -> Official {
     Official {
         model: "Kimi K3",
-        sampling: json!({"temperature": 1.0, "top_p": 1.0, "max_completion_tokens": 8192}),
-        turn_timeout_s: 86_400.0,
+        sampling: Some(json!({"temperature": 1.0, "top_p": 1.0, "max_completion_tokens": 8192})),
+        turn_timeout_s: Some(86_400.0),
         min_inline_accuracy: 0.5832,
-        osl_min: 390.0,
-        osl_max: 475.0,
+        osl_min: 425.0,
+        osl_max: 520.0,
         min_swe_bench_accuracy: 0.935,
     }
 }
 
-/// Qwen3.6-35B-A3B.
+/// Qwen3.6-35B-A3B. Gates as the v1.0 checker has them.
 pub fn qwen36() -> Official {
     Official {
         model: "Qwen3.6-35B-A3B",
-        sampling: json!({
+        sampling: Some(json!({
             "temperature": 1.0, "max_completion_tokens": 8192, "top_p": 0.95, "top_k": 20,
             "repetition_penalty": 1.0, "presence_penalty": 1.5,
             "chat_template_kwargs": {"preserve_thinking": true}
-        }),
-        turn_timeout_s: 14_400.0,
+        })),
+        turn_timeout_s: Some(14_400.0),
         min_inline_accuracy: 0.5586,
-        osl_min: 355.0,
-        osl_max: 434.0,
+        osl_min: 344.0,
+        osl_max: 422.0,
         min_swe_bench_accuracy: 0.69,
     }
 }
 
-/// Minimum steady-state duration of a point (rules §5; the rules' example values): 600 s in
-/// the ultra-low region, 1200 s elsewhere.
-pub fn min_duration_s(ultra_low: bool) -> f64 {
-    if ultra_low {
+/// DeepSeek-V4.1-Flash (it replaced DeepSeek-V4-Pro in the reference). Gates as the v1.0
+/// checker has them.
+pub fn deepseek_v41_flash() -> Official {
+    Official {
+        model: "DeepSeek-V4.1-Flash",
+        // The reference's published agentic example still names DeepSeek-V4-Pro with its
+        // thresholds "TBD"; the v1.0 checker gates DeepSeek-V4.1-Flash but no sampling
+        // settings or turn timeout of it are public: the preset sets the gates only.
+        sampling: None,
+        turn_timeout_s: None,
+        min_inline_accuracy: 0.5236,
+        osl_min: 793.0,
+        osl_max: 970.0,
+        min_swe_bench_accuracy: 0.964,
+    }
+}
+
+/// The three agentic models, for lookups by name.
+pub fn officials() -> [Official; 3] {
+    [kimi_k3(), qwen36(), deepseek_v41_flash()]
+}
+
+/// The largest concurrency of the ultra-low band that the minimum durations are keyed to
+/// (1–32, whatever the curve's C_min).
+pub const ULTRA_LOW_CONCURRENCY_MAX: u64 = 32;
+
+/// Minimum steady-state duration of an agentic point (rules §6.2, as the v1.0 checker keys
+/// it): 600 s at concurrency 1–32, 2,400 s above — by the point's concurrency, not by the
+/// curve's computed ultra-low band.
+pub fn min_duration_s(concurrency: u64) -> f64 {
+    if concurrency <= ULTRA_LOW_CONCURRENCY_MAX {
         600.0
     } else {
-        1200.0
+        2400.0
     }
 }
 
@@ -76,14 +106,44 @@ pub fn min_duration_s(ultra_low: bool) -> f64 {
 pub enum Status {
     Pass,
     Fail,
+    /// Reported as the official checker reports it, as a warning: it does not make the point
+    /// invalid (a point shorter than the minimum duration).
+    Warn,
     NotEvaluated,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "fail",
+            Status::Warn => "warn",
+            Status::NotEvaluated => "not_evaluated",
+        }
+    }
+}
+
+/// Rule ids of the official submission checker (`endpoints-submission-cli`) for the rules it
+/// and tokentap both evaluate; the other rules of a point come from the reference README
+/// (salting, delays, trajectories, `stop_issuing`, sampling, request bodies), which the
+/// checker cannot see in a submission's files, and keep tokentap's names.
+pub mod ids {
+    pub const SALTING: &str = "salting";
+    pub const DELAYS: &str = "delays";
+    pub const TRAJECTORIES: &str = "trajectories";
+    pub const STOP_ISSUING: &str = "stop_issuing";
+    pub const SAMPLING: &str = "sampling";
+    pub const REQUEST_BODY: &str = "request_body";
+    pub const INLINE_ACCURACY: &str = "agentic-accuracy-inline";
+    pub const OSL_RANGE: &str = "agentic-osl-range";
+    pub const POINT_DURATION: &str = "point-duration";
+    pub const SWE_BENCH: &str = "agentic-accuracy-swebench";
 }
 
 /// One rule's outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rule {
-    /// Stable identifier: `salting`, `delays`, `trajectories`, `stop_issuing`, `sampling`,
-    /// `request_body`, `streaming`, `inline_accuracy`, `osl`, `min_duration`, `swe_bench`.
+    /// Stable identifier, the official checker's where it has the rule ([`ids`]).
     pub rule: String,
     pub status: Status,
     /// What was measured and what the rule requires.
@@ -136,15 +196,19 @@ pub struct Facts {
     /// Options that change the request bodies (`--include-usage`, `--clear-generated`).
     pub body_changes: Vec<String>,
     pub inline_accuracy: Option<f64>,
-    /// OSL per-turn mean with the reference tokenizer over the performance window; `None`
-    /// without a tokenizer.
-    pub osl_mean: Option<f64>,
+    /// OSL per-turn mean with the reference tokenizer over every completed turn of the run
+    /// (`output_sequence_lengths_full_run`, the field the gate reads); `None` without a
+    /// tokenizer.
+    pub osl_mean_full_run: Option<f64>,
     /// Where the OSL came from when not from the tokenizer (for the message).
     pub osl_without_tokenizer: Option<String>,
-    /// Tracked duration (the performance window), seconds.
-    pub tracked_duration_s: Option<f64>,
-    /// The point is in the ultra-low region (`None`: unknown, assumed not).
-    pub ultra_low: Option<bool>,
+    /// The point's duration that the minimum applies to, seconds: the steady-state window's
+    /// when one was detected, else the tracked duration (the performance window).
+    pub duration_s: Option<f64>,
+    /// Which duration `duration_s` is, for the message (`steady-state`, `tracked`).
+    pub duration_basis: &'static str,
+    /// The point's concurrency (all shards together): the minimum duration is keyed to it.
+    pub concurrency: u64,
     /// Multiplier on the minimum duration (tuning runs); anything but 1 is not official.
     pub min_duration_scale: f64,
 }
@@ -159,9 +223,18 @@ pub struct Validity {
 impl Validity {
     /// The failed rules' messages.
     pub fn reasons(&self) -> Vec<String> {
+        self.with(Status::Fail)
+    }
+
+    /// The rules' messages that the checker gives as warnings.
+    pub fn warnings(&self) -> Vec<String> {
+        self.with(Status::Warn)
+    }
+
+    fn with(&self, status: Status) -> Vec<String> {
         self.rules
             .iter()
-            .filter(|r| r.status == Status::Fail)
+            .filter(|r| r.status == status)
             .map(|r| format!("{}: {}", r.rule, r.message))
             .collect()
     }
@@ -199,9 +272,9 @@ pub fn evaluate(official: Option<&Official>, f: &Facts) -> Validity {
     match official {
         Some(o) => rules.extend([sampling(o, f), inline_accuracy(o, f), osl(o, f)]),
         None => rules.push(not_evaluated(
-            "sampling",
+            ids::SAMPLING,
             format!(
-                "no official model preset (--preset kimi|qwen); sent {}",
+                "no official model preset (--preset kimi|qwen|deepseek); sent {}",
                 f.sampling
             ),
         )),
@@ -217,7 +290,7 @@ pub fn evaluate(official: Option<&Official>, f: &Facts) -> Validity {
 /// Salting on (`--salt`).
 fn salting(f: &Facts) -> Rule {
     rule(
-        "salting",
+        ids::SALTING,
         f.salt,
         if f.salt {
             "salting on".into()
@@ -231,7 +304,7 @@ fn salting(f: &Facts) -> Rule {
 fn delays(f: &Facts) -> Rule {
     let delays_ok = f.delays && f.delay_scale == 1.0;
     rule(
-        "delays",
+        ids::DELAYS,
         delays_ok,
         if !f.delays {
             "inter-turn delays are off; official points sleep every row's delay_seconds (--delays)"
@@ -253,7 +326,7 @@ fn trajectories(f: &Facts) -> Rule {
     let all_done =
         f.shards > 1 || (f.trajectories_finished == f.budget && f.stopped_early.is_none());
     rule(
-        "trajectories",
+        ids::TRAJECTORIES,
         multiple && all_done,
         if !multiple {
             format!(
@@ -289,7 +362,7 @@ fn trajectories(f: &Facts) -> Rule {
 /// No early stop of issuing (a tuning mode).
 fn stop_issuing(f: &Facts) -> Rule {
     rule(
-        "stop_issuing",
+        ids::STOP_ISSUING,
         !f.stop_issuing_on_first_user_complete,
         if f.stop_issuing_on_first_user_complete {
             "stop_issuing_on_first_user_complete is on: a tuning mode, not valid for submission"
@@ -303,7 +376,7 @@ fn stop_issuing(f: &Facts) -> Rule {
 /// The reference client's request bodies, no row overriding a sampling field.
 fn request_body(f: &Facts) -> Rule {
     rule(
-        "request_body",
+        ids::REQUEST_BODY,
         f.body_changes.is_empty() && f.row_overrides.is_empty(),
         if !f.body_changes.is_empty() {
             format!(
@@ -321,28 +394,37 @@ fn request_body(f: &Facts) -> Rule {
     )
 }
 
-/// The model's official sampling settings, exactly.
+/// The model's official sampling settings, exactly; not evaluated where none are published.
 fn sampling(o: &Official, f: &Facts) -> Rule {
-    let same = f.sampling == o.sampling;
+    let Some(want) = &o.sampling else {
+        return not_evaluated(
+            ids::SAMPLING,
+            format!(
+                "not evaluated: {} has no published sampling settings (sent {})",
+                o.model, f.sampling
+            ),
+        );
+    };
+    let same = &f.sampling == want;
     rule(
-        "sampling",
+        ids::SAMPLING,
         same,
         if same {
             format!("{} sampling settings, exactly", o.model)
         } else {
             format!(
                 "sampling {} differs from {}'s official {}",
-                f.sampling, o.model, o.sampling
+                f.sampling, o.model, want
             )
         },
     )
 }
 
-/// The inline accuracy gate.
+/// The inline accuracy gate (every point).
 fn inline_accuracy(o: &Official, f: &Facts) -> Rule {
     match f.inline_accuracy {
         Some(a) => rule(
-            "inline_accuracy",
+            ids::INLINE_ACCURACY,
             a >= o.min_inline_accuracy,
             format!(
                 "inline accuracy {:.2} % (gate ≥ {:.2} %)",
@@ -351,26 +433,27 @@ fn inline_accuracy(o: &Official, f: &Facts) -> Rule {
             ),
         ),
         None => rule(
-            "inline_accuracy",
+            ids::INLINE_ACCURACY,
             false,
             "no scorable turn was issued".into(),
         ),
     }
 }
 
-/// The mean output length gate, counted with the model's tokenizer.
+/// The OSL gate: the per-turn mean over every completed turn of the run (not the window),
+/// counted with the model's tokenizer.
 fn osl(o: &Official, f: &Facts) -> Rule {
-    match f.osl_mean {
+    match f.osl_mean_full_run {
         Some(m) => rule(
-            "osl",
+            ids::OSL_RANGE,
             m >= o.osl_min && m <= o.osl_max,
             format!(
-                "mean OSL {m:.1} tokens per turn with the reference tokenizer (gate {}–{})",
+                "full-run OSL per-turn mean {m:.1} tokens with the reference tokenizer (gate {}–{})",
                 o.osl_min, o.osl_max
             ),
         ),
         None => not_evaluated(
-            "osl",
+            ids::OSL_RANGE,
             format!(
                 "not evaluated: the gate counts tokens with the model's tokenizer (--tokenizer DIR){}",
                 f.osl_without_tokenizer
@@ -381,44 +464,54 @@ fn osl(o: &Official, f: &Facts) -> Rule {
     }
 }
 
-/// The steady state lasted the region's minimum (unscaled).
+/// The minimum duration of the point's concurrency (unscaled). Short is a warning, as the
+/// official checker reports it; a scaled minimum is a tuning run, never official.
 fn min_duration(f: &Facts) -> Rule {
-    let ultra = f.ultra_low.unwrap_or(false);
-    let need = min_duration_s(ultra) * f.min_duration_scale;
-    let region = match f.ultra_low {
-        Some(true) => "ultra-low region",
-        Some(false) => "low/medium/high region",
-        None => "region unknown, assumed above C_min (--c-min)",
+    let need = min_duration_s(f.concurrency) * f.min_duration_scale;
+    let warn = |message| Rule {
+        rule: ids::POINT_DURATION.into(),
+        status: Status::Warn,
+        message,
     };
-    match f.tracked_duration_s {
-        Some(d) => rule(
-            "min_duration",
-            d >= need && f.min_duration_scale == 1.0,
-            if f.min_duration_scale != 1.0 {
-                // The same words at every point of a tuning sweep (the measured duration is in
-                // the point's own numbers), so a curve's verdict names the rule once.
-                format!(
-                    "minimum duration scaled by {} for tuning: not official (scaled minimum {} s{})",
-                    f.min_duration_scale,
-                    if need.fract() == 0.0 {
-                        format!("{need:.0}")
-                    } else {
-                        format!("{need:.1}")
-                    },
-                    if d >= need { ", reached" } else { ", NOT reached" }
-                )
+    let Some(d) = f.duration_s else {
+        return rule(ids::POINT_DURATION, false, "no tracked turn completed".into());
+    };
+    if f.min_duration_scale != 1.0 {
+        // The same words at every point of a tuning sweep (the measured duration is in the
+        // point's own numbers), so a curve's verdict names the rule once.
+        return warn(format!(
+            "minimum duration scaled by {} for tuning: not official (scaled minimum {} s{})",
+            f.min_duration_scale,
+            if need.fract() == 0.0 {
+                format!("{need:.0}")
             } else {
-                format!("steady state {d:.1} s (minimum {need:.0} s, {region})")
+                format!("{need:.1}")
             },
-        ),
-        None => rule("min_duration", false, "no tracked turn completed".into()),
+            if d >= need { ", reached" } else { ", NOT reached" }
+        ));
+    }
+    let message = format!(
+        "{} duration {d:.1} s (minimum {need:.0} s at concurrency {}{})",
+        f.duration_basis,
+        f.concurrency,
+        if f.concurrency <= ULTRA_LOW_CONCURRENCY_MAX {
+            " ≤ 32"
+        } else {
+            " > 32"
+        }
+    );
+    if d >= need {
+        rule(ids::POINT_DURATION, true, message)
+    } else {
+        warn(message)
     }
 }
 
-/// The SWE-bench accuracy phase: never evaluated here.
+/// The SWE-bench accuracy phase: judged on the curve (the mean of the four mandatory
+/// regions), never at one point.
 fn swe_bench(official: Option<&Official>) -> Rule {
     not_evaluated(
-        "swe_bench",
+        ids::SWE_BENCH,
         official.map_or(
             "not evaluated: a separate accuracy phase with the SWE-bench harness".into(),
             |o| {
@@ -431,18 +524,18 @@ fn swe_bench(official: Option<&Official>) -> Rule {
     )
 }
 
-/// Invalid on any failed rule; without an official preset no gates; incomplete while a rule
-/// (other than SWE-bench) is not evaluated; else valid.
+/// Invalid on any failed rule; without an official preset no gates; incomplete while a gate
+/// (other than SWE-bench, and the sampling of a model without published settings) is not
+/// evaluated; else valid. Warnings never change the verdict.
 fn verdict(official: Option<&Official>, rules: &[Rule]) -> Verdict {
     let any_fail = rules.iter().any(|r| r.status == Status::Fail);
     if any_fail {
         Verdict::Invalid
     } else if official.is_none() {
         Verdict::NoGates
-    } else if rules
-        .iter()
-        .any(|r| r.status == Status::NotEvaluated && r.rule != "swe_bench")
-    {
+    } else if rules.iter().any(|r| {
+        r.status == Status::NotEvaluated && r.rule != ids::SWE_BENCH && r.rule != ids::SAMPLING
+    }) {
         Verdict::Incomplete
     } else {
         Verdict::Valid
@@ -463,11 +556,12 @@ mod tests {
             trajectories_started: 1226,
             trajectories_finished: 1226,
             shards: 1,
-            sampling: qwen36().sampling,
+            sampling: qwen36().sampling.unwrap(),
             inline_accuracy: Some(0.6),
-            osl_mean: Some(400.0),
-            tracked_duration_s: Some(1300.0),
-            ultra_low: Some(false),
+            osl_mean_full_run: Some(400.0),
+            duration_s: Some(2500.0),
+            duration_basis: "tracked",
+            concurrency: 64,
             min_duration_scale: 1.0,
             ..Facts::default()
         }
@@ -500,29 +594,52 @@ mod tests {
             &|f| f.stop_issuing_on_first_user_complete = true,
             "stop_issuing",
         );
-        fails(&|f| f.sampling = kimi_k3().sampling, "sampling");
+        fails(&|f| f.sampling = kimi_k3().sampling.unwrap(), "sampling");
         fails(
             &|f| f.body_changes = vec!["--include-usage".into()],
             "request_body",
         );
-        fails(&|f| f.inline_accuracy = Some(0.5585), "inline_accuracy");
-        fails(&|f| f.osl_mean = Some(435.0), "osl");
-        fails(&|f| f.osl_mean = Some(354.9), "osl");
-        fails(&|f| f.tracked_duration_s = Some(1199.0), "min_duration");
-        let mut ultra = official_facts();
-        ultra.ultra_low = Some(true);
-        ultra.tracked_duration_s = Some(601.0);
-        assert_eq!(evaluate(Some(&q), &ultra).verdict, Verdict::Valid);
+        fails(&|f| f.inline_accuracy = Some(0.5585), ids::INLINE_ACCURACY);
+        fails(&|f| f.osl_mean_full_run = Some(422.1), ids::OSL_RANGE);
+        fails(&|f| f.osl_mean_full_run = Some(343.9), ids::OSL_RANGE);
+        // Short is a warning, as the checker has it: the verdict stays valid.
+        let mut short = official_facts();
+        short.duration_s = Some(2399.0);
+        let v = evaluate(Some(&q), &short);
+        assert_eq!(v.verdict, Verdict::Valid);
+        assert_eq!(v.rule(ids::POINT_DURATION).unwrap().status, Status::Warn);
+        assert_eq!(v.warnings().len(), 1, "{:?}", v.warnings());
+        // Keyed to the concurrency: 600 s up to 32, 2,400 s above.
+        assert_eq!(min_duration_s(32), 600.0);
+        assert_eq!(min_duration_s(33), 2400.0);
+        let mut c32 = official_facts();
+        c32.concurrency = 32;
+        c32.duration_s = Some(601.0);
+        let v = evaluate(Some(&q), &c32);
+        assert_eq!(v.rule(ids::POINT_DURATION).unwrap().status, Status::Pass);
     }
 
     #[test]
     fn osl_without_tokenizer_is_never_passed() {
         let mut f = official_facts();
-        f.osl_mean = None;
+        f.osl_mean_full_run = None;
         let v = evaluate(Some(&qwen36()), &f);
         assert_eq!(v.verdict, Verdict::Incomplete);
-        assert_eq!(v.rule("osl").unwrap().status, Status::NotEvaluated);
-        assert_eq!(v.rule("swe_bench").unwrap().status, Status::NotEvaluated);
+        assert_eq!(v.rule(ids::OSL_RANGE).unwrap().status, Status::NotEvaluated);
+        assert_eq!(v.rule(ids::SWE_BENCH).unwrap().status, Status::NotEvaluated);
         assert_eq!(evaluate(None, &official_facts()).verdict, Verdict::NoGates);
+    }
+
+    #[test]
+    fn a_model_without_published_sampling_is_gated_but_its_sampling_not_evaluated() {
+        let d = deepseek_v41_flash();
+        let mut f = official_facts();
+        f.osl_mean_full_run = Some(800.0);
+        f.inline_accuracy = Some(0.53);
+        let v = evaluate(Some(&d), &f);
+        assert_eq!(v.rule(ids::SAMPLING).unwrap().status, Status::NotEvaluated);
+        assert_eq!(v.verdict, Verdict::Valid, "{:?}", v.rules);
+        f.osl_mean_full_run = Some(400.0);
+        assert_eq!(evaluate(Some(&d), &f).verdict, Verdict::Invalid);
     }
 }

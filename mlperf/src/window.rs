@@ -34,6 +34,11 @@ pub struct Window {
 impl Window {
     /// Folds one record if it is a tracked sample (issued while the window was open).
     pub fn fold(&mut self, r: &TurnRecord) {
+        if r.status == Status::Ok && r.osl_source.is_some() {
+            if let Some(osl) = r.osl {
+                self.inputs.osl_full_run.push(osl as i64);
+            }
+        }
         if r.in_window != Some(true) || !issued(r) {
             return;
         }
@@ -83,6 +88,13 @@ impl Window {
     /// Every OSL is the reference tokenizer's.
     pub fn reference_tokens(&self) -> bool {
         !self.osl_sources.is_empty() && self.osl_sources.keys().all(|s| s.is_reference())
+    }
+
+    /// The full-run OSL per-turn mean (the OSL gate's value); `None` without a completed turn.
+    pub fn full_run_osl_mean(&self) -> Option<f64> {
+        crate::result_summary::Series::Int(self.inputs.osl_full_run.clone())
+            .rollup()
+            .map(|r| r.avg)
     }
 
     pub fn primary(&self) -> Primary {

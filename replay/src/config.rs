@@ -28,17 +28,23 @@ use std::str::FromStr;
 use std::time::Duration;
 use tokentap_dataset::Dataset;
 
-/// The two official models' settings (SPEC §3, §5, §6).
+/// The three official agentic models' settings and gates (docs/rules.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Preset {
     /// Kimi K3 (it replaced K2.6 in the reference): temperature 1.0, top_p 1.0, 8192 tokens;
-    /// timeout 86,400 s; gates: inline accuracy ≥ 58.32 %, OSL mean 390–475.
+    /// timeout 86,400 s; gates: inline accuracy ≥ 58.32 %, full-run OSL mean 425–520,
+    /// SWE-bench ≥ 93.5 %.
     Kimi,
     /// Qwen3.6-35B-A3B: temperature 1.0, top_k 20, top_p 0.95, repetition_penalty 1.0,
     /// presence_penalty 1.5, 8192 tokens, `chat_template_kwargs: {"preserve_thinking": true}`;
-    /// timeout 14,400 s; gates: inline accuracy ≥ 55.86 %, OSL mean 355–434.
+    /// timeout 14,400 s; gates: inline accuracy ≥ 55.86 %, full-run OSL mean 344–422,
+    /// SWE-bench ≥ 69 %.
     Qwen,
+    /// DeepSeek-V4.1-Flash: gates only (inline accuracy ≥ 52.36 %, full-run OSL mean 793–970,
+    /// SWE-bench ≥ 96.4 %); its sampling settings and timeout are not published, so the
+    /// preset sets none and the sampling rule is not evaluated.
+    Deepseek,
 }
 
 impl Preset {
@@ -61,15 +67,13 @@ impl Preset {
                 chat_template_kwargs: Some(serde_json::json!({"preserve_thinking": true})),
                 ..Sampling::default()
             },
+            Preset::Deepseek => Sampling::default(),
         }
     }
 
-    /// The official turn timeout.
-    pub fn turn_timeout(self) -> Duration {
-        match self {
-            Preset::Kimi => Duration::from_secs(86_400),
-            Preset::Qwen => Duration::from_secs(14_400),
-        }
+    /// The official turn timeout, where one is published.
+    pub fn turn_timeout(self) -> Option<Duration> {
+        self.official().turn_timeout_s.map(Duration::from_secs_f64)
     }
 
     /// The official settings and gates (the reference README at ea33275).
@@ -77,6 +81,7 @@ impl Preset {
         match self {
             Preset::Kimi => tokentap_mlperf::validity::kimi_k3(),
             Preset::Qwen => tokentap_mlperf::validity::qwen36(),
+            Preset::Deepseek => tokentap_mlperf::validity::deepseek_v41_flash(),
         }
     }
 }
@@ -359,13 +364,12 @@ pub struct Opts {
     /// are never written.
     #[arg(long, env = "TOKENTAP_REPLAY_RECORD_OUTPUTS")]
     pub record_outputs: bool,
-    /// The submission's C_min (SPEC §10.5): a point at concurrency ≤ C_min is in the ultra-low
-    /// region (600 s minimum steady state), others need 1200 s. Without it, concurrency 1 is
-    /// ultra-low and anything higher is assumed to be above C_min.
+    /// The curve's C_min (1–32; docs/rules.md): names the point's region in its files. The
+    /// minimum duration does not depend on it: 600 s at concurrency ≤ 32, 2,400 s above.
     #[arg(long, env = "TOKENTAP_REPLAY_C_MIN", value_name = "N")]
     pub c_min: Option<u64>,
-    /// Run for at least the rules' minimum steady-state duration of the point's region (600 s
-    /// ultra-low, 1200 s elsewhere) times F: whole passes of the dataset are issued until it
+    /// Run for at least the rules' minimum duration of the point's concurrency (600 s at
+    /// concurrency ≤ 32, 2,400 s above) times F: whole passes of the dataset are issued until it
     /// has elapsed. F = 1 is the official length; anything else marks the point not official
     /// (tuning runs). Without it the run is `--trajectories` long and the rule only checked.
     #[arg(long, env = "TOKENTAP_REPLAY_MIN_DURATION_SCALE", value_name = "F")]
@@ -733,7 +737,7 @@ impl ReplayConfig {
         c.api_key = opts.api_key.clone();
         c.turn_timeout = opts
             .turn_timeout
-            .or(opts.preset.map(Preset::turn_timeout))
+            .or(opts.preset.and_then(Preset::turn_timeout))
             .unwrap_or(DEFAULT_TURN_TIMEOUT);
         c.stop_issuing_on_first_user_complete = opts.stop_issuing_on_first_user_complete;
         c.max_duration = opts.max_duration;
@@ -917,21 +921,16 @@ impl ReplayConfig {
         self.trajectories.unwrap_or(ds.conversations.len() as u64)
     }
 
-    /// Whether the point is in the ultra-low region: known with `--c-min`, and for
-    /// concurrency 1 (C_min ≥ 1); `None` otherwise.
-    pub fn ultra_low(&self) -> Option<bool> {
-        match self.c_min {
-            Some(c) => Some(self.concurrency as u64 <= c),
-            None if self.concurrency == 1 => Some(true),
-            None => None,
-        }
+    /// The point's concurrency: all shards' slots together.
+    pub fn point_concurrency(&self) -> u64 {
+        self.concurrency as u64 * self.shard.count.max(1)
     }
 
     /// `--min-duration-scale`: how long the run keeps issuing whole passes — the rules' minimum
-    /// steady-state duration of the point's region times the scale.
+    /// duration of the point's concurrency times the scale.
     pub fn min_duration(&self) -> Option<Duration> {
         self.min_duration_scale.map(|s| {
-            let need = tokentap_mlperf::validity::min_duration_s(self.ultra_low().unwrap_or(false));
+            let need = tokentap_mlperf::validity::min_duration_s(self.point_concurrency());
             Duration::from_secs_f64(need * s)
         })
     }

@@ -73,6 +73,9 @@ pub struct Mlperf {
     pub isl_source: BTreeMap<&'static str, u64>,
     /// OSL is the reference's count (every OSL from the tokenizer).
     pub reference_tokens: bool,
+    /// The OSL per-turn mean over every completed turn of the run, tracked or not
+    /// (`output_sequence_lengths_full_run` in `result_summary.json`): the OSL gate's value.
+    pub osl_mean_full_run: Option<f64>,
     /// The tokenizer folder used, if any.
     pub tokenizer: Option<String>,
     /// Counts that used the reference's fallback (the chat template failed), and the first
@@ -105,9 +108,13 @@ pub struct Validity {
     pub verdict: Verdict,
     /// The failed rules, each naming the rule and the measured value.
     pub reasons: Vec<String>,
+    /// The rules the official checker reports as warnings (a point shorter than its minimum
+    /// duration): they do not change the verdict.
+    pub warnings: Vec<String>,
     /// Observations that do not change the verdict.
     pub notes: Vec<String>,
-    /// Every rule: `pass`, `fail` or `not_evaluated`, with its message.
+    /// Every rule: `pass`, `fail`, `warn` or `not_evaluated`, with its message; ids are the
+    /// official checker's where it has the rule (docs/rules.md).
     pub rules: Vec<Rule>,
     /// The official settings and gates applied (from `--preset`), if any.
     pub gates: Option<Official>,
@@ -351,7 +358,7 @@ impl Mlperf {
         window.close(f.start.mono_ns);
         let reference_tokens = window.reference_tokens();
         let primary = window.primary();
-        let mut inputs = window.inputs;
+        let mut inputs = window.inputs.clone();
         inputs.version = env!("CARGO_PKG_VERSION").into();
         inputs.interrupted = f.interrupted;
         inputs.complete = !f.interrupted && agg.write_error.is_none();
@@ -373,6 +380,7 @@ impl Mlperf {
             osl_source: source_counts(&window.osl_sources),
             isl_source: source_counts(&window.isl_sources),
             reference_tokens,
+            osl_mean_full_run: window.full_run_osl_mean(),
             tokenizer: tok_dir,
             template_fallbacks: fallbacks,
             template_error,
@@ -613,6 +621,9 @@ impl Summary {
         for r in &v.reasons {
             let _ = writeln!(s, "  - {r}");
         }
+        for r in &v.warnings {
+            let _ = writeln!(s, "  ! {r}");
+        }
         for r in v
             .rules
             .iter()
@@ -797,10 +808,11 @@ fn validity(
         .flatten()
         .collect(),
         inline_accuracy: acc.inline_accuracy,
-        osl_mean: m.reference_tokens.then_some(m.primary.osl_mean).flatten(),
+        osl_mean_full_run: m.reference_tokens.then_some(m.osl_mean_full_run).flatten(),
         osl_without_tokenizer,
-        tracked_duration_s: m.primary.tracked_duration_s,
-        ultra_low: cfg.ultra_low(),
+        duration_s: m.primary.tracked_duration_s,
+        duration_basis: "tracked",
+        concurrency: cfg.point_concurrency(),
         min_duration_scale: cfg.min_duration_scale.unwrap_or(1.0),
     };
     let v = validity::evaluate(official.as_ref(), &facts);
@@ -836,12 +848,6 @@ fn validity(
             m.template_error.as_deref().unwrap_or("?")
         ));
     }
-    if cfg.ultra_low().is_none() {
-        notes.push(format!(
-            "concurrency {} assumed above C_min for the minimum duration (pass --c-min)",
-            cfg.concurrency
-        ));
-    }
     if f.warmup.is_some() {
         notes.push(
             "a warmup was run before tracking and is declared (excluded from every result)".into(),
@@ -850,6 +856,7 @@ fn validity(
     Validity {
         verdict: v.verdict,
         reasons: v.reasons(),
+        warnings: v.warnings(),
         notes,
         rules: v.rules,
         gates: official,

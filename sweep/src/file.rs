@@ -239,12 +239,9 @@ impl SweepFile {
 
 /// The official gates by the preset's model name.
 pub fn official_by_name(name: &str) -> Option<tokentap_mlperf::Official> {
-    [
-        tokentap_mlperf::validity::kimi_k3(),
-        tokentap_mlperf::validity::qwen36(),
-    ]
-    .into_iter()
-    .find(|o| o.model == name)
+    tokentap_mlperf::validity::officials()
+        .into_iter()
+        .find(|o| o.model == name)
 }
 
 /// A path, a list of paths, or null.

@@ -478,7 +478,7 @@ mod tests {
     fn swe_values() {
         assert_eq!(
             parse_swe("ultra-low=0.9").unwrap(),
-            (RegionName::UltraLow, 0.9)
+            (RegionName::LowLatency, 0.9)
         );
         assert!(parse_swe("mid=0.9").is_err());
         assert!(parse_swe("low=93").is_err());

@@ -41,7 +41,7 @@ impl Plan {
             );
         }
         if self.problems.is_empty() {
-            s += "\n  a valid curve shape (1 + 3 + 3 or more, at most 32)";
+            s += "\n  a valid curve shape (7 to 32 points: one at 1–32, one in each of low, medium and high concurrency)";
         } else {
             for p in &self.problems {
                 s += &format!("\n  not a valid curve: {p}");
@@ -122,7 +122,10 @@ pub fn plan(
         list
     };
     let problems = match &regions {
-        Some(r) => pareto::check_points(r, &concurrencies),
+        Some(r) => pareto::check_points(r, &concurrencies)
+            .into_iter()
+            .map(|(id, m)| format!("{id}: {m}"))
+            .collect(),
         None => vec!["regions unknown".into()],
     };
     Ok(Plan {

@@ -104,6 +104,7 @@ pub fn terminal(file: &SweepFile) -> String {
         let mark = match r.status {
             tokentap_mlperf::validity::Status::Pass => "ok  ",
             tokentap_mlperf::validity::Status::Fail => "FAIL",
+            tokentap_mlperf::validity::Status::Warn => "warn",
             tokentap_mlperf::validity::Status::NotEvaluated => "n/e ",
         };
         let _ = writeln!(s, "  {mark} {:<16} {}", r.rule, r.message);
@@ -215,13 +216,15 @@ fn plots(o: &mut String, file: &SweepFile) {
             r.regions
                 .iter()
                 .map(|x| {
-                    let end = if x.name == tokentap_mlperf::pareto::RegionName::High {
-                        r.margin_end
-                    } else {
-                        x.end
-                    };
-                    (x.start as f64 - 0.5, end as f64 + 0.5, x.name.to_string())
+                    (x.start as f64 - 0.5, x.end as f64 + 0.5, x.name.to_string())
                 })
+                .chain((r.margin_end > r.c_max).then(|| {
+                    (
+                        r.c_max as f64 + 0.5,
+                        r.margin_end as f64 + 0.5,
+                        "margin".to_string(),
+                    )
+                }))
                 .collect()
         })
         .unwrap_or_default();
