@@ -19,6 +19,7 @@
 //! - [`validity`]: the official rules of a measurement point and the model presets' gates.
 //! - [`metrics`]: the rules' primary metrics (`system_tps`, `tps_per_user`, …).
 //! - [`pareto`]: the curve — regions from C_min/C_max, a proposed plan, the curve's verdict.
+//! - [`seeds`]: the published seed sets a submission binds (the checker's file bundled).
 //! - [`window`]: the performance window's samples folded from turn records (replay, report).
 //!
 //! ## Data flow
@@ -43,6 +44,7 @@ pub mod pareto;
 pub mod pyjson;
 pub mod result_summary;
 pub mod scorer;
+pub mod seeds;
 pub mod template;
 pub mod tokenizer;
 pub mod validity;

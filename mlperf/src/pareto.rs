@@ -226,17 +226,22 @@ pub fn propose(r: &Regions, points: usize) -> Result<Vec<u64>, PlanError> {
     }
     let span = ((r.c_max - r.c_min) as f64).log2();
     let mut plan = vec![r.c_min];
-    for (k, name) in [RegionName::LowConcurrency, RegionName::MedConcurrency, RegionName::HighConcurrency]
-        .into_iter()
-        .enumerate()
+    for (k, name) in [
+        RegionName::LowConcurrency,
+        RegionName::MedConcurrency,
+        RegionName::HighConcurrency,
+    ]
+    .into_iter()
+    .enumerate()
     {
         let reg = r.get(name);
         // The high region may use the margin when it has fewer concurrencies than its share.
-        let end = if name == RegionName::HighConcurrency && reg.end - reg.start + 1 < share[k] as u64 {
-            r.margin_end
-        } else {
-            reg.end
-        };
+        let end =
+            if name == RegionName::HighConcurrency && reg.end - reg.start + 1 < share[k] as u64 {
+                r.margin_end
+            } else {
+                reg.end
+            };
         let n = share[k];
         let mut chosen: Vec<u64> = Vec::with_capacity(n);
         for j in 1..=n {
@@ -686,7 +691,10 @@ mod tests {
                     .into_iter()
                     .filter(|(id, _)| r.official() || *id != "region-computation")
                     .collect();
-                assert!(problems.is_empty(), "{c_min}/{c_max} k={k}: {p:?} {problems:?}");
+                assert!(
+                    problems.is_empty(),
+                    "{c_min}/{c_max} k={k}: {p:?} {problems:?}"
+                );
                 assert_eq!(r.official(), c_max > 32);
                 assert!(p.len() <= k);
                 if r.margin_end - c_min >= k as u64 * 3 {
@@ -754,9 +762,8 @@ mod tests {
         );
         assert_eq!(v.verdict, Verdict::Invalid);
         assert!(
-            v.reasons()
-                .iter()
-                .any(|m| m.starts_with("high-concurrency-coverage: no point in the high_concurrency region")),
+            v.reasons().iter().any(|m| m
+                .starts_with("high-concurrency-coverage: no point in the high_concurrency region")),
             "{v:?}"
         );
         // The checker's C_min is the lowest point: a curve from 3 up is a curve with C_min 3.
@@ -820,7 +827,11 @@ mod tests {
         // Missing values: not evaluated, the curve incomplete.
         let v = verdict(Some(&r), Some(&k3), &good, &ALL4[..3]);
         assert_eq!(v.verdict, Verdict::Incomplete);
-        let rule = v.rules.iter().find(|r| r.rule == crate::validity::ids::SWE_BENCH).unwrap();
+        let rule = v
+            .rules
+            .iter()
+            .find(|r| r.rule == crate::validity::ids::SWE_BENCH)
+            .unwrap();
         assert_eq!(rule.status, Status::NotEvaluated);
         assert!(rule.message.contains("high"));
 

@@ -474,7 +474,11 @@ fn min_duration(f: &Facts) -> Rule {
         message,
     };
     let Some(d) = f.duration_s else {
-        return rule(ids::POINT_DURATION, false, "no tracked turn completed".into());
+        return rule(
+            ids::POINT_DURATION,
+            false,
+            "no tracked turn completed".into(),
+        );
     };
     if f.min_duration_scale != 1.0 {
         // The same words at every point of a tuning sweep (the measured duration is in the
@@ -487,7 +491,11 @@ fn min_duration(f: &Facts) -> Rule {
             } else {
                 format!("{need:.1}")
             },
-            if d >= need { ", reached" } else { ", NOT reached" }
+            if d >= need {
+                ", reached"
+            } else {
+                ", NOT reached"
+            }
         ));
     }
     let message = format!(

@@ -374,6 +374,19 @@ pub struct Opts {
     /// (tuning runs). Without it the run is `--trajectories` long and the rule only checked.
     #[arg(long, env = "TOKENTAP_REPLAY_MIN_DURATION_SCALE", value_name = "F")]
     pub min_duration_scale: Option<f64>,
+    /// Bind the run to a published seed set by its id (docs/rules.md), e.g. `A`: its
+    /// `scheduler_rng_seed`, `sample_index_rng_seed` and `model_seed` are recorded in the
+    /// run's files and a submission's `point.yaml`. The checker's own sets are bundled.
+    #[arg(long, env = "TOKENTAP_REPLAY_SEED_SET", value_name = "ID")]
+    pub seed_set: Option<String>,
+    /// A newer seed-set file (the checker's `seed_sets.yaml` shape) to find `--seed-set` in.
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_SEED_SETS",
+        value_name = "FILE",
+        requires = "seed_set"
+    )]
+    pub seed_sets: Option<PathBuf>,
     /// Largest SSE event (or line) a response may send, in bytes; a longer one fails the turn
     /// (`event_too_large`) instead of growing the client's buffer without bound.
     #[arg(long, env = "TOKENTAP_REPLAY_MAX_EVENT_BYTES", value_name = "BYTES", default_value_t = DEFAULT_MAX_EVENT_BYTES)]
@@ -596,6 +609,8 @@ pub struct ReplayConfig {
     pub c_min: Option<u64>,
     /// `--min-duration-scale`: extend the run to the region's minimum duration × this.
     pub min_duration_scale: Option<f64>,
+    /// `--seed-set`: the published seed set the run is bound to.
+    pub seed_set: Option<tokentap_mlperf::seeds::SeedSet>,
     /// `--max-event-bytes`: an SSE event (or line) longer than this fails the turn.
     pub max_event_bytes: usize,
     /// `--record-outputs`: outputs kept in the records.
@@ -665,6 +680,7 @@ impl ReplayConfig {
             tokenizer: None,
             c_min: None,
             min_duration_scale: None,
+            seed_set: None,
             max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
             record_outputs: false,
             warmup: None,
@@ -748,6 +764,13 @@ impl ReplayConfig {
         c.tokenizer = opts.tokenizer.clone();
         c.c_min = opts.c_min;
         c.min_duration_scale = opts.min_duration_scale;
+        c.seed_set = match &opts.seed_set {
+            Some(id) => Some(
+                tokentap_mlperf::seeds::find(id, opts.seed_sets.as_deref())
+                    .map_err(|e| ReplayError::Config(format!("--seed-set: {e}")))?,
+            ),
+            None => None,
+        };
         c.max_event_bytes = opts.max_event_bytes;
         c.record_outputs = opts.record_outputs;
         if opts.warmup_trajectories.is_some() || opts.warmup_duration.is_some() {

@@ -215,9 +215,7 @@ fn plots(o: &mut String, file: &SweepFile) {
         .map(|r| {
             r.regions
                 .iter()
-                .map(|x| {
-                    (x.start as f64 - 0.5, x.end as f64 + 0.5, x.name.to_string())
-                })
+                .map(|x| (x.start as f64 - 0.5, x.end as f64 + 0.5, x.name.to_string()))
                 .chain((r.margin_end > r.c_max).then(|| {
                     (
                         r.c_max as f64 + 0.5,
