@@ -49,7 +49,7 @@ impl Interactivity {
 }
 
 impl Primary {
-    pub fn compute(inputs: &Inputs, interactivity: Interactivity) -> Primary {
+    pub fn compute(inputs: &Inputs) -> Primary {
         let t = inputs.throughput();
         let ttft = Series::Int(inputs.ttft_ns.clone()).rollup();
         let tpot = Series::Float(inputs.tpot_ns.clone()).rollup();
@@ -58,7 +58,7 @@ impl Primary {
         Primary {
             system_tps: t.tps,
             tps_per_user: tpot_p90_ms.filter(|v| *v > 0.0).map(|v| 1000.0 / v),
-            e2e_interactivity: interactivity.value(),
+            e2e_interactivity: inputs.interactivity.value(),
             ttft_p90_ms: ttft.and_then(|r| r.percentile(90.0)).map(|v| v / 1e6),
             qps: t.qps,
             tpot_p90_ms,

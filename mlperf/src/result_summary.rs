@@ -347,7 +347,21 @@ pub struct Inputs {
     /// `stop`, `length`, `tool_calls`, `content_filter`, `function_call`, `other`.
     pub finish_reasons: [u64; 6],
     pub run_config: Value,
+    /// Σ OSL and Σ latency of the tracked turns that completed with output (the v1.0
+    /// `output_tokens_per_turn_total`, `e2e_turn_time_seconds_total`).
+    pub interactivity: crate::metrics::Interactivity,
 }
+
+/// The keys the v1.0 rules added to `result_summary.json`, after the reference's at ea33275
+/// (which stay as they were, in their order).
+pub const V1_KEYS: [&str; 6] = [
+    "output_sequence_lengths_full_run",
+    "system_tps",
+    "tps_per_user",
+    "e2e_avg_interactivity",
+    "output_tokens_per_turn_total",
+    "e2e_turn_time_seconds_total",
+];
 
 /// Index of a finish reason in [`Inputs::finish_reasons`].
 pub fn finish_reason_index(reason: &str) -> usize {
@@ -453,7 +467,44 @@ impl Inputs {
         }
         o.insert("finish_reason_counts".into(), Value::Object(fr));
         o.insert("run_config".into(), self.run_config.clone());
+        self.insert_v1(&mut o);
         Value::Object(o)
+    }
+
+    /// The v1.0 fields ([`V1_KEYS`]): the full-run OSL block the OSL gate reads (every
+    /// completed turn of the run, tracked or not, in the series shape), and the primary
+    /// metrics with the sums `e2e_avg_interactivity` is derived from. Undefined values are
+    /// `null`.
+    fn insert_v1(&self, o: &mut Map<String, Value>) {
+        let p = crate::metrics::Primary::compute(self);
+        let mut full = Map::new();
+        full.insert(
+            "output_sequence_lengths".into(),
+            Series::Int(self.osl_full_run.clone()).to_json(false),
+        );
+        o.insert(V1_KEYS[0].into(), Value::Object(full));
+        let opt = |v: Option<f64>| v.map_or(Value::Null, num);
+        o.insert(V1_KEYS[1].into(), opt(p.system_tps));
+        o.insert(V1_KEYS[2].into(), opt(p.tps_per_user));
+        o.insert(V1_KEYS[3].into(), opt(p.e2e_interactivity));
+        let i = self.interactivity;
+        let any = i.latency_ns > 0;
+        o.insert(
+            V1_KEYS[4].into(),
+            if any {
+                Value::from(i.tokens)
+            } else {
+                Value::Null
+            },
+        );
+        o.insert(
+            V1_KEYS[5].into(),
+            if any {
+                num(i.latency_ns as f64 / 1e9)
+            } else {
+                Value::Null
+            },
+        );
     }
 
     /// The file as the reference writes it: `msgspec.json.format(..., indent=2)`, no trailing

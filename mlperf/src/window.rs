@@ -5,7 +5,7 @@
 //! a failure (the reference issues those and completes them at once with an error) — and it was
 //! issued while the window was open. A turn never sent because issuing stopped is not.
 
-use crate::metrics::{Interactivity, Primary};
+use crate::metrics::Primary;
 use crate::result_summary::{self, Inputs};
 use std::collections::BTreeMap;
 use tokentap_core::clock::MonoNs;
@@ -23,7 +23,6 @@ pub fn issued(r: &TurnRecord) -> bool {
 #[derive(Debug, Default, Clone)]
 pub struct Window {
     pub inputs: Inputs,
-    pub interactivity: Interactivity,
     /// Last completion of a tracked turn, absolute monotonic ns.
     pub last_complete: Option<MonoNs>,
     /// Tracked ok turns by the source of their OSL.
@@ -70,7 +69,7 @@ impl Window {
         }
         if let (Some(osl), Some(src)) = (r.osl, r.osl_source) {
             inp.osl.push(osl as i64);
-            self.interactivity.add(osl, end);
+            inp.interactivity.add(osl, end);
             *self.osl_sources.entry(src).or_default() += 1;
         }
         if let (Some(first), Some(tokens)) = (m.ttft_ns, r.tpot_tokens) {
@@ -98,6 +97,6 @@ impl Window {
     }
 
     pub fn primary(&self) -> Primary {
-        Primary::compute(&self.inputs, self.interactivity)
+        Primary::compute(&self.inputs)
     }
 }

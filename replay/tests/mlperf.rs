@@ -95,6 +95,25 @@ async fn warmup_is_declared_excluded_and_cache_isolated() {
         sum("isl")
     );
     assert_eq!(rs["run_config"]["warmup"]["enabled"], true);
+    // The v1.0 fields: the full-run OSL block (no warmup turn in it either), and the primary
+    // metrics with the sums the checker derives e2e_avg_interactivity from.
+    let full = &rs["output_sequence_lengths_full_run"]["output_sequence_lengths"];
+    assert_eq!(full["total"].as_u64().unwrap(), sum("osl"));
+    assert_eq!(
+        full["avg"].as_f64(),
+        out.summary.mlperf.osl_mean_full_run,
+        "{full}"
+    );
+    assert_eq!(rs["system_tps"], rs["tps"]);
+    assert_eq!(
+        rs["output_tokens_per_turn_total"].as_u64().unwrap(),
+        sum("osl")
+    );
+    let secs = sum("end_ns") as f64 / 1e9;
+    assert!((rs["e2e_turn_time_seconds_total"].as_f64().unwrap() - secs).abs() < 1e-9);
+    assert!(
+        (rs["e2e_avg_interactivity"].as_f64().unwrap() - sum("osl") as f64 / secs).abs() < 1e-9
+    );
     assert_eq!(out.summary.mlperf.samples_issued, 3);
     sim.shutdown().await;
 }
