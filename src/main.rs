@@ -56,6 +56,10 @@ enum Command {
     Dataset(tokentap_dataset::cli::DatasetCommand),
     /// Check a benchmark client's timing claims against what the proxy saw on the wire.
     Compare(Box<tokentap_compare::Opts>),
+    /// The submission tree the official MLPerf checker reads: a submitter file's template, or
+    /// the tree of a finished sweep (`tokentap sweep --submission DIR` writes it as it goes).
+    #[command(subcommand)]
+    Submission(tokentap_submission::cli::Command),
     /// Render a replay run directory or a sweep directory as one self-contained HTML report (or
     /// --format md|json).
     Report(Box<tokentap_report::Opts>),
@@ -79,6 +83,7 @@ fn main() -> ExitCode {
 fn run(command: Command) -> anyhow::Result<i32> {
     match command {
         Command::Dataset(cmd) => tokentap_dataset::cli::run(cmd),
+        Command::Submission(cmd) => tokentap_submission::cli::run(cmd),
         Command::Compare(opts) => tokentap_compare::run(*opts),
         Command::Merge(opts) => merge(&opts),
         Command::Report(opts) => report(*opts),

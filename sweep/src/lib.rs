@@ -106,6 +106,23 @@ pub struct Opts {
     /// N sweep directories point by point.
     #[arg(long, env = "TOKENTAP_SWEEP_BARRIER", value_name = "DIR")]
     pub barrier: Option<PathBuf>,
+    /// Write the curve as the submission tree the official checker reads, under DIR
+    /// (`DIR/<organization>/<submission>/results/<system>/<model>/r<C>/`), after every point;
+    /// rerunning a finished sweep with it writes the tree without running anything.
+    /// docs/submission.md.
+    #[arg(long, env = "TOKENTAP_SWEEP_SUBMISSION", value_name = "DIR")]
+    pub submission: Option<PathBuf>,
+    /// The submitter file (YAML): what only the submitter knows — organisation, system,
+    /// division, model precision, links, cohort, system description, power
+    /// (`tokentap submission template` prints one to fill in). Without it the tree is written
+    /// with everything tokentap knows and every missing fact is listed.
+    #[arg(
+        long,
+        env = "TOKENTAP_SWEEP_SUBMITTER",
+        value_name = "FILE",
+        requires = "submission"
+    )]
+    pub submitter: Option<PathBuf>,
 }
 
 impl Opts {
@@ -153,6 +170,8 @@ pub struct Sweep {
     pub progress: ProgressMode,
     /// `--shard` with `--barrier DIR`: the shards wait for each other before each point.
     pub barrier: Option<PathBuf>,
+    /// `--submission DIR` and the loaded `--submitter` file.
+    pub submission: Option<(PathBuf, Option<tokentap_submission::Submitter>)>,
 }
 
 /// What a sweep produced.
@@ -215,6 +234,16 @@ impl Sweep {
         if opts.engine_interval.is_zero() {
             return Err(SweepError::Config("--engine-interval must be more than 0".into()).into());
         }
+        let submission = match &opts.submission {
+            Some(dir) => Some((
+                dir.clone(),
+                opts.submitter
+                    .as_deref()
+                    .map(tokentap_submission::Submitter::load)
+                    .transpose()?,
+            )),
+            None => None,
+        };
         let (dataset, hash) = tokentap_replay::load_dataset(&opts.run.dataset).await?;
         tokentap_replay::models::discover(&mut base, &dataset).await?;
         base.bind_dataset(&dataset, Some(hash))?;
@@ -234,6 +263,7 @@ impl Sweep {
             swe_bench: opts.swe_bench.clone(),
             min_duration_scale: scale,
             barrier: opts.barrier.clone(),
+            submission,
             progress: if opts.run.quiet {
                 ProgressMode::Off
             } else {
@@ -370,9 +400,14 @@ pub async fn run(
         return Ok(0);
     }
     let out = sweep.out.clone();
+    let submission = sweep.submission.clone();
     let outcome = run_with(sweep, shutdown).await?;
     println!("\n{}", report::terminal(&outcome.file));
     println!("report: {}", out.join("report.html").display());
+    if let Some((dir, submitter)) = &submission {
+        let w = tokentap_submission::write(&out, dir, submitter.as_ref())?;
+        println!("{}", w.describe());
+    }
     Ok(if outcome.interrupted {
         130
     } else if outcome.file.verdict.verdict == tokentap_mlperf::Verdict::Valid {
@@ -434,6 +469,12 @@ pub async fn run_with(
             tracing::warn!("sweep report not written: {e}");
         }
         result?;
+        if let Some((dir, submitter)) = &sweep.submission {
+            // As the sweep goes: a tree of the points done so far.
+            if let Err(e) = tokentap_submission::write(&sweep.out, dir, submitter.as_ref()) {
+                tracing::warn!("submission tree not written: {e}");
+            }
+        }
         if sweep.progress == ProgressMode::Line && i + 1 < todo.len() {
             eprintln!("{}", report::terminal_table(&f));
         }

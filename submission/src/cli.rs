@@ -1,0 +1,51 @@
+//! `tokentap submission`: the submitter file's template, and the tree of a finished sweep.
+
+use std::path::PathBuf;
+
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum Command {
+    /// Print a commented submitter file to fill in.
+    Template,
+    /// Write the submission tree of a sweep directory (`tokentap sweep --out DIR`) without
+    /// running anything. Exit 0 when the tree lacks no fact, 3 when facts are missing (listed
+    /// with the checker rule that needs each), 1 on an error.
+    Write(WriteOpts),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct WriteOpts {
+    /// The sweep directory (its `sweep.json` and `r<C>/` runs).
+    pub sweep: PathBuf,
+    /// Where to write the tree: `OUT/<organization>/<submission>/…`.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// The submitter file (YAML).
+    #[arg(long, value_name = "FILE")]
+    pub submitter: Option<PathBuf>,
+}
+
+/// Exit code when the tree was written but facts are missing.
+pub const EXIT_MISSING: i32 = 3;
+
+pub fn run(c: Command) -> anyhow::Result<i32> {
+    match c {
+        Command::Template => {
+            print!("{}", crate::Submitter::template());
+            Ok(0)
+        }
+        Command::Write(o) => {
+            let s = o
+                .submitter
+                .as_deref()
+                .map(crate::Submitter::load)
+                .transpose()?;
+            let w = crate::write(&o.sweep, &o.out, s.as_ref())?;
+            println!("{}", w.describe());
+            Ok(if w.missing.is_empty() {
+                0
+            } else {
+                EXIT_MISSING
+            })
+        }
+    }
+}
