@@ -248,21 +248,20 @@ fn system_desc_problems(d: &Map<String, Value>) -> Vec<String> {
         }
     }
     match str_of("system_availability_status").map(str::to_ascii_lowercase) {
-        Some(s) if s == "available" => {
-            if str_of("availability_url").is_none_or(|u| u.trim().is_empty()) {
-                out.push(format!(
-                    "`system_desc.availability_url` is missing: an Available system needs one ({rule})"
-                ));
-            }
+        Some(s)
+            if s == "available"
+                && str_of("availability_url").is_none_or(|u| u.trim().is_empty()) =>
+        {
+            out.push(format!(
+                "`system_desc.availability_url` is missing: an Available system needs one ({rule})"
+            ));
         }
-        Some(s) if s == "preview" => {
-            if str_of("target_availability_date").is_none() {
-                out.push(format!(
-                    "`system_desc.target_availability_date` (YYYY-MM-DD) is missing: a Preview system needs one ({rule})"
-                ));
-            }
+        Some(s) if s == "preview" && str_of("target_availability_date").is_none() => {
+            out.push(format!(
+                "`system_desc.target_availability_date` (YYYY-MM-DD) is missing: a Preview system needs one ({rule})"
+            ));
         }
-        Some(s) if s == "rdi" => {}
+        Some(s) if matches!(s.as_str(), "available" | "preview" | "rdi") => {}
         Some(s) => out.push(format!(
             "`system_desc.system_availability_status`: {s:?} is not Available, Preview or RDI ({rule})"
         )),
@@ -315,10 +314,9 @@ fn system_power_problems(p: &Map<String, Value>) -> Vec<String> {
             "`system_power.cooling` must be `liquid` or `air` ({rule})"
         )),
     }
-    if !p
-        .get("node_sets")
+    if p.get("node_sets")
         .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty())
+        .is_none_or(Vec::is_empty)
     {
         out.push(format!(
             "`system_power.node_sets` must be a non-empty list ({rule})"
