@@ -3,7 +3,8 @@
 //! Starts the simulated server on loopback (a timing model scaled so the whole run takes about a
 //! minute, with decode slowing as more requests share the "GPU" and two prefill lanes, so the
 //! throughput–interactivity trade-off is visible) and the measurement proxy in front of it,
-//! synthesizes a small dataset with both trajectory shapes, and runs a small sweep through the
+//! synthesizes a small dataset with both trajectory shapes (the sim answers each turn with the
+//! dataset's recorded assistant message), and runs a small sweep through the
 //! proxy: one replay per concurrency (salting and scaled delays on), with the engine's metrics
 //! scraped per point. It ends with the curve in the terminal, the proxy's view (the wire) next
 //! to the client's, and the HTML sweep report. Everything goes to `--out` (default
@@ -87,7 +88,11 @@ pub async fn run(
     std::io::Write::flush(&mut w).context("writing the demo dataset")?;
     drop(w);
 
-    let sim = SimServer::start(sim_config(&opts))
+    // The sim answers every turn with the dataset's recorded assistant message, as a model that
+    // agrees with the dataset would: inline accuracy and output lengths are the recording's.
+    let mut sim_cfg = sim_config(&opts);
+    sim_cfg.answer_from = Some(dataset_path.clone());
+    let sim = SimServer::start(sim_cfg)
         .await
         .context("starting the simulated server")?;
     let proxy_dir = opts.out.join("proxy");

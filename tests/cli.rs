@@ -264,6 +264,13 @@ fn demo_runs_end_to_end_and_writes_a_complete_run() {
         cached > 0,
         "no cached tokens at all across {client_turns} turns"
     );
+    // The sim answers with the dataset's recorded assistant messages: every scorable turn agrees
+    // with its ground truth.
+    assert!(
+        summary["accuracy"]["scored_turns"].as_u64() > Some(0),
+        "{summary}"
+    );
+    assert_eq!(summary["accuracy"]["inline_accuracy"], 1.0, "{summary}");
 }
 
 #[test]

@@ -50,3 +50,45 @@ async fn tool_call_partials_and_content_are_scored() {
     // The reference rounds the published score to 4 decimals: (1/9 + 1/9 + 0) / 3 = 0.0741.
     assert_eq!(a.inline_accuracy, Some(0.0741));
 }
+
+/// The sim answering from the recording (`--answer-from`): every turn streams the dataset's own
+/// assistant message — several tool calls with their names, non-ASCII content cut into chunks
+/// at character boundaries — so every scorable turn scores 1, salted and clear-generated alike,
+/// and the output token counts are the recording's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_from_the_recording_score_one() {
+    const DATA: &str = r#"{"conversation_id":"repo__repo-1","turn":1,"role":"user","content":"fix it","system":"you are a coder"}
+{"conversation_id":"repo__repo-1","turn":2,"role":"assistant","reasoning_content":"lööking — first the tree","tool_calls":[{"id":"a","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls -la && cat setup.py\"}"}},{"id":"b","type":"function","function":{"name":"bash","arguments":"{\"command\":\"pytest -q tests/test_x.py\"}"}}]}
+{"conversation_id":"repo__repo-1","turn":3,"role":"tool","tool_results":[{"tool_call_id":"a","content":"ok"},{"tool_call_id":"b","content":"1 failed"}]}
+{"conversation_id":"repo__repo-1","turn":4,"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"bash","arguments":"{\"command\":\"sed -i s/a/b/ x.py; git diff\"}"}}]}
+{"conversation_id":"sim_000001","turn":1,"role":"user","content":"refund?","system":"you route tickets"}
+{"conversation_id":"sim_000001","turn":2,"role":"assistant","content":"Résumé: the customer wants a refund → intent: I042","intent_codes":["I042"]}
+{"conversation_id":"sim_000001","turn":3,"role":"user","content":"thanks"}
+{"conversation_id":"sim_000001","turn":4,"role":"assistant","content":"Gern geschehen — I007","intent_codes":["I007"]}
+"#;
+    let dir = temp_dir("answers");
+    let path = dir.join("d.jsonl");
+    std::fs::write(&path, DATA).unwrap();
+    let sim = sim_with(|c| {
+        c.answer_from = Some(path.clone());
+        c.modes.tokens_per_chunk = 3;
+    })
+    .await;
+    let mut cfg = config(&sim, "answers");
+    cfg.salt = true;
+    cfg.clear_generated = true;
+    cfg.include_usage = true;
+    let (out, recs) = run(cfg, dataset(DATA)).await;
+    let recs = sorted(recs);
+    assert_eq!(recs.len(), 4);
+    for r in &recs {
+        assert_eq!(status(r), "ok", "{r}");
+        assert_eq!(r["accuracy"], 1.0, "{r}");
+    }
+    // Stand-in tokens of what was recorded (4 bytes a token per segment, one per tool header):
+    // turn 1 = reasoning 31 bytes → 8, call a 36 → 9 + 1, call b 36 → 9 + 1.
+    let first = recs.iter().find(|r| conv(r) == "repo__repo-1").unwrap();
+    assert_eq!(first["output_tokens"], 28, "{first}");
+    let a = &out.summary.accuracy;
+    assert_eq!((a.scored_turns, a.inline_accuracy), (4, Some(1.0)));
+}

@@ -341,7 +341,19 @@ impl http_body::Body for SimBody {
                     let start = seg.start + this.off;
                     let end = match seg.kind {
                         SegKind::ToolHeader => start,
-                        _ => (start + tokens as usize * BYTES_PER_TOKEN).min(seg.end),
+                        // At the segment's token position, moved forward to a character
+                        // boundary (recorded answers are any UTF-8; generated text is ASCII).
+                        _ => {
+                            let done = seg.tokens - this.seg_tokens_left + tokens;
+                            let text = &this.plan.output.text;
+                            let mut e = (seg.start + done as usize * BYTES_PER_TOKEN)
+                                .min(seg.end)
+                                .max(start);
+                            while !text.is_char_boundary(e) {
+                                e += 1;
+                            }
+                            e
+                        }
                     };
                     this.off = end - seg.start;
                     this.seg_tokens_left -= tokens;
@@ -372,10 +384,13 @@ impl http_body::Body for SimBody {
                     let finish = last.then_some(this.plan.output.finish);
                     let usage = this.running_usage();
                     let o = &this.plan.output;
-                    let tool_id = o.tool_id.as_deref().unwrap_or("");
+                    let tool = o
+                        .tools
+                        .get(seg.tool)
+                        .map_or((0, "", ""), |t| (seg.tool, t.id.as_str(), t.name.as_str()));
                     let bytes =
                         this.writer
-                            .piece(seg.kind, &o.text[start..end], tool_id, finish, usage);
+                            .piece(seg.kind, &o.text[start..end], tool, finish, usage);
                     let kind = match seg.kind {
                         SegKind::Reasoning => ChunkKind::Reasoning,
                         SegKind::Content => ChunkKind::Content,

@@ -42,6 +42,10 @@ pub struct Opts {
     /// Append one JSON line per finished request (ground truth chunk stamps) to FILE.
     #[arg(long, env = "TOKENTAP_SIM_CHUNK_LOG", value_name = "FILE")]
     pub chunk_log: Option<PathBuf>,
+    /// Answer each turn of this MLPerf agentic dataset with its recorded assistant message
+    /// (reasoning, content, tool calls) instead of filler; other requests get filler.
+    #[arg(long, env = "TOKENTAP_SIM_ANSWER_FROM", value_name = "DATASET")]
+    pub answer_from: Option<PathBuf>,
     /// Seed of all random draws.
     #[arg(long, env = "TOKENTAP_SIM_SEED")]
     pub seed: Option<u64>,
@@ -202,6 +206,9 @@ impl Opts {
         set(&mut c.engine_metrics, &self.engine_metrics);
         if self.chunk_log.is_some() {
             c.chunk_log = self.chunk_log.clone();
+        }
+        if self.answer_from.is_some() {
+            c.answer_from = self.answer_from.clone();
         }
         c.capture_bodies |= self.capture_bodies;
         let t = &mut c.timing;

@@ -32,6 +32,9 @@ pub struct SimConfig {
     /// Append one JSON line per finished request ([`crate::RequestLog`], body omitted) to this
     /// file, flushed per line.
     pub chunk_log: Option<PathBuf>,
+    /// Answer each chat request that replays a turn of this MLPerf agentic dataset with the
+    /// turn's recorded assistant message instead of generated filler ([`crate::Answers`]).
+    pub answer_from: Option<PathBuf>,
     /// On shutdown, how long in-flight responses may run before their connections are cut.
     pub shutdown_grace_ms: u64,
     /// Which engine's Prometheus names `GET /metrics` uses ([`crate::metrics`]).
@@ -169,6 +172,7 @@ impl Default for SimConfig {
             faults: FaultConfig::default(),
             capture_bodies: false,
             chunk_log: None,
+            answer_from: None,
             shutdown_grace_ms: 2_000,
             engine_metrics: EngineFlavor::Vllm,
         }

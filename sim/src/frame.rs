@@ -67,12 +67,13 @@ impl ChunkWriter {
         self.end_choice(None, usage)
     }
 
-    /// One token chunk of a segment. `tool_id` is needed for the tool-call header.
+    /// One token chunk of a segment. `tool` (the call's index in the output, its id and name) is
+    /// needed for tool segments.
     pub fn piece(
         &mut self,
         kind: SegKind,
         text: &str,
-        tool_id: &str,
+        tool: (usize, &str, &str),
         finish: Option<&str>,
         usage: Option<u64>,
     ) -> Bytes {
@@ -96,14 +97,19 @@ impl ChunkWriter {
                 b.put_u8(b'}');
             }
             (Api::Chat, SegKind::ToolHeader) => {
-                b.put_slice(b"{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":");
-                push_json_str_buf(b, tool_id);
-                b.put_slice(b",\"type\":\"function\",\"function\":{\"name\":\"bash\",\"arguments\":\"\"}}]}");
+                b.put_slice(b"{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":");
+                // Invariant: fmt::Write into a BytesMut cannot fail.
+                let _ = write!(b, "{}", tool.0);
+                b.put_slice(b",\"id\":");
+                push_json_str_buf(b, tool.1);
+                b.put_slice(b",\"type\":\"function\",\"function\":{\"name\":");
+                push_json_str_buf(b, tool.2);
+                b.put_slice(b",\"arguments\":\"\"}}]}");
             }
             (Api::Chat, SegKind::ToolArgs) => {
-                b.put_slice(
-                    b"{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":",
-                );
+                b.put_slice(b"{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":");
+                let _ = write!(b, "{}", tool.0);
+                b.put_slice(b",\"function\":{\"arguments\":");
                 push_json_str_buf(b, text);
                 b.put_slice(b"}}]}");
             }
@@ -178,7 +184,7 @@ pub(crate) fn full_body(plan: &Plan, reasoning_field: &str) -> Bytes {
             let content = o.content();
             msg.insert(
                 "content".into(),
-                if o.tool_id.is_some() && content.is_empty() {
+                if !o.tools.is_empty() && content.is_empty() {
                     Value::Null
                 } else {
                     content.into()

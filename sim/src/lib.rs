@@ -90,6 +90,7 @@
 //! `cargo bench -p tokentap-sim --bench zero_delay`, details in the bench.
 #![forbid(unsafe_code)]
 
+pub mod answers;
 mod body;
 pub mod cache;
 mod cli;
@@ -103,6 +104,7 @@ mod rng;
 mod server;
 mod shared;
 
+pub use answers::Answers;
 pub use body::SimBodyError;
 pub use cli::{run, run_with, Opts, Preset};
 pub use config::{

@@ -11,6 +11,7 @@
 //! reasoning is [`REASONING_PREAMBLE`] followed by filler words, content is filler words, a tool
 //! call is one `bash` call whose `arguments` is `{"command":"EXE …"}`.
 
+use crate::answers::{Answer, Answers};
 use crate::cache::BlockChain;
 use crate::config::{ms, SimConfig};
 use crate::render;
@@ -56,9 +57,16 @@ pub(crate) enum Parsed {
 pub(crate) enum SegKind {
     Reasoning,
     Content,
-    /// The first tool-call partial (id, type, name); counts as one token, carries no text.
+    /// The first partial of a tool call (id, type, name); counts as one token, carries no text.
     ToolHeader,
     ToolArgs,
+}
+
+/// A tool call of the output: its id and function name (its arguments are a segment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ToolMeta {
+    pub id: String,
+    pub name: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +76,8 @@ pub(crate) struct Segment {
     pub start: usize,
     pub end: usize,
     pub tokens: u64,
+    /// Index in [`Output::tools`] of a tool segment's call (0 for the others).
+    pub tool: usize,
 }
 
 /// The generated output.
@@ -80,8 +90,8 @@ pub(crate) struct Output {
     pub reasoning_tokens: u64,
     /// `stop`, `length` or `tool_calls`.
     pub finish: &'static str,
-    /// The tool call's id, when the output is a tool call.
-    pub tool_id: Option<String>,
+    /// The tool calls, in order (empty: none).
+    pub tools: Vec<ToolMeta>,
 }
 
 impl Output {
@@ -105,17 +115,92 @@ impl Output {
     }
 
     pub fn tool_calls(&self) -> Option<Vec<ToolCall>> {
-        self.tool_id.as_ref().map(|id| {
-            vec![ToolCall {
-                index: None,
-                id: Some(id.clone()),
-                kind: Some("function".into()),
-                function: FunctionCall {
-                    name: Some("bash".into()),
-                    arguments: self.of_kind(SegKind::ToolArgs).to_string(),
-                },
-            }]
-        })
+        if self.tools.is_empty() {
+            return None;
+        }
+        let calls = self.tools.iter().enumerate().map(|(i, t)| ToolCall {
+            index: None,
+            id: Some(t.id.clone()),
+            kind: Some("function".into()),
+            function: FunctionCall {
+                name: Some(t.name.clone()),
+                arguments: self
+                    .segments
+                    .iter()
+                    .filter(|s| s.kind == SegKind::ToolArgs && s.tool == i)
+                    .map(|s| self.segment_text(s))
+                    .collect(),
+            },
+        });
+        Some(calls.collect())
+    }
+
+    /// The output of a recorded answer: reasoning, content, then each tool call (a header token,
+    /// then its arguments), with stand-in token counts (4 bytes a token). Recorded answers are
+    /// sent whole: the request's max tokens does not cut them.
+    pub(crate) fn recorded(a: &Answer, reasoning_ok: bool) -> Output {
+        let mut o = Output {
+            text: String::with_capacity(
+                a.reasoning.len()
+                    + a.content.len()
+                    + a.tool_calls.iter().map(|t| t.2.len()).sum::<usize>(),
+            ),
+            segments: Vec::with_capacity(2 + 2 * a.tool_calls.len()),
+            tokens: 0,
+            reasoning_tokens: 0,
+            finish: if a.tool_calls.is_empty() {
+                "stop"
+            } else {
+                "tool_calls"
+            },
+            tools: Vec::with_capacity(a.tool_calls.len()),
+        };
+        let push = |o: &mut Output, kind, body: &str, tokens: u64, tool: usize| {
+            let start = o.text.len();
+            o.text.push_str(body);
+            o.segments.push(Segment {
+                kind,
+                start,
+                end: o.text.len(),
+                tokens,
+                tool,
+            });
+            o.tokens += tokens;
+        };
+        if reasoning_ok && !a.reasoning.is_empty() {
+            push(
+                &mut o,
+                SegKind::Reasoning,
+                &a.reasoning,
+                tokenize::count(&a.reasoning),
+                0,
+            );
+            o.reasoning_tokens = o.tokens;
+        }
+        if !a.content.is_empty() {
+            push(
+                &mut o,
+                SegKind::Content,
+                &a.content,
+                tokenize::count(&a.content),
+                0,
+            );
+        }
+        for (i, (id, name, args)) in a.tool_calls.iter().enumerate() {
+            o.tools.push(ToolMeta {
+                id: id.clone(),
+                name: name.clone(),
+            });
+            push(&mut o, SegKind::ToolHeader, "", 1, i);
+            if !args.is_empty() {
+                push(&mut o, SegKind::ToolArgs, args, tokenize::count(args), i);
+            }
+        }
+        if o.segments.is_empty() {
+            // An empty recorded message still streams one (empty) token, as a model's lone stop.
+            push(&mut o, SegKind::Content, "", 1, 0);
+        }
+        o
     }
 
     /// Number of token-carrying chunks with `k` tokens per chunk.
@@ -193,6 +278,7 @@ pub(crate) fn build(
     seq: u64,
     created: u64,
     parsed: &Parsed,
+    answers: Option<&Answers>,
 ) -> Result<Plan, String> {
     let (api, prompt, model, stream, opts, req_max) = match parsed {
         Parsed::Chat(r) => {
@@ -231,7 +317,14 @@ pub(crate) fn build(
         Parsed::Chat(r) => (thinking_enabled(r), tool_choice(r)),
         Parsed::Completion(_) => (false, ToolChoice::Never),
     };
-    let output = generate(&mut rng, cfg, req_max, reasoning_ok, tool_choice);
+    let recorded = match (parsed, answers) {
+        (Parsed::Chat(r), Some(a)) => a.find(r),
+        _ => None,
+    };
+    let output = match &recorded {
+        Some(a) => Output::recorded(a, reasoning_ok),
+        None => generate(&mut rng, cfg, req_max, reasoning_ok, tool_choice),
+    };
     let k = cfg.modes.tokens_per_chunk.max(1);
     let fault = draw_fault(&mut rng, cfg, output.token_chunks(k));
 
@@ -359,6 +452,7 @@ fn generate(
             start,
             end: text.len(),
             tokens,
+            tool: 0,
         });
     };
     if reasoning > 0 {
@@ -371,7 +465,7 @@ fn generate(
         r.truncate(len);
         push(&mut text, SegKind::Reasoning, &r, reasoning);
     }
-    let mut tool_id = None;
+    let mut tools = Vec::new();
     if tool {
         let len = (rest - 1) as usize * BYTES_PER_TOKEN;
         let (open, close) = ("{\"command\":\"", "\"}");
@@ -382,7 +476,10 @@ fn generate(
         let args = format!("{open}{cmd}{close}");
         push(&mut text, SegKind::ToolHeader, "", 1);
         push(&mut text, SegKind::ToolArgs, &args, rest - 1);
-        tool_id = Some(format!("call_{:016x}", rng.next_u64()));
+        tools.push(ToolMeta {
+            id: format!("call_{:016x}", rng.next_u64()),
+            name: "bash".into(),
+        });
     } else if rest > 0 {
         let len = rest as usize * BYTES_PER_TOKEN;
         let mut c = filler(rng.next_u64(), len);
@@ -401,7 +498,7 @@ fn generate(
         } else {
             "stop"
         },
-        tool_id,
+        tools,
     }
 }
 
@@ -454,6 +551,7 @@ mod tests {
                 seq,
                 0,
                 &chat(r#"{"messages":[{"role":"user","content":"x"}]}"#),
+                None,
             )
             .unwrap();
             let o = &p.output;
@@ -486,14 +584,14 @@ mod tests {
         cfg.output.seed_from_prompt = true;
         cfg.output.sigma = 0.5;
         let req = chat(r#"{"messages":[{"role":"user","content":"the same prompt"}]}"#);
-        let a = build(&cfg, 1, 0, &req).unwrap();
-        let b = build(&cfg, 7, 0, &req).unwrap();
+        let a = build(&cfg, 1, 0, &req, None).unwrap();
+        let b = build(&cfg, 7, 0, &req, None).unwrap();
         assert_eq!(a.output.tokens, b.output.tokens);
         assert_eq!(a.output.text, b.output.text);
         // The key is the pinned FNV-1a + splitmix64 hash of the rendered prompt (core::route),
         // so the draw does not depend on std's DefaultHasher.
         let other = chat(r#"{"messages":[{"role":"user","content":"another prompt"}]}"#);
-        let c = build(&cfg, 1, 0, &other).unwrap();
+        let c = build(&cfg, 1, 0, &other, None).unwrap();
         assert_ne!(a.output.text, c.output.text);
     }
 
@@ -505,6 +603,7 @@ mod tests {
             0,
             0,
             &chat(r#"{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":3}"#),
+            None,
         )
         .unwrap();
         assert_eq!((p.output.tokens, p.output.finish), (3, "length"));
@@ -515,6 +614,7 @@ mod tests {
             0,
             0,
             &chat(r#"{"messages":[{"role":"user","content":"x"}],"max_tokens":700}"#),
+            None,
         )
         .unwrap();
         assert_eq!((p.output.tokens, p.output.finish), (700, "length"));
@@ -526,11 +626,11 @@ mod tests {
         cfg.faults.disconnect_rate = 0.5;
         let req = chat(r#"{"messages":[{"role":"user","content":"x"}]}"#);
         let n = (0..400)
-            .filter(|&s| build(&cfg, s, 0, &req).unwrap().fault.is_some())
+            .filter(|&s| build(&cfg, s, 0, &req, None).unwrap().fault.is_some())
             .count();
         assert!((150..250).contains(&n), "{n}");
         for s in 0..50 {
-            let p = build(&cfg, s, 0, &req).unwrap();
+            let p = build(&cfg, s, 0, &req, None).unwrap();
             if let Some(f) = p.fault {
                 assert!(f.at_chunk >= 1 && f.at_chunk < p.output.token_chunks(1));
             }
@@ -549,10 +649,11 @@ mod tests {
             &chat(
                 r#"{"messages":[{"role":"user","content":"x"}],"tool_choice":"none","chat_template_kwargs":{"enable_thinking":false}}"#,
             ),
+            None,
         )
         .unwrap();
         assert_eq!(p.output.reasoning_tokens, 0);
-        assert!(p.output.tool_id.is_none());
+        assert!(p.output.tools.is_empty());
         assert_eq!(p.output.content().len() as u64, p.output.tokens * 4);
     }
 }

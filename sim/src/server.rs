@@ -6,6 +6,7 @@
 //! `shutdown_grace_ms`, then abort the remaining connections (their bodies are dropped and
 //! logged `finished: false`), then flush the JSONL log.
 
+use crate::answers::Answers;
 use crate::body::{SimBody, SimBodyError};
 use crate::config::SimConfig;
 use crate::plan::{self, Api, FaultKind, Parsed};
@@ -65,8 +66,16 @@ impl SimServer {
     ) -> anyhow::Result<SimServer> {
         config.validate()?;
         let addr = listener.local_addr()?;
+        let answers = match config.answer_from.clone() {
+            Some(path) => Some(
+                tokio::task::spawn_blocking(move || Answers::load(&path))
+                    .await
+                    .map_err(|e| anyhow::anyhow!("loading --answer-from: {e}"))??,
+            ),
+            None => None,
+        };
         let shared = Arc::new(
-            Shared::new(config, keep_log)
+            Shared::new(config, keep_log, answers)
                 .map_err(|e| anyhow::anyhow!("cannot open the sim chunk log: {e}"))?,
         );
         let (stop, stop_rx) = oneshot::channel();
@@ -220,7 +229,13 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResBody
         Err((status, why)) => return error(&shared, entry, status, &why),
     };
     let created = received.wall_ns / 1_000_000_000;
-    let mut plan = match plan::build(&shared.config, entry.seq, created, &parsed) {
+    let mut plan = match plan::build(
+        &shared.config,
+        entry.seq,
+        created,
+        &parsed,
+        shared.answers.as_ref(),
+    ) {
         Ok(p) => p,
         Err(msg) => return error(&shared, entry, StatusCode::BAD_REQUEST, &msg),
     };

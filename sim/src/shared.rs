@@ -1,6 +1,7 @@
 //! The state every connection of the sim shares: the config, the engine the requests contend
 //! for (prefix cache, prefill lanes), the log and the engine's metrics.
 
+use crate::answers::Answers;
 use crate::cache::PrefixCache;
 use crate::config::SimConfig;
 use crate::log::LogStore;
@@ -19,6 +20,8 @@ pub(crate) struct Shared {
     pub log: LogStore,
     /// vLLM's series, served on `GET /metrics`.
     pub metrics: EngineMetrics,
+    /// The recorded answers of `answer_from`, loaded at start.
+    pub answers: Option<Answers>,
 }
 
 /// The parts of the model that requests contend for; locked once per request at admission
@@ -30,7 +33,11 @@ pub(crate) struct Engine {
 }
 
 impl Shared {
-    pub(crate) fn new(config: SimConfig, keep_log: bool) -> std::io::Result<Shared> {
+    pub(crate) fn new(
+        config: SimConfig,
+        keep_log: bool,
+        answers: Option<Answers>,
+    ) -> std::io::Result<Shared> {
         let cap = if config.cache.enabled {
             config.cache.capacity_tokens
         } else {
@@ -45,6 +52,7 @@ impl Shared {
             log: LogStore::new(keep_log, config.chunk_log.as_deref())?,
             active_decodes: AtomicUsize::new(0),
             metrics: EngineMetrics::new(config.engine_metrics, &config.model),
+            answers,
             config,
         })
     }
