@@ -288,7 +288,7 @@ async fn a_sweep_on_the_sim_gives_the_curve_the_engine_view_and_a_report() {
         String::from_utf8_lossy(&md.stderr)
     );
     let md = String::from_utf8_lossy(&md.stdout);
-    assert!(md.contains("| r8 | high |"), "{md}");
+    assert!(md.contains("| r8 | high_concurrency |"), "{md}");
     let f = read(&out.join("sweep.json"));
     for p in f["points"].as_array().unwrap() {
         let w = &p["wire"];
