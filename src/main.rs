@@ -78,12 +78,30 @@ fn main() -> ExitCode {
     exit(run(cli.command))
 }
 
+/// `tokentap submission`; `write` also judges the curve again from the sweep's files (the points
+/// it wrote), so a tree and its verdict never disagree.
+fn submission(cmd: tokentap_submission::cli::Command) -> anyhow::Result<i32> {
+    let tokentap_submission::cli::Command::Write(o) = &cmd else {
+        return tokentap_submission::cli::run(cmd);
+    };
+    let sweep_dir = o.sweep.clone();
+    let code = tokentap_submission::cli::run(cmd)?;
+    let mut f = tokentap_sweep::SweepFile::load(&sweep_dir)?;
+    f.judge();
+    print!("{}", tokentap_sweep::report::verdict_text(&f));
+    Ok(if f.verdict.verdict.as_str() == "invalid" {
+        code.max(tokentap_submission::cli::EXIT_MISSING)
+    } else {
+        code
+    })
+}
+
 /// Every subcommand the same way: its exit code, or an error (exit 1). The ones that read files
 /// run without a runtime; the long-running ones get one and the shutdown signal.
 fn run(command: Command) -> anyhow::Result<i32> {
     match command {
         Command::Dataset(cmd) => tokentap_dataset::cli::run(cmd),
-        Command::Submission(cmd) => tokentap_submission::cli::run(cmd),
+        Command::Submission(cmd) => submission(cmd),
         Command::Compare(opts) => tokentap_compare::run(*opts),
         Command::Merge(opts) => merge(&opts),
         Command::Report(opts) => report(*opts),

@@ -7,8 +7,10 @@ pub enum Command {
     /// Print a commented submitter file to fill in.
     Template,
     /// Write the submission tree of a sweep directory (`tokentap sweep --out DIR`) without
-    /// running anything. Exit 0 when the tree lacks no fact, 3 when facts are missing (listed
-    /// with the checker rule that needs each), 1 on an error.
+    /// running anything, then judge the curve again from the sweep's files. Exit 0 when the tree
+    /// lacks no fact and the curve is not invalid, 3 when facts are missing (listed with the
+    /// checker rule that needs each) or the curve is invalid (each failed rule under its id), 1 on
+    /// an error.
     Write(WriteOpts),
 }
 

@@ -38,7 +38,7 @@ pub fn terminal_table(file: &SweepFile) -> String {
     let wire = file.points.iter().any(|p| p.wire.is_some());
     let engine = file.points.iter().any(|p| p.engine.is_some());
     let mut s = format!(
-        "{:>6} {:<10} {:<11} {:>11} {:>11} {:>12} {:>11}",
+        "{:>6} {:<16} {:<11} {:>11} {:>11} {:>12} {:>11}",
         "C", "region", "status", "system_tps", "tps/user", "interactiv.", "TTFT p90"
     );
     if wire {
@@ -52,7 +52,7 @@ pub fn terminal_table(file: &SweepFile) -> String {
         let m = p.primary.unwrap_or_default();
         let _ = write!(
             s,
-            "{:>6} {:<10} {:<11} {:>11} {:>11} {:>12} {:>11}",
+            "{:>6} {:<16} {:<11} {:>11} {:>11} {:>12} {:>11}",
             p.concurrency,
             p.region.map_or("–", |r| r.as_str()),
             format!("{:?}", p.status).to_lowercase(),
@@ -87,11 +87,15 @@ pub fn terminal_table(file: &SweepFile) -> String {
 /// The verdict screen: the table, then the curve's verdict with every failed or unevaluated rule.
 pub fn terminal(file: &SweepFile) -> String {
     let mut s = terminal_table(file);
-    let _ = write!(
-        s,
-        "\ncurve: {}",
-        file.verdict.verdict.as_str().to_uppercase()
-    );
+    s.push('\n');
+    s += &verdict_text(file);
+    s
+}
+
+/// The curve's verdict line and every rule, marked ok / FAIL / warn / n/e, under its rule id.
+pub fn verdict_text(file: &SweepFile) -> String {
+    let mut s = String::new();
+    let _ = write!(s, "curve: {}", file.verdict.verdict.as_str().to_uppercase());
     if !file.official {
         let _ = write!(
             s,

@@ -1,0 +1,314 @@
+//! The submission tree judged by the official checker itself: a 7-point sweep on the real sim
+//! answering from the dataset (`answer_from`), C_max above 32, scaled durations, a warmup, a seed
+//! set, a submitter file with docs and power, and SWE-bench figures, written as the tree
+//! (`sweep --submission`), then checked with the pinned `endpoints-submission-cli` and loaded by
+//! `mlperf-viz --strict` (both from PyPI, installed by `scripts/install-test-deps` through
+//! `scripts/submission-checker`). Then one fact removed and one point missing: tokentap and the
+//! checker name the same rule.
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use tokentap_dataset::synth::{synth, SynthConfig};
+use tokentap_sim::{SimConfig, SimServer};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tokentap");
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The checker's venv bin directory, or a failure saying how to install it.
+fn checker_bin() -> PathBuf {
+    let out = Command::new(repo().join("scripts/submission-checker"))
+        .arg("bin")
+        .output()
+        .expect("scripts/submission-checker runs");
+    assert!(
+        out.status.success(),
+        "the official checker is not installed: {}\n=> run scripts/install-test-deps (or scripts/submission-checker install)",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// The checker's JSON report of a submission directory.
+fn check(submission: &Path) -> Value {
+    let out = Command::new(checker_bin().join("endpoints-submission-cli"))
+        .arg("check-submission")
+        .arg(submission)
+        .arg("-j")
+        .output()
+        .expect("endpoints-submission-cli runs");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "checker output is not JSON ({e}): {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn rules(report: &Value, severity: &str) -> BTreeSet<String> {
+    report[severity]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["rule"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let t = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            std::fs::copy(e.path(), t).unwrap();
+        }
+    }
+}
+
+/// A submitter file from `tokentap submission template`, with its placeholders filled and a docs
+/// folder beside it; `drop` removes a top-level key.
+fn submitter(dir: &Path, drop: Option<&str>) -> PathBuf {
+    let out = Command::new(BIN)
+        .args(["submission", "template"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let mut text = String::from_utf8(out.stdout)
+        .unwrap()
+        .replace("https://…", "https://example.com/x")
+        .replace("# docs: ./docs", "docs: ./docs");
+    if let Some(key) = drop {
+        // The key's line and its indented block.
+        let mut kept = Vec::new();
+        let mut skipping = false;
+        for l in text.lines() {
+            if l.starts_with(&format!("{key}:")) {
+                skipping = true;
+                continue;
+            }
+            if skipping && (l.starts_with(' ') || l.is_empty()) {
+                continue;
+            }
+            skipping = false;
+            kept.push(l);
+        }
+        text = kept.join("\n") + "\n";
+    }
+    std::fs::create_dir_all(dir.join("docs")).unwrap();
+    std::fs::write(dir.join("docs/README.md"), "# How we ran it\n").unwrap();
+    let name = format!("submitter-{}.yaml", drop.unwrap_or("full"));
+    std::fs::write(dir.join(&name), text).unwrap();
+    dir.join(name)
+}
+
+#[test]
+fn a_sweep_writes_a_tree_the_official_checker_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Full-size outputs (their mean with the golden tokenizer is inside Qwen's OSL gate), short
+    // trajectories.
+    let data = d.join("dataset.jsonl");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&data).unwrap());
+    synth(
+        &SynthConfig {
+            coding: 3,
+            workflow: 3,
+            scale: 1.0,
+            depth_scale: 0.3,
+            ..SynthConfig::default()
+        },
+        &mut f,
+    )
+    .unwrap();
+    std::io::Write::flush(&mut f).unwrap();
+    drop(f);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut cfg = SimConfig::zero_delay();
+    cfg.answer_from = Some(data.clone());
+    let sim = rt.block_on(SimServer::start(cfg)).unwrap();
+    let sub = submitter(d, None);
+    let tokenizer = repo().join("testdata/golden/mlperf-ea33275/tokenizer");
+    let sweep_dir = d.join("sweep");
+    let tree = d.join("tree");
+    let out = Command::new(BIN)
+        .arg("sweep")
+        .args(["--endpoint", &sim.base_url(), "--dataset"])
+        .arg(&data)
+        .args(["--preset", "qwen", "--tokenizer"])
+        .arg(&tokenizer)
+        .args(["--salt", "--delays", "--delay-scale", "0.01"])
+        .args(["--concurrency", "1,2,4,8,16,20,36", "--c-max", "36"])
+        .args(["--min-duration-scale", "0.0005", "--seed-set", "A"])
+        .args(["--warmup-trajectories", "2", "--swe-bench-accuracy"])
+        .arg("low_latency=0.95,low_concurrency=0.94,med_concurrency=0.93,high_concurrency=0.92")
+        .arg("--out")
+        .arg(&sweep_dir)
+        .arg("--submission")
+        .arg(&tree)
+        .arg("--submitter")
+        .arg(&sub)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    // A tuning sweep (durations scaled, delays scaled) is not valid: 3. Everything else passes.
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("submission tree: "), "{stdout}");
+    let submission = tree.join("my-org/my-org-2026-10");
+    let curve = submission.join("results/my-system/qwen3_6-35b-a3b");
+    for c in [1, 2, 4, 8, 16, 20, 36] {
+        for f in [
+            "point.yaml",
+            "config.yaml",
+            "result_summary.json",
+            "accuracy_results.json",
+            "system_desc.json",
+            "warmup.jsonl",
+        ] {
+            assert!(curve.join(format!("r{c}/{f}")).is_file(), "r{c}/{f}");
+        }
+    }
+    // tokentap's own verdict fails only what the checker cannot see (scaled delays) and the
+    // tuning length; every gate both evaluate passes in both.
+    let sweep: Value =
+        serde_json::from_str(&std::fs::read_to_string(sweep_dir.join("sweep.json")).unwrap())
+            .unwrap();
+    for p in sweep["points"].as_array().unwrap() {
+        for r in p["reasons"].as_array().unwrap() {
+            assert!(r.as_str().unwrap().starts_with("delays:"), "{p}");
+        }
+    }
+    let failed: BTreeSet<&str> = sweep["verdict"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "fail")
+        .map(|r| r["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        failed,
+        BTreeSet::from(["official_length", "point_validity"]),
+        "{stdout}"
+    );
+
+    // The checker: no error; the warnings of a short tuning run, by rule id.
+    let report = check(&submission);
+    assert_eq!(rules(&report, "errors"), BTreeSet::new(), "{report:#}");
+    let warnings = rules(&report, "warnings");
+    assert!(warnings.contains("point-duration"), "{warnings:?}");
+    let expected: BTreeSet<String> = ["point-duration", "steady-state-basis", "warmup-salt"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert!(warnings.is_subset(&expected), "{warnings:?}");
+    // One point-duration warning per point: each is short of its own minimum.
+    let short = report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["rule"] == "point-duration")
+        .count();
+    assert_eq!(short, 7);
+    // The gates the checker applies pass at every point (inline accuracy from the recorded
+    // answers, the full-run OSL with the golden tokenizer).
+    for id in [
+        "agentic-accuracy-inline",
+        "agentic-osl-range",
+        "accuracy-coverage",
+    ] {
+        let seen = report["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["rule"] == id)
+            .count();
+        assert!(seen > 0, "the checker ran {id}");
+    }
+
+    // The viewer reads the tree without a structural warning.
+    let bundle = d.join("bundle.json");
+    let viz = Command::new(checker_bin().join("mlperf-viz"))
+        .arg(&tree)
+        .arg("--strict")
+        .arg("--export")
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert!(
+        viz.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&viz.stdout),
+        String::from_utf8_lossy(&viz.stderr)
+    );
+    let b: Value = serde_json::from_str(&std::fs::read_to_string(&bundle).unwrap()).unwrap();
+    assert_eq!(b["runs"].as_array().unwrap().len(), 7);
+
+    // One fact removed: without the power descriptor, tokentap refuses the submitter file and the
+    // checker fails the tree, both under `power-descriptor`.
+    let no_power = submitter(d, Some("system_power"));
+    let o = Command::new(BIN)
+        .args(["submission", "write"])
+        .arg(&sweep_dir)
+        .arg("--out")
+        .arg(d.join("tree-no-power"))
+        .arg("--submitter")
+        .arg(&no_power)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("`system_power` is missing") && err.contains("power-descriptor"),
+        "{err}"
+    );
+    let cut = d.join("cut");
+    copy_dir(&tree, &cut);
+    std::fs::remove_file(cut.join("my-org/my-org-2026-10/results/my-system/system_power.json"))
+        .unwrap();
+    let report = check(&cut.join("my-org/my-org-2026-10"));
+    assert_eq!(
+        rules(&report, "errors"),
+        BTreeSet::from(["power-descriptor".to_string()])
+    );
+
+    // One point missing: the only medium-concurrency point (8) dropped from the sweep; the tree
+    // written again without it fails `med-concurrency-coverage` in tokentap and in the checker.
+    let mut s = sweep.clone();
+    s["points"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|p| p["concurrency"] != 8);
+    std::fs::write(
+        sweep_dir.join("sweep.json"),
+        serde_json::to_string_pretty(&s).unwrap(),
+    )
+    .unwrap();
+    let short_tree = d.join("tree-6");
+    let o = Command::new(BIN)
+        .args(["submission", "write"])
+        .arg(&sweep_dir)
+        .arg("--out")
+        .arg(&short_tree)
+        .arg("--submitter")
+        .arg(&sub)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{text}");
+    assert!(text.contains("FAIL med-concurrency-coverage"), "{text}");
+    let report = check(&short_tree.join("my-org/my-org-2026-10"));
+    let errors = rules(&report, "errors");
+    assert!(errors.contains("med-concurrency-coverage"), "{errors:?}");
+    rt.block_on(sim.shutdown());
+}
