@@ -179,6 +179,24 @@ fn a_sweep_writes_a_tree_the_official_checker_accepts() {
             assert!(curve.join(format!("r{c}/{f}")).is_file(), "r{c}/{f}");
         }
     }
+    // Steady state (§4.4): the reference does not detect it for agentic runs, so no point
+    // declares a window and the official basis is the whole run — the checker's fallback.
+    for c in [1, 36] {
+        let summary: Value = serde_json::from_str(
+            &std::fs::read_to_string(sweep_dir.join(format!("r{c}/summary.json"))).unwrap(),
+        )
+        .unwrap();
+        let ss = &summary["steady_state"];
+        assert_eq!(ss["official"], false, "{ss}");
+        assert_eq!(ss["basis"], "whole_run");
+        assert!(ss["natl"]["n_trajectories"].as_u64() > Some(0), "{ss}");
+        assert_eq!(
+            ss["window"]["found"], false,
+            "a short run has no window: {ss}"
+        );
+        let point = std::fs::read_to_string(curve.join(format!("r{c}/point.yaml"))).unwrap();
+        assert!(!point.contains("steady_state"), "{point}");
+    }
     // tokentap's own verdict fails only what the checker cannot see (scaled delays) and the
     // tuning length; every gate both evaluate passes in both.
     let sweep: Value =

@@ -45,6 +45,7 @@ pub mod pyjson;
 pub mod result_summary;
 pub mod scorer;
 pub mod seeds;
+pub mod steady_state;
 pub mod template;
 pub mod tokenizer;
 pub mod validity;

@@ -28,6 +28,8 @@ pub struct Window {
     /// Tracked ok turns by the source of their OSL.
     pub osl_sources: BTreeMap<CountSource, u64>,
     pub isl_sources: BTreeMap<CountSource, u64>,
+    /// Every tracked sample, for the steady-state detector ([`crate::steady_state`]).
+    pub steady_samples: Vec<crate::steady_state::Sample>,
 }
 
 impl Window {
@@ -41,6 +43,7 @@ impl Window {
         if r.in_window != Some(true) || !issued(r) {
             return;
         }
+        self.steady_samples.push(steady_sample(r));
         let inp = &mut self.inputs;
         inp.issued += 1;
         let m = &r.measured;
@@ -96,7 +99,42 @@ impl Window {
             .map(|r| r.avg)
     }
 
+    /// The steady-state view of the tracked samples (an agentic run: the reference's
+    /// experimental NATL and its window detector as tokentap's diagnostic), `concurrency`
+    /// trajectories at a time over `dataset_size` trajectories a pass.
+    pub fn steady_state(
+        &self,
+        concurrency: u64,
+        dataset_size: u64,
+    ) -> crate::steady_state::AgenticSteadyState {
+        crate::steady_state::AgenticSteadyState::of(&self.steady_samples, concurrency, dataset_size)
+    }
+
     pub fn primary(&self) -> Primary {
         Primary::compute(&self.inputs)
+    }
+}
+
+fn steady_sample(r: &TurnRecord) -> crate::steady_state::Sample {
+    let m = &r.measured;
+    let done = r.status != Status::Cancelled;
+    let end = r.end_ns.filter(|_| done);
+    let ok = r.status == Status::Ok;
+    crate::steady_state::Sample {
+        issue_ns: r.start_mono_ns,
+        ttft_ns: m.ttft_ns.map(|t| t as f64),
+        latency_ns: end.map(|e| e as f64),
+        tpot: match (ok, m.ttft_ns, end, r.tpot_tokens) {
+            (true, Some(first), Some(e), Some(tokens)) if e > first => {
+                Some(((e - first) as f64, tokens))
+            }
+            _ => None,
+        },
+        trajectory: format!(
+            "{}#{}",
+            r.conversation_id.as_deref().unwrap_or(""),
+            r.pass.unwrap_or(0)
+        ),
+        output_tokens: if ok { r.osl } else { None },
     }
 }

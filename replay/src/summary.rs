@@ -33,6 +33,10 @@ pub struct Summary {
     /// The benchmark's own numbers (MLPerf Endpoints reference definitions).
     pub mlperf: Mlperf,
     pub validity: Validity,
+    /// The rules' steady-state window (§4.4) for this agentic point: not official (the
+    /// reference's detector does not support agentic runs), the reference's experimental NATL,
+    /// and the window detector as tokentap's diagnostic.
+    pub steady_state: tokentap_mlperf::steady_state::AgenticSteadyState,
     pub run: RunInfo,
     pub window: Window,
     pub counts: Counts,
@@ -449,12 +453,17 @@ impl Summary {
             retries: agg.retries,
         };
 
+        let steady_state = agg
+            .reference
+            .window
+            .steady_state(cfg.point_concurrency(), f.dataset_size);
         let (mlperf, inputs) = Mlperf::of(&mut agg, &cfg, &f);
         let validity = validity(&cfg, &agg, &f, &accuracy, &mlperf);
         let summary = Summary {
             tokentap_version: env!("CARGO_PKG_VERSION"),
             mlperf,
             validity,
+            steady_state,
             run: RunInfo {
                 start: f.start,
                 end: f.end,
@@ -633,6 +642,67 @@ impl Summary {
         }
         for n in &v.notes {
             let _ = writeln!(s, "  note: {n}");
+        }
+        self.text_steady_state(s);
+    }
+
+    /// The steady-state lines: why the official basis is the whole run, NATL, the window.
+    fn text_steady_state(&self, s: &mut String) {
+        let ss = &self.steady_state;
+        let _ = writeln!(
+            s,
+            "steady state (rules §4.4): not detected for agentic runs by the reference; the numbers above are the whole run's"
+        );
+        let n = &ss.natl;
+        let _ = writeln!(
+            s,
+            "  NATL (the reference's experimental per-trajectory tok/s, not for submissions): p50 {:.1} p90 {:.1} over {} trajectories; across {} super-passes of {} CoV {:.3}: {}",
+            n.p50,
+            n.p90,
+            n.n_trajectories,
+            n.n_super_passes,
+            n.superpass_trajectories,
+            n.across_cov,
+            if n.found { "steady" } else { "not steady" }
+        );
+        let w = &ss.window;
+        match (&w.window, w.found) {
+            (Some(win), true) => {
+                let _ = writeln!(
+                    s,
+                    "  window (tokentap's diagnostic, the reference's detector on agentic turns): super-passes {}..{} after {} warmup, {} samples; system {:.1} tok/s, per user {:.1} tok/s",
+                    win.sp_lo,
+                    win.sp_hi - 1,
+                    w.warmup,
+                    win.n_samples,
+                    w.tps_system.map_or(0.0, |t| t.0),
+                    w.tps_per_user.map_or(0.0, |t| t.0)
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    s,
+                    "  window (tokentap's diagnostic): not found over {} super-passes of {} samples: {}",
+                    w.n_super_passes,
+                    w.superpass_size,
+                    w.reason.as_deref().unwrap_or("-")
+                );
+            }
+        }
+        if w.anomaly.detected {
+            let _ = writeln!(
+                s,
+                "  anomaly: TPOT level shift of {:+.1} % at super-pass {}",
+                w.anomaly.delta_pct,
+                w.anomaly.change_point_sp.unwrap_or(0)
+            );
+        }
+        if !w.drifting_up.is_empty() {
+            let _ = writeln!(
+                s,
+                "  drifting up after the window: {}",
+                w.drifting_up.join(", ")
+            );
         }
     }
 

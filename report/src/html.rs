@@ -76,6 +76,7 @@ pub fn render(run: &Run) -> String {
     );
     mlperf_section(&mut o, run);
     verdict_section(&mut o, run);
+    steady_state_section(&mut o, run);
     summary_section(&mut o, run);
     plots_section(&mut o, run);
     compare_section(&mut o, run);
@@ -185,6 +186,53 @@ fn verdict_section(o: &mut String, run: &Run) {
 
 fn f(v: &Value) -> String {
     v.as_f64().map(num).unwrap_or_else(|| "–".into())
+}
+
+/// The steady-state basis (rules §4.4): whole run for an agentic point, with the reference's
+/// experimental NATL and tokentap's window diagnostic.
+fn steady_state_section(o: &mut String, run: &Run) {
+    let ss = &run.summary["steady_state"];
+    if !ss.is_object() {
+        return;
+    }
+    let _ = write!(
+        o,
+        r#"<h2>Steady state</h2><p id="steady-state">Official basis: <b>{}</b>. <span class="muted">{}</span></p>"#,
+        esc(ss["basis"].as_str().unwrap_or("?")),
+        esc(ss["note"].as_str().unwrap_or(""))
+    );
+    let n = &ss["natl"];
+    let _ = write!(
+        o,
+        r#"<table id="natl"><tr><th>NATL (experimental), tok/s per trajectory</th><th>trajectories</th><th>p10</th><th>p50</th><th>p90</th><th>super-passes of {}</th><th>across CoV</th><th>steady</th></tr><tr><td></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>"#,
+        f(&n["superpass_trajectories"]),
+        f(&n["n_trajectories"]),
+        f(&n["p10"]),
+        f(&n["p50"]),
+        f(&n["p90"]),
+        f(&n["n_super_passes"]),
+        f(&n["across_cov"]),
+        if n["found"] == true { "yes" } else { "no" }
+    );
+    let w = &ss["window"];
+    let text = if w["found"] == true {
+        format!(
+            "super-passes {}–{} after a warmup of {}, {} samples; system {} tok/s, per user {} tok/s",
+            f(&w["window"]["sp_lo"]),
+            f(&w["window"]["sp_hi"]),
+            f(&w["warmup"]),
+            f(&w["window"]["n_samples"]),
+            f(&w["tps_system"][0]),
+            f(&w["tps_per_user"][0])
+        )
+    } else {
+        format!("not found: {}", w["reason"].as_str().unwrap_or("-"))
+    };
+    let _ = write!(
+        o,
+        r#"<p id="steady-window">Window (tokentap's diagnostic, the reference's detector over the agentic turns): {}</p>"#,
+        esc(&text)
+    );
 }
 
 fn summary_section(o: &mut String, run: &Run) {
