@@ -28,6 +28,11 @@
 //! TPOT, latency percentiles pooled over the window's samples; per-user TPS = 1e9 / mean TPOT;
 //! system TPS = output tokens / issue span, with batch-means 95 % intervals.
 //!
+//! The tests port the reference's own cases (its `test_steady_state_diagnostics.py`: the trend
+//! tests on lines and a sawtooth, Pettitt, batch means, admissibility and the effect floor,
+//! plateau segmentation, level shifts, warmup, the three minimum-duration terms) with their
+//! inputs and expectations.
+//!
 //! Where tokentap's inputs differ: TPOT's token count is the record's `tpot_tokens` (the
 //! reference's own counting, through the chat template for reasoning and tool calls); the
 //! diagnostic script tokenizes the plain text after the first chunk. CoV and the trend tests
@@ -306,6 +311,14 @@ fn ranks_of(v: &[f64]) -> Vec<f64> {
         r[i] = (rank + 1) as f64;
     }
     r
+}
+
+/// Plain Mann–Kendall (α 0.05).
+pub fn mann_kendall(v: &[f64]) -> Trend {
+    if v.len() < MIN_TREND_N {
+        return Trend::Insufficient;
+    }
+    mk_verdict(mk_s(v), mk_variance(v), 0.05)
 }
 
 /// Mann–Kendall with the Hamed–Rao autocorrelation correction (α 0.05).
@@ -738,7 +751,20 @@ fn global_trend(series: &[SuperPass]) -> Vec<(&'static str, Trend)> {
 /// `compute_steady_state_metrics` with its defaults: auto warmup on TPOT p50 with a 5 % band,
 /// the Hamed–Rao gate, CoV bounds `cov_bounds`, the minimum duration enforced).
 pub fn detect(full: &[SuperPass], superpass_size: usize, cov_bounds: &[f64]) -> Steady {
-    let warmup = adaptive_warmup(full, 0.05);
+    analyse(full, superpass_size, cov_bounds, None, true)
+}
+
+/// [`detect`] with the reference's two knobs: a fixed `warmup` (`None`: the adaptive crop)
+/// and whether a plateau shorter than its minimum duration is refused (`enforce_min_duration`)
+/// or reported with `short_window` saying so.
+pub fn analyse(
+    full: &[SuperPass],
+    superpass_size: usize,
+    cov_bounds: &[f64],
+    warmup: Option<usize>,
+    enforce_min_duration: bool,
+) -> Steady {
+    let warmup = warmup.unwrap_or_else(|| adaptive_warmup(full, 0.05));
     let series = if warmup < full.len() {
         &full[warmup..]
     } else {
@@ -793,7 +819,11 @@ pub fn detect(full: &[SuperPass], superpass_size: usize, cov_bounds: &[f64]) -> 
         .iter()
         .map(|&(lo, hi)| min_steady_duration(&series[lo..hi]))
         .collect();
-    let sel = shorts.iter().position(|s| !s.is_short);
+    let sel = if enforce_min_duration {
+        shorts.iter().position(|s| !s.is_short)
+    } else {
+        Some(0)
+    };
     let report = sel.unwrap_or_else(|| {
         (0..plateaus.len())
             .max_by(|&a, &b| {
@@ -1113,5 +1143,231 @@ mod tests {
         assert_eq!((n.n_trajectories, n.n_super_passes), (70, 2));
         assert_eq!((n.p50, n.across_cov), (100.0, 0.0));
         assert!(n.found);
+    }
+
+    // ---- The reference's own cases (tests/unit/metrics/test_steady_state_diagnostics.py in
+    // mlcommons/endpoints), ported with their inputs and expectations.
+
+    const BOUNDS: [f64; 3] = [0.03, 0.05, 0.08];
+
+    /// `_mk_series`: per super-pass (tpot, ttft), 40 samples each, issue span 100 ns.
+    fn mk_series(levels: &[(f64, f64)]) -> Vec<SuperPass> {
+        levels
+            .iter()
+            .enumerate()
+            .map(|(i, &(tp, tt))| SuperPass {
+                n_issued: 40,
+                first_issue_ns: i as i64 * 1000,
+                last_issue_ns: i as i64 * 1000 + 100,
+                ttft_ns: vec![tt; 40],
+                tpot_ns: vec![tp; 40],
+                latency_ns: vec![tp + tt; 40],
+                out_tokens: 400,
+            })
+            .collect()
+    }
+
+    /// `_spanned_series`: explicit wall time per super-pass.
+    fn spanned(n: usize, per_sp_span_s: f64, latency_s: f64) -> Vec<SuperPass> {
+        (0..n)
+            .map(|i| {
+                let t = i as f64 * per_sp_span_s;
+                SuperPass {
+                    n_issued: 40,
+                    first_issue_ns: (t * 1e9) as i64,
+                    last_issue_ns: ((t + per_sp_span_s) * 1e9) as i64,
+                    ttft_ns: vec![50.0; 40],
+                    tpot_ns: vec![100.0; 40],
+                    latency_ns: vec![latency_s * 1e9; 40],
+                    out_tokens: 400,
+                }
+            })
+            .collect()
+    }
+
+    fn analyse0(s: &[SuperPass], enforce: bool) -> Steady {
+        analyse(s, 40, &BOUNDS, Some(0), enforce)
+    }
+
+    fn admissible(s: &[SuperPass], lo: usize, hi: usize) -> bool {
+        window_gate(&s[lo..hi], &BOUNDS) == Gate::Ok
+    }
+
+    #[test]
+    fn reference_trend_cases() {
+        let up: Vec<f64> = (0..12).map(f64::from).collect();
+        let down: Vec<f64> = (0..12).map(|i| f64::from(11 - i)).collect();
+        let flat = [5.0; 12];
+        assert_eq!(mann_kendall(&up), Trend::Up);
+        assert_eq!(mann_kendall(&down), Trend::Down);
+        assert_eq!(mann_kendall(&flat), Trend::Steady);
+        assert_eq!(mk_hamed_rao(&up), Trend::Up);
+        // A sawtooth fools plain MK; the Hamed–Rao correction refuses it.
+        let saw = [
+            0.0, 20.0, 2.0, 22.0, 4.0, 24.0, 6.0, 26.0, 8.0, 28.0, 10.0, 30.0,
+        ];
+        assert_eq!(mann_kendall(&saw), Trend::Up);
+        assert_eq!(mk_hamed_rao(&saw), Trend::Steady);
+        assert_eq!(mann_kendall(&[1.0, 2.0, 3.0]), Trend::Insufficient);
+        let mut shift = vec![0.0; 8];
+        shift.extend([10.0; 8]);
+        let p = pettitt(&shift);
+        assert!(p.significant);
+        assert_eq!(p.change_point, 8);
+        assert!(!pettitt(&[5.0; 16]).significant);
+        assert_eq!(batch_means_ci(&[10.0; 4]), (10.0, 10.0));
+        let (lo, hi) = batch_means_ci(&[8.0, 10.0, 12.0, 10.0]);
+        assert!(lo < 10.0 && 10.0 < hi);
+        assert_eq!(percentile_lower(&[1.0, 2.0, 3.0, 4.0], 0.99), 3.0);
+    }
+
+    #[test]
+    fn reference_admissibility_and_plateaus() {
+        let mut levels = vec![(100.0, 50.0); 4];
+        levels.extend([(200.0, 60.0); 4]);
+        let s = mk_series(&levels);
+        assert!(admissible(&s, 0, 4));
+        assert!(!admissible(&s, 2, 6), "a window across the jump");
+        let small = mk_series(&[100.0, 100.6, 101.2, 101.8, 102.4, 103.0].map(|t| (t, 50.0)));
+        assert!(
+            admissible(&small, 0, 6),
+            "3 % drift is under the effect floor"
+        );
+        let big = mk_series(&[100.0, 103.0, 106.0, 109.0, 112.0, 115.0].map(|t| (t, 50.0)));
+        assert!(!admissible(&big, 0, 6), "15 % drift breaks");
+        let mut stairs = vec![(100.0, 50.0); 6];
+        stairs.extend([(200.0, 60.0); 6]);
+        let s = mk_series(&stairs);
+        let plateaus = segment_plateaus(&s, &BOUNDS);
+        assert_eq!(plateaus, vec![(0, 6), (6, 12)]);
+        let shift = level_shift(&s, &plateaus, 0);
+        assert!(shift.detected);
+        assert_eq!(shift.change_point_sp, Some(6));
+        assert!(shift.delta_pct > 0.0);
+        let flat = mk_series(&[(100.0, 50.0); 8]);
+        assert_eq!(segment_plateaus(&flat, &BOUNDS), vec![(0, 8)]);
+        assert!(!level_shift(&flat, &segment_plateaus(&flat, &BOUNDS), 0).detected);
+    }
+
+    #[test]
+    fn reference_steady_state_cases() {
+        // TTFT ramps, TPOT flat: TTFT does not gate, but it is warned as drifting up.
+        let s = mk_series(
+            &(0..8)
+                .map(|i| (100.0, 50.0 + 15.0 * i as f64))
+                .collect::<Vec<_>>(),
+        );
+        assert!(admissible(&s, 0, 8));
+        let ss = analyse0(&s, false);
+        assert!(ss.found);
+        assert!(ss.drifting_up.contains(&"ttft_p50"));
+        assert!(!ss.drifting_up.contains(&"tpot_p50"));
+        // The first plateau is the result; the step after it is the anomaly.
+        let mut stairs = vec![(100.0, 50.0); 6];
+        stairs.extend([(200.0, 60.0); 6]);
+        let ss = analyse0(&mk_series(&stairs), false);
+        let w = ss.window.clone().unwrap();
+        assert!(ss.found);
+        assert_eq!((w.sp_lo, w.sp_hi), (0, 6));
+        assert!(ss.tps_per_user.unwrap().0 > 0.0 && ss.tps_system.unwrap().0 > 0.0);
+        assert_eq!(ss.ttft_ns.unwrap().count, 240);
+        assert!(ss.anomaly.detected);
+        // Window bounds and pooled latency.
+        let s = mk_series(&[(100.0, 50.0); 6]);
+        let ss = analyse0(&s, false);
+        let w = ss.window.unwrap();
+        assert_eq!(
+            (w.start_ns, w.end_ns),
+            (s[0].first_issue_ns, s[5].last_issue_ns)
+        );
+        assert_eq!(ss.latency_ns.unwrap().p50, 150.0);
+        // A drifting run names the drifter.
+        let ss = analyse0(
+            &mk_series(
+                &(0..8)
+                    .map(|i| (10.0 * (i + 1) as f64, 50.0))
+                    .collect::<Vec<_>>(),
+            ),
+            true,
+        );
+        assert!(!ss.found);
+        assert!(ss.reason.unwrap().contains("trends across the run"));
+        // A flat but noisy run: no plateau, rejected on CoV.
+        let ss = analyse0(
+            &mk_series(
+                &(0..8)
+                    .map(|i| (if i % 2 == 1 { 50.0 } else { 60.0 }, 50.0))
+                    .collect::<Vec<_>>(),
+            ),
+            true,
+        );
+        assert!(!ss.found);
+        assert!(ss.reason.unwrap().contains("CoV"));
+        // Never settles.
+        let ss = analyse0(
+            &mk_series(
+                &(0..8)
+                    .map(|i| (100.0 + 20.0 * i as f64, 50.0))
+                    .collect::<Vec<_>>(),
+            ),
+            false,
+        );
+        assert!(!ss.found);
+        // Local plateau, then a global TPOT ramp: found, no anomaly, drifting up.
+        let mut lv = vec![(100.0, 50.0); 6];
+        lv.extend((1..8).map(|i| (100.0 + 25.0 * i as f64, 50.0)));
+        let ss = analyse0(&mk_series(&lv), false);
+        let w = ss.window.clone().unwrap();
+        assert!(ss.found);
+        assert_eq!((w.sp_lo, w.sp_hi), (0, 6));
+        assert!(!ss.anomaly.detected);
+        assert!(ss.drifting_up.contains(&"tpot_p50"));
+        assert!(!ss.drifting_up.contains(&"ttft_p50"));
+        assert!(analyse0(&mk_series(&[(100.0, 50.0); 8]), false)
+            .drifting_up
+            .is_empty());
+    }
+
+    #[test]
+    fn reference_warmup_and_duration_cases() {
+        let mut lv = vec![(20.0, 50.0), (30.0, 50.0), (40.0, 50.0)];
+        lv.extend([(50.0, 50.0); 7]);
+        assert_eq!(adaptive_warmup(&mk_series(&lv), 0.05), 3);
+        assert_eq!(adaptive_warmup(&mk_series(&[(50.0, 50.0); 8]), 0.05), 1);
+        let ramp: Vec<(f64, f64)> = (0..10).map(|i| (10.0 * (i + 1) as f64, 50.0)).collect();
+        assert_eq!(adaptive_warmup(&mk_series(&ramp), 0.05), 5);
+
+        let sw = min_steady_duration(&spanned(6, 1.0, 0.1));
+        assert_eq!(
+            (sw.dominant, sw.min_duration_s, sw.kstar, sw.is_short),
+            ("floor", 600.0, 4, true)
+        );
+        let sw = min_steady_duration(&spanned(6, 1.0, 200.0));
+        assert_eq!(sw.dominant, "relaxation");
+        assert!((sw.min_duration_s - 1000.0).abs() < 1e-3);
+        let mut noisy = spanned(8, 50.0, 0.1);
+        for (i, sp) in noisy.iter_mut().enumerate() {
+            sp.tpot_ns = vec![if i % 2 == 0 { 100.0 } else { 160.0 }; 40];
+        }
+        let sw = min_steady_duration(&noisy);
+        assert!(sw.kstar > 4);
+        assert_eq!(sw.dominant, "precision");
+        let sw = min_steady_duration(&spanned(4, 200.0, 1.0));
+        assert_eq!(
+            (sw.kstar, sw.dominant, sw.min_duration_s, sw.is_short),
+            (4, "floor", 600.0, false)
+        );
+        assert!(!min_steady_duration(&spanned(6, 120.0, 1.0)).is_short);
+
+        let flat = mk_series(&[(100.0, 50.0); 8]);
+        let ss = analyse0(&flat, true);
+        assert!(!ss.found);
+        assert!(ss.reason.unwrap().contains("too short"));
+        assert!(ss.short_window.unwrap().is_short);
+        assert!(ss.window.is_some(), "kept for context");
+        let ss = analyse0(&flat, false);
+        assert!(ss.found && ss.short_window.unwrap().is_short);
+        let ss = analyse0(&spanned(8, 120.0, 1.0), true);
+        assert!(ss.found && !ss.short_window.unwrap().is_short);
     }
 }

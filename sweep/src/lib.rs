@@ -72,7 +72,7 @@ pub struct Opts {
     /// (one ultra-low point and the rest spread evenly over low, medium and high).
     #[arg(long, env = "TOKENTAP_SWEEP_C_MAX", value_name = "N")]
     pub c_max: Option<u64>,
-    /// Points of the proposed plan (7 to 32; default 7, the minimum 1 + 3 + 3).
+    /// Points of the proposed plan (7 to 32; default 7, the minimum).
     #[arg(long, env = "TOKENTAP_SWEEP_POINTS", value_name = "K")]
     pub points: Option<usize>,
     /// Print the regions and the plan, write OUT/sweep.json, and run nothing.
