@@ -188,6 +188,27 @@ fn f(v: &Value) -> String {
     v.as_f64().map(num).unwrap_or_else(|| "–".into())
 }
 
+/// The steady-state window on the time plots, when tokentap's diagnostic found one: its issue
+/// span, in seconds since the run's start.
+fn steady_band(run: &Run) -> Vec<(f64, f64, String)> {
+    let w = &run.summary["steady_state"]["window"];
+    if w["found"] != true {
+        return Vec::new();
+    }
+    let t0 = run.t0() as f64;
+    match (
+        w["window"]["start_ns"].as_f64(),
+        w["window"]["end_ns"].as_f64(),
+    ) {
+        (Some(a), Some(b)) => vec![(
+            (a - t0) / 1e9,
+            (b - t0) / 1e9,
+            "steady window (diagnostic)".into(),
+        )],
+        _ => Vec::new(),
+    }
+}
+
 /// The steady-state basis (rules §4.4): whole run for an agentic point, with the reference's
 /// experimental NATL and tokentap's window diagnostic.
 fn steady_state_section(o: &mut String, run: &Run) {
@@ -219,7 +240,9 @@ fn steady_state_section(o: &mut String, run: &Run) {
         format!(
             "super-passes {}–{} after a warmup of {}, {} samples; system {} tok/s, per user {} tok/s",
             f(&w["window"]["sp_lo"]),
-            f(&w["window"]["sp_hi"]),
+            w["window"]["sp_hi"]
+                .as_u64()
+                .map_or("–".into(), |h| h.saturating_sub(1).to_string()),
             f(&w["warmup"]),
             f(&w["window"]["n_samples"]),
             f(&w["tps_system"][0]),
@@ -329,7 +352,7 @@ fn plots_section(o: &mut String, run: &Run) {
     let (tps, share) = run.over_time();
     o.push_str(
         &Lines {
-            bands: Vec::new(),
+            bands: steady_band(run),
             name: "output_tps",
             title: "Output tokens/s over time (by completion)",
             x_label: "seconds since run start",
@@ -341,7 +364,7 @@ fn plots_section(o: &mut String, run: &Run) {
     );
     o.push_str(
         &Lines {
-            bands: Vec::new(),
+            bands: steady_band(run),
             name: "cached_share",
             title: "Cached-token share over time (needs usage)",
             x_label: "seconds since run start",
@@ -522,5 +545,54 @@ fn value_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(summary: Value) -> Run {
+        Run {
+            dir: std::path::PathBuf::from("."),
+            records: Vec::new(),
+            summary,
+            config: Value::Null,
+            compare: None,
+        }
+    }
+
+    #[test]
+    fn the_steady_window_is_a_band_in_run_seconds_and_a_line_of_its_own() {
+        let mut s = json!({
+            "run": {"start": {"mono_ns": 1_000_000_000u64}},
+            "steady_state": {
+                "basis": "whole_run", "note": "agentic: <not official>",
+                "natl": {"n_trajectories": 3, "superpass_trajectories": 32, "found": false},
+                "window": {"found": true, "warmup": 1,
+                           "window": {"sp_lo": 0, "sp_hi": 5, "n_samples": 40,
+                                      "start_ns": 11_000_000_000u64, "end_ns": 71_000_000_000u64},
+                           "tps_system": [975.9, [968.0, 983.0]], "tps_per_user": [130.1, [129.0, 131.0]]}
+            }
+        });
+        assert_eq!(
+            steady_band(&run(s.clone())),
+            vec![(10.0, 70.0, "steady window (diagnostic)".to_string())]
+        );
+        let mut o = String::new();
+        steady_state_section(&mut o, &run(s.clone()));
+        assert!(o.contains("Official basis: <b>whole_run</b>"), "{o}");
+        assert!(o.contains("&lt;not official&gt;"), "escaped: {o}");
+        assert!(
+            o.contains("super-passes 0–4") && o.contains("system 976 tok/s"),
+            "{o}"
+        );
+        s["steady_state"]["window"]["found"] = json!(false);
+        s["steady_state"]["window"]["reason"] = json!("too short");
+        assert!(steady_band(&run(s.clone())).is_empty());
+        let mut o = String::new();
+        steady_state_section(&mut o, &run(s));
+        assert!(o.contains("not found: too short"), "{o}");
     }
 }
