@@ -275,6 +275,16 @@ fn demo_runs_end_to_end_and_writes_a_complete_run() {
 
 #[test]
 fn replay_interrupted_stops_cancels_in_flight_and_writes_every_record() {
+    replay_stopped_by("-INT");
+}
+
+/// A closed terminal or SSH session sends SIGHUP: the same clean stop, nothing lost.
+#[test]
+fn replay_hung_up_stops_like_interrupted_and_writes_every_record() {
+    replay_stopped_by("-HUP");
+}
+
+fn replay_stopped_by(sig: &str) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut cfg = tokentap_sim::SimConfig::zero_delay();
     cfg.timing.decode_ms = 20.0; // slow enough that turns are in flight when the signal comes
@@ -338,7 +348,7 @@ fn replay_interrupted_stops_cancels_in_flight_and_writes_every_record() {
         );
         std::thread::yield_now();
     }
-    signal(child.id(), "-INT");
+    signal(child.id(), sig);
     let out = child.wait_with_output().unwrap();
     assert_eq!(
         out.status.code(),
@@ -380,6 +390,16 @@ fn replay_interrupted_stops_cancels_in_flight_and_writes_every_record() {
 /// stream finish within `--grace`, writes its record and exits 0.
 #[test]
 fn proxy_cli_drains_a_stream_in_flight_on_sigterm_and_records_it() {
+    proxy_drains_on("-TERM");
+}
+
+/// SIGHUP (the terminal closed) drains like SIGTERM: the stream finishes, its record is written.
+#[test]
+fn proxy_cli_drains_a_stream_in_flight_on_sighup_and_records_it() {
+    proxy_drains_on("-HUP");
+}
+
+fn proxy_drains_on(sig: &str) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut cfg = tokentap_sim::SimConfig::zero_delay();
     cfg.timing.decode_ms = 10.0; // ~0.4 s of streaming: in flight when the signal comes
@@ -423,7 +443,7 @@ fn proxy_cli_drains_a_stream_in_flight_on_sigterm_and_records_it() {
         assert!(Instant::now() < deadline, "the stream never started");
         std::thread::yield_now();
     }
-    signal(child.id(), "-TERM");
+    signal(child.id(), sig);
     let resp = client.join().unwrap();
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
     assert!(

@@ -739,3 +739,71 @@ async fn a_sharded_sweep_runs_its_points_together_and_merges_point_by_point() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("merged 2 shard sweeps"));
 }
+
+/// SIGHUP (a closed terminal) mid-point: the same clean stop as Ctrl-C — exit 130, the point
+/// marked interrupted in `sweep.json`, every turn it started recorded, its summary written.
+#[test]
+fn a_hung_up_sweep_stops_cleanly_and_loses_nothing() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut cfg = sim_config();
+    cfg.timing.decode_ms = 20.0; // in flight when the signal comes
+    cfg.output.mean_tokens = 100.0;
+    cfg.output.max_tokens = 200;
+    let sim = rt.block_on(SimServer::start(cfg)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d.jsonl");
+    write_dataset(&data, 1, 4);
+    let out = dir.path().join("s");
+    let child = Command::new(BIN)
+        .arg("sweep")
+        .args(args(&sim, &data, &out, "2,4"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The real event: two responses of the first point are streaming.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while sim
+        .log()
+        .iter()
+        .filter(|r| r.status == 200 && !r.finished)
+        .count()
+        < 2
+    {
+        assert!(std::time::Instant::now() < deadline, "no stream started");
+        std::thread::yield_now();
+    }
+    let st = Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let f = read(&out.join("sweep.json"));
+    assert_eq!(f["points"][0]["status"], "interrupted", "{f}");
+    assert_eq!(f["points"][1]["status"], "pending", "{f}");
+    let records = std::fs::read_to_string(out.join("r2/records.jsonl")).unwrap();
+    let cancelled = records
+        .lines()
+        .filter(|l| l.contains("\"cancelled\""))
+        .count();
+    assert_eq!(
+        cancelled, 2,
+        "the two streams in flight are recorded: {records}"
+    );
+    assert!(out.join("r2/summary.json").is_file());
+    // Every request the server saw has a record.
+    let sent = records
+        .lines()
+        .filter(|l| !l.contains("\"aborted\""))
+        .count();
+    assert_eq!(sent, sim.log().len());
+    rt.block_on(sim.shutdown());
+}

@@ -90,7 +90,7 @@ pub struct Opts {
     /// Extra CA certificate (PEM) trusted for https upstreams, besides the system roots.
     #[arg(long, env = "TOKENTAP_PROXY_UPSTREAM_CA")]
     pub upstream_ca: Option<PathBuf>,
-    /// On SIGTERM, let in-flight streams finish for this many seconds, then cut them.
+    /// On SIGTERM (or SIGHUP, Ctrl-C), let in-flight streams finish for this many seconds, then cut them.
     #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_GRACE", default_value_t = defaults::GRACE_S)]
     pub grace: f64,
     /// Seconds to wait for upstream response headers before answering 504.

@@ -107,7 +107,7 @@ pub mod exit {
     pub const INVALID: u8 = 3;
     /// The run ran but turns failed or timed out (takes precedence over [`INVALID`]).
     pub const TURNS_FAILED: u8 = 4;
-    /// Stopped by Ctrl-C / SIGTERM; everything recorded was written.
+    /// Stopped by Ctrl-C, SIGTERM or SIGHUP; everything recorded was written.
     pub const INTERRUPTED: u8 = 130;
 }
 
