@@ -762,7 +762,7 @@ fn a_hung_up_sweep_stops_cleanly_and_loses_nothing() {
         .spawn()
         .unwrap();
     // The real event: two responses of the first point are streaming.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
     while sim
         .log()
         .iter()
@@ -770,7 +770,7 @@ fn a_hung_up_sweep_stops_cleanly_and_loses_nothing() {
         .count()
         < 2
     {
-        assert!(std::time::Instant::now() < deadline, "no stream started");
+        assert!(tokio::time::Instant::now() < deadline, "no stream started");
         std::thread::yield_now();
     }
     let st = Command::new("kill")
