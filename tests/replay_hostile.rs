@@ -244,3 +244,63 @@ fn exit_codes_tell_failed_turns_and_invalid_points_apart() {
     );
     rt.block_on(sim.shutdown());
 }
+
+/// A delay no timer can represent (`1e308` seconds) is refused where the dataset is read — by
+/// `dataset validate` and by `replay`, with one message naming the file, line and field — and
+/// so is a `--delay-scale` past its bound: nothing that validates can make a slot panic.
+#[test]
+fn an_impossible_delay_is_refused_by_validate_and_replay_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d.jsonl");
+    std::fs::write(
+        &data,
+        concat!(
+            r#"{"conversation_id":"c1","turn":1,"role":"user","content":"hi"}"#,
+            "\n",
+            r#"{"conversation_id":"c1","turn":2,"role":"assistant","content":"yo"}"#,
+            "\n",
+            r#"{"conversation_id":"c1","turn":3,"role":"user","content":"more","delay_seconds":1e308}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let want = "field `delay_seconds`: expected a number of seconds from 0 to 86400 (one day), found 1e+308";
+    let v = Command::new(BIN)
+        .args(["dataset", "validate"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&v.stdout).to_string() + &String::from_utf8_lossy(&v.stderr);
+    assert_ne!(v.status.code(), Some(0), "{text}");
+    assert!(text.contains(want) && text.contains("d.jsonl:3:"), "{text}");
+    assert!(text.contains("delay_seconds"), "{text}");
+    let r = Command::new(BIN)
+        .args([
+            "replay",
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--delays",
+        ])
+        .arg("--dataset")
+        .arg(&data)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains(want) && err.contains("d.jsonl:3:"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let r = Command::new(BIN)
+        .args(["replay", "--endpoint", "http://127.0.0.1:9", "--model", "m"])
+        .args(["--delays", "--delay-scale", "1e308", "--dataset"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--delay-scale must be a number from 0 to 1000, found"),
+        "{err}"
+    );
+}

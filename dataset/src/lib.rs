@@ -28,6 +28,10 @@
 //! ```
 #![forbid(unsafe_code)]
 
+/// The longest inter-turn delay a row may record (one day): beyond it a replay with `--delays`
+/// would sleep for ever, and far beyond it no timer can represent the sleep.
+pub const MAX_DELAY_SECONDS: f64 = 86_400.0;
+
 pub mod cli;
 pub mod error;
 pub mod load;

@@ -386,16 +386,20 @@ fn tool_results(ctx: &mut Ctx<'_>, v: Option<Value>) -> Option<Vec<ToolResult>> 
     }
 }
 
-/// `delay_seconds`: a number of seconds from 0.
+/// `delay_seconds`: a number of seconds from 0 to [`crate::MAX_DELAY_SECONDS`] (one rule for
+/// `dataset validate` and every command that loads a dataset).
 fn delay_seconds(ctx: &mut Ctx<'_>, v: Option<&Value>) -> Option<f64> {
     match v {
         None | Some(Value::Null) => None,
         Some(v) => match v.as_f64() {
-            Some(d) if d.is_finite() && d >= 0.0 => Some(d),
+            Some(d) if d.is_finite() && (0.0..=crate::MAX_DELAY_SECONDS).contains(&d) => Some(d),
             _ => {
                 ctx.err(
                     Some("delay_seconds"),
-                    format!("expected a number of seconds ≥ 0, found {v}"),
+                    format!(
+                        "expected a number of seconds from 0 to {} (one day), found {v}",
+                        crate::MAX_DELAY_SECONDS
+                    ),
                 );
                 None
             }

@@ -524,14 +524,22 @@ fn delay_seconds_wrong_type_or_negative() {
         1,
         Some("c1"),
         Some("delay_seconds"),
-        "expected a number of seconds ≥ 0, found -1",
+        "expected a number of seconds from 0 to 86400 (one day), found -1",
     );
     one(
         &u1_with(r#""delay_seconds":"2s""#),
         1,
         Some("c1"),
         Some("delay_seconds"),
-        "expected a number of seconds ≥ 0, found \"2s\"",
+        "expected a number of seconds from 0 to 86400 (one day), found \"2s\"",
+    );
+    // Past a day: no replay could sleep it (and 1e308 seconds no timer can represent).
+    one(
+        &u1_with(r#""delay_seconds":86400.5"#),
+        1,
+        Some("c1"),
+        Some("delay_seconds"),
+        "expected a number of seconds from 0 to 86400 (one day), found 86400.5",
     );
 }
 
@@ -1093,7 +1101,13 @@ fn every_error_is_reported_in_line_order() {
         "expected the first row to be \"user\"",
     );
     check(&e[1], 2, None, None, "invalid JSON");
-    check(&e[2], 3, Some("c2"), Some("delay_seconds"), "≥ 0");
+    check(
+        &e[2],
+        3,
+        Some("c2"),
+        Some("delay_seconds"),
+        "from 0 to 86400",
+    );
     check(
         &e[3],
         6,

@@ -28,6 +28,10 @@ use std::str::FromStr;
 use std::time::Duration;
 use tokentap_dataset::Dataset;
 
+/// The largest `--delay-scale`: with a row's longest delay (a day) a sleep of under three years,
+/// which every timer represents.
+pub const MAX_DELAY_SCALE: f64 = 1_000.0;
+
 /// The three official agentic models' settings and gates (docs/rules.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -795,9 +799,9 @@ impl ReplayConfig {
         if self.concurrency == 0 {
             return bad("--concurrency must be at least 1".into());
         }
-        if !(self.delay_scale.is_finite() && self.delay_scale >= 0.0) {
+        if !(self.delay_scale.is_finite() && (0.0..=MAX_DELAY_SCALE).contains(&self.delay_scale)) {
             return bad(format!(
-                "--delay-scale must be a number >= 0, found {}",
+                "--delay-scale must be a number from 0 to {MAX_DELAY_SCALE}, found {}",
                 self.delay_scale
             ));
         }

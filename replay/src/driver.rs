@@ -327,32 +327,67 @@ impl<'a> Setup<'a> {
     }
 }
 
+/// Records the trajectory's unrecorded turns as aborted if the task unwinds from a panic (a
+/// bug, never an outcome): whatever went wrong, every turn of a started trajectory has a record.
+struct PanicGuard<'a, 'b> {
+    run: &'a Run,
+    t: &'a Traj<'b>,
+    /// Turns `next..` have no record yet.
+    next: usize,
+}
+
+impl Drop for PanicGuard<'_, '_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.t.abort_from(
+                self.run,
+                self.next,
+                crate::response::internal(
+                    ErrorKind::Internal,
+                    "tokentap panicked during this trajectory (a bug: please report it); the rest is not sent".into(),
+                ),
+            );
+            self.run.counters.trajectory_done();
+        }
+    }
+}
+
 /// One trajectory, turn after turn: each waits for the one before (and its recorded delay,
 /// with `--delays`); the first turn that does not end `ok` aborts the rest.
 async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut Scratch) {
     let t = Traj::new(run, k, slot);
     run.counters.trajectory_started();
+    let mut guard = PanicGuard {
+        run,
+        t: &t,
+        next: 0,
+    };
     let mut setup = match Setup::new(run, &t) {
         Ok(s) => s,
         Err(e) => {
             t.abort_from(run, 0, e);
+            guard.next = t.turns.len();
             run.counters.trajectory_done();
             return;
         }
     };
     for (ti, &row) in t.turns.iter().enumerate() {
+        guard.next = ti;
         delay_before(run, &t.conv.rows[row]).await;
         if run.stop_issuing.is_cancelled() {
             t.abort_from(run, ti, stopped(run));
+            guard.next = t.turns.len();
             break;
         }
         let status = match turn(run, &t, &mut setup, ti, row, conn, scratch).await {
             Ok(status) => status,
             Err(e) => {
                 t.abort_from(run, ti, e);
+                guard.next = t.turns.len();
                 break;
             }
         };
+        guard.next = ti + 1;
         if status != Status::Ok {
             let e = TurnError {
                 source: ErrorSource::Internal,
@@ -363,9 +398,11 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
                 ),
             };
             t.abort_from(run, ti + 1, e);
+            guard.next = t.turns.len();
             break;
         }
     }
+    guard.next = t.turns.len();
     run.counters.trajectory_done();
 }
 
@@ -383,7 +420,7 @@ async fn delay_before(run: &Run, r: &tokentap_dataset::Row) {
         m.delay(true);
     }
     tokio::select! {
-        _ = tokio::time::sleep(Duration::from_secs_f64(d)) => {}
+        _ = tokio::time::sleep(Duration::try_from_secs_f64(d).unwrap_or(Duration::MAX)) => {}
         _ = run.stop_issuing.cancelled() => {}
     }
     if let Some(m) = &run.metrics {
