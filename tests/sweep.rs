@@ -807,3 +807,65 @@ fn a_hung_up_sweep_stops_cleanly_and_loses_nothing() {
     assert_eq!(sent, sim.log().len());
     rt.block_on(sim.shutdown());
 }
+
+/// One sweep per directory: a second sweep on a directory another one holds is refused, naming
+/// the holder; an interrupted point's earlier copy is never replaced (`.interrupted`,
+/// `.interrupted.2`); point directories without their `sweep.json` are refused, not renamed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_directory_has_one_writer_and_keeps_every_attempt() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("d.jsonl");
+    let turns = write_dataset(&data, 1, 4);
+    let mut cfg = sim_config();
+    cfg.timing.decode_ms = 3.0;
+    let sim = Arc::new(SimServer::start(cfg).await.expect("sim starts"));
+    let out = dir.path().join("sweep");
+    let a = args(&sim, &data, &out, "1,2");
+
+    // Another process's sweep holds the directory: refused, the holder named.
+    std::fs::create_dir_all(&out).unwrap();
+    let held = tokentap_sweep::lock::acquire(&out).expect("lock");
+    let o = Command::new(BIN).arg("sweep").args(&a).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("in use by another tokentap sweep")
+            && err.contains(&format!("pid {}", std::process::id())),
+        "{err}"
+    );
+    assert!(
+        !out.join("sweep.json").exists(),
+        "the refused sweep wrote nothing"
+    );
+    drop(held);
+
+    // Interrupted three times at point 2: the two earlier attempts are kept beside the third.
+    for n in 1..=3 {
+        let stop = {
+            let sim = sim.clone();
+            let done = sim.log().len();
+            let want = if n == 1 { turns + 2 } else { done + 2 };
+            async move { sim.wait_finished(want).await }
+        };
+        let o = tokentap_sweep::run_with(sweep(&a).await, stop)
+            .await
+            .expect("the sweep stops cleanly");
+        assert!(o.interrupted);
+    }
+    assert!(out.join("r2.interrupted/records.jsonl").is_file());
+    assert!(out.join("r2.interrupted.2/records.jsonl").is_file());
+
+    // sweep.json deleted: the points left are refused, not renamed aside.
+    std::fs::remove_file(out.join("sweep.json")).unwrap();
+    let e = match tokentap_sweep::run_with(sweep(&a).await, std::future::pending()).await {
+        Ok(_) => panic!("a directory of orphan points must be refused"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains(
+            "holds point directories (r1, r2, r2.interrupted, r2.interrupted.2) but no sweep.json"
+        ),
+        "{e}"
+    );
+    assert!(out.join("r1/records.jsonl").is_file(), "nothing moved");
+}

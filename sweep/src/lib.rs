@@ -38,6 +38,7 @@
 pub mod engine;
 pub mod error;
 pub mod file;
+pub mod lock;
 pub mod merge;
 mod plan;
 mod point;
@@ -330,6 +331,18 @@ impl Sweep {
             f.judge();
             return Ok(f);
         }
+        // Point directories without the sweep.json that describes them: a deleted file, or a
+        // directory of something else. Running would rename them aside as if interrupted.
+        let orphans = point_dirs(&self.out);
+        if !orphans.is_empty() {
+            return Err(SweepError::Config(format!(
+                "{} holds point directories ({}) but no {}: they are not a sweep tokentap can resume; move them away (or restore {}), or give another --out",
+                self.out.display(),
+                orphans.join(", "),
+                file::FILE,
+                file::FILE
+            )));
+        }
         let mut f = SweepFile {
             version: file::VERSION,
             tokentap_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -391,6 +404,7 @@ pub async fn run(
     if opts.plan {
         std::fs::create_dir_all(&sweep.out)
             .with_context(|| format!("creating {}", sweep.out.display()))?;
+        let _lock = lock::acquire(&sweep.out)?;
         let f = sweep.open()?;
         f.save(&sweep.out)?;
         println!(
@@ -427,6 +441,8 @@ pub async fn run_with(
 ) -> anyhow::Result<SweepOutcome> {
     std::fs::create_dir_all(&sweep.out)
         .with_context(|| format!("creating {}", sweep.out.display()))?;
+    // One sweep per directory, for as long as this one runs.
+    let _lock = lock::acquire(&sweep.out)?;
     let mut f = sweep.open()?;
     f.save(&sweep.out)?;
     let stop = CancellationToken::new();
@@ -509,6 +525,25 @@ pub fn attach_wire(out: &Path, wire_dirs: &[PathBuf]) -> anyhow::Result<SweepFil
     f.save(out)?;
     report::write_html(out, &f)?;
     Ok(f)
+}
+
+/// `rC` directories (and their `.interrupted` copies) in `out`, sorted.
+fn point_dirs(out: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(out)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| {
+            n.strip_prefix('r').is_some_and(|rest| {
+                let digits = rest.split('.').next().unwrap_or("");
+                !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+            })
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 #[cfg(test)]

@@ -159,11 +159,20 @@ fn point_config(sweep: &Sweep, c: u64, dir: &Path) -> ReplayConfig {
 }
 
 /// An empty `dir` for the point: a directory left by an interrupted or failed attempt is kept
-/// beside (`rC.interrupted`), not mixed in.
+/// beside (`rC.interrupted`, then `rC.interrupted.2`, …: an earlier copy is never replaced), not
+/// mixed in.
 fn fresh_dir(sweep: &Sweep, c: u64, dir: &Path) -> anyhow::Result<()> {
     if dir.exists() {
-        let old = sweep.out.join(format!("r{c}.interrupted"));
-        let _ = std::fs::remove_dir_all(&old);
+        let old = (1..)
+            .map(|n| {
+                sweep.out.join(if n == 1 {
+                    format!("r{c}.interrupted")
+                } else {
+                    format!("r{c}.interrupted.{n}")
+                })
+            })
+            .find(|p| !p.exists())
+            .expect("an unused name");
         std::fs::rename(dir, &old)
             .map_err(|e| anyhow::anyhow!("moving {} aside: {e}", dir.display()))?;
     }
