@@ -162,7 +162,8 @@ pub struct Opts {
     /// as for `https://` and `h2c://` upstreams.
     #[arg(long, env = "TOKENTAP_PROXY_UPSTREAM_CLIENT", value_enum, default_value_t = UpstreamClient::Direct)]
     pub upstream_client: UpstreamClient,
-    /// Largest request head accepted (431 above).
+    /// Largest request head accepted: above it a JSON 431 and a record (any number of header
+    /// lines up to 24,576; past that hyper answers its own 431 before the proxy sees the request).
     #[arg(long, env = "TOKENTAP_PROXY_MAX_HEADER_BYTES", default_value_t = defaults::MAX_HEADER_BYTES)]
     pub max_header_bytes: usize,
     /// Largest request body accepted (413 above).

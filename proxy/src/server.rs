@@ -136,11 +136,18 @@ pub async fn accept_loop(
     // hyper's own head limit sits above ours so oversized heads reach the service, which
     // answers 431 *and records it*; only heads beyond this hard cap are refused by hyper alone.
     let hard_cap = shared.cfg.max_header_bytes.saturating_mul(2).max(64 << 10);
+    const MAX_HEADER_LINES: usize = 24_576;
     let header_timeout = shared.cfg.header_timeout;
     builder
         .http1()
         .timer(TokioTimer::new())
         .max_buf_size(hard_cap.max(8192))
+        // Any number of headers within the byte limits (hyper's default stops at 100, with an
+        // empty 431 the service never sees): a header line is at least 4 bytes. Capped at
+        // 24,576: hyper reserves a `HeaderMap` of that many entries, and `http`'s map panics
+        // past 32,768 slots (n + n/3, rounded up to a power of two) — beyond the cap hyper
+        // answers its own 431.
+        .max_headers((hard_cap / 4).clamp(100, MAX_HEADER_LINES))
         // Every head within the timeout, and (hyper ≥ 1.6) the wait for the next head on a
         // kept-alive connection too: an idle connection is closed after it.
         .header_read_timeout(header_timeout)

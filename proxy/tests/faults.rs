@@ -206,6 +206,49 @@ async fn oversized_headers_and_bodies_get_431_and_413_with_records() {
     assert!(log.iter().all(|l| l.status != 200));
 }
 
+/// Any number of headers within `--max-header-bytes` is forwarded and recorded (hyper alone
+/// would stop at 100 with an empty 431 and no record); past the byte limit, a JSON 431 and a
+/// record. (Past 24,576 header lines hyper answers its own 431: see `serve` in server.rs.)
+#[tokio::test]
+async fn many_headers_are_forwarded_and_recorded_up_to_the_byte_limit() {
+    let s = sim(sim_cfg()).await;
+    let mut cfg = proxy_cfg(&[s.base_url()]);
+    cfg.max_header_bytes = 256 << 10;
+    let p = proxy(cfg).await;
+    let c = client();
+    for n in [101usize, 10_000] {
+        let mut req = post(&url(&p), chat(true, 3, json!({})), None);
+        for i in 0..n {
+            req.headers_mut().append(
+                http::HeaderName::from_bytes(format!("x-{}", i % 50).as_bytes()).unwrap(),
+                "1".parse().unwrap(),
+            );
+        }
+        let g = send(&c, req).await;
+        assert_eq!(g.status, 200, "{n} headers: {}", g.text());
+    }
+    // Past --max-header-bytes (256 KiB here): the proxy's own JSON 431, recorded.
+    let mut req = post(&url(&p), chat(true, 3, json!({})), None);
+    for i in 0..20_000 {
+        req.headers_mut().append(
+            format!("x-{}", i % 50).parse::<http::HeaderName>().unwrap(),
+            "1234567890".parse().unwrap(),
+        );
+    }
+    let g = send(&c, req).await;
+    assert_eq!(g.status, 431);
+    assert_eq!(g.json()["error"]["code"], "headers_too_large");
+    let recs = within(p.wait_records(3)).await;
+    assert_eq!(recs.len(), 3);
+    assert_eq!(err_of(&recs[2]).1, "headers_too_large");
+    let m = p.metrics_text();
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("tokentap_proxy_requests_seen_total") && l.ends_with(" 3")),
+        "{m}"
+    );
+}
+
 /// Under load with every fault injected at once, and clients walking away, the proxy writes
 /// exactly one record per request it saw.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

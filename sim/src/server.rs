@@ -143,7 +143,12 @@ impl Drop for SimServer {
 
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).keep_alive(true);
+    // As many headers as a client sends within hyper's head buffer (its default stops at 100).
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .max_headers(16_384);
     builder.http2().timer(TokioTimer::new());
     let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
