@@ -611,3 +611,80 @@ fn long_running_commands_take_every_option_from_the_environment() {
     signal(child.id(), "-TERM");
     assert!(child.wait().unwrap().success());
 }
+
+/// The replay's records reach the file while the run goes on (flushed when the record channel
+/// runs empty, and every 100 ms under load), so `kill -9` loses at most the last moments: here
+/// the records of finished turns are on disk, whole lines, before the kill.
+#[test]
+fn a_killed_replay_keeps_every_record_already_written() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut cfg = tokentap_sim::SimConfig::zero_delay();
+    cfg.timing.decode_ms = 5.0;
+    cfg.output.mean_tokens = 40.0;
+    cfg.output.sigma = 0.0;
+    let sim = rt.block_on(tokentap_sim::SimServer::start(cfg)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d.jsonl");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&data).unwrap());
+    let made = tokentap_dataset::synth::synth(
+        &tokentap_dataset::synth::SynthConfig {
+            coding: 4,
+            workflow: 4,
+            scale: 0.5,
+            ..Default::default()
+        },
+        &mut f,
+    )
+    .unwrap();
+    f.flush().unwrap();
+    drop(f);
+    let total = made.client_turns as usize;
+    let out_dir = dir.path().join("run");
+    let mut child = Command::new(BIN)
+        .args([
+            "replay",
+            "--endpoint",
+            &sim.base_url(),
+            "--model",
+            "m",
+            "--concurrency",
+            "1",
+        ])
+        .args(["--quiet", "--dataset"])
+        .arg(&data)
+        .arg("--out")
+        .arg(&out_dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let records = out_dir.join("records.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let lines = std::fs::read_to_string(&records)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        if lines >= 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no records on disk while the replay runs ({lines} lines)"
+        );
+        std::thread::yield_now();
+    }
+    let answered = sim.log().len();
+    assert!(
+        answered < total / 2,
+        "records reach the file as the run goes, not at its end ({answered} of {total} turns answered)"
+    );
+    child.kill().unwrap(); // SIGKILL: no chance to flush anything more
+    child.wait().unwrap();
+    let text = std::fs::read_to_string(&records).unwrap();
+    assert!(text.ends_with('\n'), "no torn line: {text:?}");
+    for l in text.lines() {
+        serde_json::from_str::<Value>(l).expect("every line a whole record");
+    }
+    assert!(text.lines().count() >= 3);
+    rt.block_on(sim.shutdown());
+}

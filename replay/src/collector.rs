@@ -3,8 +3,10 @@
 //!
 //! It runs on a blocking thread (file writes never stall the async workers), receives records
 //! over an unbounded channel (slots never wait on disk), writes each as one JSON line into a
-//! 256 KiB buffer, and flushes when the channel closes — at the end of the run, including after
-//! a shutdown, so nothing recorded is lost on a clean stop. Records are not kept in memory: only
+//! 256 KiB buffer, and flushes it whenever the channel runs empty and at least every
+//! [`FLUSH_EVERY_NS`] (100 ms) under a steady stream — so a `kill -9` loses at most the records
+//! of the last 100 ms — and when the channel closes, at the end of the run, including after a
+//! shutdown, so nothing recorded is lost on a clean stop. Records are not kept in memory: only
 //! the raw samples the published percentiles need (SPEC §7: exact, from every sample).
 
 use crate::progress::Counters;
@@ -244,6 +246,9 @@ impl Aggregate {
     }
 }
 
+/// The longest a written record waits in the buffer before it reaches the file.
+pub const FLUSH_EVERY_NS: u64 = 100_000_000;
+
 /// Runs the collector until every sender is dropped. Blocking: call from `spawn_blocking`.
 /// `scorer`: the measured run's scorer (`None` for the warmup, which is not scored).
 pub(crate) fn collect(
@@ -261,12 +266,18 @@ pub(crate) fn collect(
         }
         None => None,
     };
+    let mut flushed = tokentap_core::clock::now();
     while let Some(msg) = rx.blocking_recv() {
         let Msg::Record(rr) = msg;
         if let Some(w) = &mut out {
-            let res = serde_json::to_writer(&mut *w, &*rr)
+            let mut res = serde_json::to_writer(&mut *w, &*rr)
                 .map_err(std::io::Error::from)
                 .and_then(|()| w.write_all(b"\n"));
+            let now = tokentap_core::clock::now();
+            if res.is_ok() && (rx.is_empty() || now.saturating_sub(flushed) >= FLUSH_EVERY_NS) {
+                res = w.flush();
+                flushed = now;
+            }
             if let Err(e) = res {
                 agg.write_error
                     .get_or_insert(format!("writing records: {e}"));
