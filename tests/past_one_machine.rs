@@ -574,6 +574,34 @@ async fn merge_refuses_shards_of_different_runs_and_names_missing_ones() {
     let e = merge(&[p[0], d2.path(), p[2]], out.path(), false).unwrap_err();
     assert!(e.contains("another dataset"), "{e}");
 
+    // A shard whose records.jsonl is another run's — the same shard run again, so the same
+    // number of records: refused, naming the lines that are not of this shard's run.
+    let again = tempfile::tempdir().unwrap();
+    let mut c = config(&s.base_url(), &again);
+    c.shard = tokentap_replay::config::Shard { index: 1, count: 3 };
+    run(c, ds.clone()).await;
+    let swapped = tempfile::tempdir().unwrap();
+    for f in ["config.json", "summary.json", "scores.json"] {
+        std::fs::copy(p[1].join(f), swapped.path().join(f)).unwrap();
+    }
+    std::fs::copy(
+        again.path().join("records.jsonl"),
+        swapped.path().join("records.jsonl"),
+    )
+    .unwrap();
+    assert_eq!(
+        read_records(swapped.path()).len(),
+        read_records(p[1]).len(),
+        "the count matches"
+    );
+    let e = merge(&[p[0], swapped.path(), p[2]], out.path(), false).unwrap_err();
+    assert!(
+        e.contains("are not of this shard's run")
+            && e.contains("line 1 (it starts")
+            && e.contains("after the run's end"),
+        "{e}"
+    );
+
     // Not a run directory at all.
     let empty = tempfile::tempdir().unwrap();
     let e = merge(&[empty.path()], out.path(), false).unwrap_err();

@@ -479,6 +479,10 @@ fn load(dir: &Path) -> Result<ShardRun, ReplayError> {
             dir.join("summary.json").display()
         )));
     };
+    let end = summary["run"]["end"]["mono_ns"]
+        .as_u64()
+        .unwrap_or(u64::MAX);
+    foreign_records(&rec_path, &records, mono, end, wall as i128 - mono as i128)?;
     Ok(ShardRun {
         dir: dir.to_path_buf(),
         config,
@@ -487,6 +491,58 @@ fn load(dir: &Path) -> Result<ShardRun, ReplayError> {
         scores,
         delta: wall as i128 - mono as i128,
     })
+}
+
+/// Every record must be of the shard's own run: issued between the run's start and end
+/// (`summary.json` `run.start`/`run.end`), on the same clocks (its anchor's wall − monotonic
+/// offset within 5 s of the run's: another boot, or another host, differs by far more). A
+/// `records.jsonl` copied from another run — even one with the same number of records — is
+/// refused, naming its lines.
+fn foreign_records(
+    path: &Path,
+    records: &[Line],
+    start: u64,
+    end: u64,
+    delta: i128,
+) -> Result<(), ReplayError> {
+    const CLOCK_SLACK_NS: i128 = 5_000_000_000;
+    let bad: Vec<String> = records
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let r = &l.record;
+            let off = r.anchor.wall_ns as i128 - r.anchor.mono_ns as i128;
+            let why = if (off - delta).abs() > CLOCK_SLACK_NS {
+                format!(
+                    "its clocks differ from the run's by {:.1} s",
+                    (off - delta) as f64 / 1e9
+                )
+            } else if r.start_mono_ns < start {
+                format!(
+                    "it starts {:.1} s before the run's start",
+                    (start - r.start_mono_ns) as f64 / 1e9
+                )
+            } else if r.start_mono_ns > end {
+                format!(
+                    "it starts {:.1} s after the run's end",
+                    (r.start_mono_ns - end) as f64 / 1e9
+                )
+            } else {
+                return None;
+            };
+            Some(format!("line {} ({why})", i + 1))
+        })
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(ReplayError::Config(format!(
+        "{}: {} record(s) are not of this shard's run (summary.json run.start/run.end): {}{} — a records.jsonl from another run?",
+        path.display(),
+        bad.len(),
+        bad.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+        if bad.len() > 5 { ", …" } else { "" }
+    )))
 }
 
 /// The keys of `config.json` every shard must agree on: all but these. (`concurrency` is per
