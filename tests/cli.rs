@@ -688,3 +688,63 @@ fn a_killed_replay_keeps_every_record_already_written() {
     assert!(text.lines().count() >= 3);
     rt.block_on(sim.shutdown());
 }
+
+/// `report` refuses files that are not one run's: records emptied or replaced beside their
+/// summary, and a summary.json that is not tokentap's.
+#[test]
+fn report_refuses_records_and_summaries_that_are_not_one_run() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sim = rt
+        .block_on(tokentap_sim::SimServer::start(
+            tokentap_sim::SimConfig::zero_delay(),
+        ))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d.jsonl");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&data).unwrap());
+    tokentap_dataset::synth::synth(
+        &tokentap_dataset::synth::SynthConfig {
+            coding: 1,
+            workflow: 2,
+            scale: 0.1,
+            ..Default::default()
+        },
+        &mut f,
+    )
+    .unwrap();
+    f.flush().unwrap();
+    drop(f);
+    let run = dir.path().join("run");
+    let st = Command::new(BIN)
+        .args([
+            "replay",
+            "--endpoint",
+            &sim.base_url(),
+            "--model",
+            "m",
+            "--quiet",
+            "--dataset",
+        ])
+        .arg(&data)
+        .arg("--out")
+        .arg(&run)
+        .status()
+        .unwrap();
+    assert!(st.code().is_some_and(|c| c == 0 || c == 3));
+    let report = || Command::new(BIN).arg("report").arg(&run).output().unwrap();
+    assert!(report().status.success());
+    std::fs::write(run.join("records.jsonl"), "").unwrap();
+    let o = report();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("0 records, but summary.json counts") && err.contains("not this run's"),
+        "{err}"
+    );
+    std::fs::write(run.join("summary.json"), "[1, 2]").unwrap();
+    let o = report();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("not a tokentap summary.json"), "{err}");
+    rt.block_on(sim.shutdown());
+}

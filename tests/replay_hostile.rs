@@ -304,3 +304,39 @@ fn an_impossible_delay_is_refused_by_validate_and_replay_alike() {
         "{err}"
     );
 }
+
+/// A dataset with a byte that is not UTF-8: `validate` and `replay` name its line and column,
+/// once.
+#[test]
+fn a_non_utf8_dataset_is_refused_at_its_line_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d.jsonl");
+    let mut bytes = br#"{"conversation_id":"c1","turn":1,"role":"user","content":"hi"}"#.to_vec();
+    bytes.extend_from_slice(
+        b"\n{\"conversation_id\":\"c1\",\"turn\":2,\"role\":\"assistant\",\"content\":\"\xff\"}\n",
+    );
+    std::fs::write(&data, bytes).unwrap();
+    let want = "d.jsonl:2: not UTF-8: byte 0xff at column 64";
+    let v = Command::new(BIN)
+        .args(["dataset", "validate"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&v.stdout).to_string() + &String::from_utf8_lossy(&v.stderr);
+    assert!(text.contains(want), "{text}");
+    let r = Command::new(BIN)
+        .args([
+            "replay",
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--dataset",
+        ])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert_eq!(err.matches(want).count(), 1, "named once: {err}");
+}

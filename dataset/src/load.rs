@@ -15,13 +15,41 @@ impl Dataset {
     /// Reads and validates `path`.
     pub fn load(path: impl AsRef<Path>) -> Result<Dataset, DatasetErrors> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let bytes = std::fs::read(path).map_err(|e| {
             DatasetErrors(vec![DatasetError {
                 path: path.to_path_buf(),
                 line: None,
                 conversation: None,
                 field: None,
                 message: format!("cannot read the file: {e}"),
+            }])
+        })?;
+        Dataset::parse_bytes(path, bytes)
+    }
+
+    /// Like [`Dataset::parse`] over the file's bytes: a byte that is not UTF-8 is an error
+    /// naming its line and column (one rule for every command that reads a dataset).
+    pub fn parse_bytes(path: impl AsRef<Path>, bytes: Vec<u8>) -> Result<Dataset, DatasetErrors> {
+        let path = path.as_ref();
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let at = e.utf8_error().valid_up_to();
+            let b = e.as_bytes();
+            let line = 1 + b[..at].iter().filter(|&&c| c == b'\n').count();
+            let col = at
+                - b[..at]
+                    .iter()
+                    .rposition(|&c| c == b'\n')
+                    .map_or(0, |p| p + 1)
+                + 1;
+            DatasetErrors(vec![DatasetError {
+                path: path.to_path_buf(),
+                line: Some(line),
+                conversation: None,
+                field: None,
+                message: format!(
+                    "not UTF-8: byte 0x{:02x} at column {col} (a JSONL dataset is UTF-8 text)",
+                    b[at]
+                ),
             }])
         })?;
         Dataset::parse(path, &text)

@@ -10,8 +10,9 @@ pub enum ReplayError {
     #[error("{0}")]
     Config(String),
     /// The dataset did not load (every problem, each with its line).
+    /// (Not a `#[source]`: the message already holds every error, which `{:#}` would repeat.)
     #[error("dataset:\n{0}")]
-    Dataset(#[from] DatasetErrors),
+    Dataset(DatasetErrors),
     /// SPEC §4: with salting on, a conversation without a system prompt is a hard error.
     #[error("{}:{line}: conversation {conversation:?} has no system prompt, and --salt needs one (SPEC §4: the salt is written around the system prompt)", path.display())]
     NoSystemPrompt {
@@ -35,4 +36,10 @@ pub enum ReplayError {
     /// A task of the run itself panicked or was lost (a bug).
     #[error("internal: {0}")]
     Internal(String),
+}
+
+impl From<DatasetErrors> for ReplayError {
+    fn from(e: DatasetErrors) -> Self {
+        ReplayError::Dataset(e)
+    }
 }

@@ -163,9 +163,7 @@ pub async fn load_dataset(path: &Path) -> anyhow::Result<(Dataset, String)> {
             source,
         })?;
         let hash = file_hash(&bytes);
-        let text = String::from_utf8(bytes)
-            .map_err(|e| ReplayError::Config(format!("{}: not UTF-8: {e}", path.display())))?;
-        let ds = Dataset::parse(&path, &text).map_err(ReplayError::Dataset)?;
+        let ds = Dataset::parse_bytes(&path, bytes).map_err(ReplayError::Dataset)?;
         Ok((ds, hash))
     })
     .await

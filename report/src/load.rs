@@ -63,7 +63,29 @@ impl Run {
             })?;
             records.push(r);
         }
-        let summary = read_json(&dir.join("summary.json"))?;
+        let sp = dir.join("summary.json");
+        let summary = read_json(&sp)?;
+        if !(summary.is_object() && summary.get("run").is_some() && summary.get("counts").is_some())
+        {
+            return Err(ReportError::Parse {
+                path: sp,
+                message: "not a tokentap summary.json (expected an object with `run`, `counts`, `mlperf`, …)".into(),
+            });
+        }
+        // The records and the summary must be of one run: a records.jsonl emptied or replaced
+        // would otherwise show the summary's numbers beside other turns.
+        let total = summary["counts"]["total"].as_u64();
+        if let Some(t) = total.filter(|&t| t != records.len() as u64) {
+            if summary["run"]["records_error"].is_null() {
+                return Err(ReportError::Parse {
+                    path: rp,
+                    message: format!(
+                        "{} records, but summary.json counts {t}: the records are not this run's (lost, cut or replaced)",
+                        records.len()
+                    ),
+                });
+            }
+        }
         let cp = dir.join("config.json");
         let config = if cp.exists() {
             read_json(&cp)?
