@@ -748,3 +748,108 @@ fn report_refuses_records_and_summaries_that_are_not_one_run() {
     assert!(err.contains("not a tokentap summary.json"), "{err}");
     rt.block_on(sim.shutdown());
 }
+
+/// Peak resident memory of a process (`VmHWM`, kB), from /proc.
+fn peak_rss_kb(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}
+
+/// A 50 MB SSE event through the proxy: every byte forwarded, but the proxy holds at most
+/// `--max-event-bytes` of it (peak RSS bounded, measured from /proc), the next event is still
+/// measured, and the record says one event was too big to parse — with `--inject-usage` too.
+#[test]
+fn a_huge_event_is_forwarded_but_not_held() {
+    const BIG: usize = 50 << 20;
+    for inject in [false, true] {
+        // The upstream: a raw HTTP/1.1 server that sends one 50 MB event, then a normal one.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let upstream = format!("http://{}", l.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if s.read(&mut b).unwrap_or(0) == 0 {
+                        break;
+                    }
+                    head.push(b[0]);
+                }
+                let text = String::from_utf8_lossy(&head).to_lowercase();
+                let len: usize = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                let mut body = vec![0u8; len];
+                let _ = s.read_exact(&mut body);
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
+                let _ = s.write_all(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
+                let chunk = vec![b'x'; 64 << 10];
+                for _ in 0..BIG / chunk.len() {
+                    if s.write_all(&chunk).is_err() {
+                        return;
+                    }
+                }
+                let _ = s.write_all(b"\"}}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"}}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2,\"total_tokens\":3}}\n\ndata: [DONE]\n\n");
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(BIN);
+        cmd.args(["proxy", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+            .args([
+                "--upstream",
+                &upstream,
+                "--max-event-bytes",
+                "1048576",
+                "--records",
+            ])
+            .arg(dir.path());
+        if inject {
+            cmd.arg("--inject-usage");
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (addr, _stdout) = listening_addr(&mut child);
+        let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}"#;
+        let mut s = TcpStream::connect(&addr).unwrap();
+        write!(
+            s,
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        assert!(got.len() > BIG, "every byte forwarded: {}", got.len());
+        let end = String::from_utf8_lossy(&got[got.len() - 200..]).to_string();
+        assert!(end.contains("data: [DONE]"), "{end}");
+        let peak_mb = peak_rss_kb(child.id()) / 1024;
+        eprintln!(
+            "proxy peak RSS with a {} MB event (inject {inject}): {peak_mb} MB",
+            BIG >> 20
+        );
+        signal(child.id(), "-TERM");
+        assert!(child.wait().unwrap().success());
+        // Without the bound the proxy held the whole event (~110 MB peak; 216 MB with
+        // --inject-usage, measured before the change).
+        assert!(peak_mb < 48, "peak RSS {peak_mb} MB (inject {inject})");
+        let records: Vec<Value> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flat_map(|e| read_jsonl(&e.unwrap().path()))
+            .collect();
+        assert_eq!(records.len(), 1, "{records:?}");
+        assert_eq!(records[0]["status"], "ok");
+        assert_eq!(records[0]["oversized_events"], 1, "inject {inject}");
+        assert_eq!(
+            records[0]["output_tokens"], 2,
+            "the event after it is measured"
+        );
+    }
+}

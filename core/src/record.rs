@@ -401,6 +401,11 @@ pub struct TurnRecord {
     /// Proxy only: request forwarded upstream, ns after start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forwarded_ns: Option<u64>,
+    /// Proxy only: pieces of the response too big to hold (`--max-event-bytes`): SSE events
+    /// dropped unparsed, a JSON body or kept output let go. Forwarded and stamped all the same;
+    /// what they carried (tokens, usage, content) is missing from the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oversized_events: Option<u32>,
     /// Proxy only: the proxy asked the server for usage the client had not asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_injected: Option<bool>,
@@ -485,6 +490,7 @@ impl TurnRecord {
             scheduled_mono_ns: None,
             start_mono_ns: anchor.mono_ns,
             forwarded_ns: None,
+            oversized_events: None,
             usage_injected: None,
             rx_clock: None,
             rx_lag_ttft_ns: None,

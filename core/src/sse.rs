@@ -46,6 +46,9 @@ pub struct FramerStats {
     pub unknown_fields: u64,
     /// Bytes fed.
     pub bytes: u64,
+    /// Events dropped unparsed because they grew past the framer's limit
+    /// ([`Framer::with_limit`]): their bytes were seen, not held.
+    pub oversized: u64,
 }
 
 /// The incremental framer. Create one per response stream and reuse it for the whole stream.
@@ -66,6 +69,12 @@ pub struct Framer {
     /// Bytes of a byte-order mark matched so far at the start (a BOM may be cut between reads).
     bom: u8,
     stats: FramerStats,
+    /// Most bytes held for one line and event (0: no limit).
+    limit: usize,
+    /// Dropping the rest of an oversized event: lines are consumed, not kept, until its end.
+    skipping: bool,
+    /// While skipping: the current line has bytes (so its end is not the event's end).
+    skip_line_bytes: bool,
 }
 
 impl Framer {
@@ -73,6 +82,17 @@ impl Framer {
         Framer {
             at_start: true,
             ..Default::default()
+        }
+    }
+
+    /// A framer that holds at most `limit` bytes of one event: an event that grows past it is
+    /// dropped unparsed (counted in [`FramerStats::oversized`]) and the stream goes on at the
+    /// next event. Memory per stream is then bounded by `limit` and a read, whatever a server
+    /// sends.
+    pub fn with_limit(limit: usize) -> Self {
+        Framer {
+            limit,
+            ..Framer::new()
         }
     }
 
@@ -134,7 +154,13 @@ impl Framer {
                             self.pending_cr = true;
                         }
                     }
-                    if self.partial.is_empty() {
+                    if self.skipping {
+                        // The dropped event ends at its blank line.
+                        if end == 0 && !self.skip_line_bytes {
+                            self.skipping = false;
+                        }
+                        self.skip_line_bytes = false;
+                    } else if self.partial.is_empty() {
                         self.line(&input[..end], &mut on_event);
                     } else {
                         let mut line = std::mem::take(&mut self.partial);
@@ -146,11 +172,31 @@ impl Framer {
                     input = &input[next..];
                 }
                 None => {
-                    self.partial.extend_from_slice(input);
-                    break;
+                    if self.skipping {
+                        self.skip_line_bytes = true;
+                    } else {
+                        self.partial.extend_from_slice(input);
+                    }
+                    input = &[];
                 }
             }
+            if self.limit > 0 && !self.skipping && self.buffered() > self.limit {
+                self.drop_event();
+            }
         }
+    }
+
+    /// The event being assembled grew past the limit: forget it and skip to its end.
+    fn drop_event(&mut self) {
+        self.stats.oversized += 1;
+        self.skipping = true;
+        self.skip_line_bytes = !self.partial.is_empty();
+        for v in [&mut self.partial, &mut self.data, &mut self.event] {
+            v.clear();
+            v.shrink_to(4096);
+        }
+        self.has_data = false;
+        self.has_event = false;
     }
 
     /// End of stream. A final event that lacks its blank line is dispatched anyway (lenient, as
@@ -158,6 +204,9 @@ impl Framer {
     pub fn finish(&mut self, mut on_event: impl FnMut(Event<'_>)) -> bool {
         if self.at_start {
             self.leave_start();
+        }
+        if self.skipping {
+            return false;
         }
         if !self.partial.is_empty() {
             let line = std::mem::take(&mut self.partial);
@@ -247,6 +296,39 @@ impl Framer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_event_past_the_limit_is_dropped_and_the_stream_goes_on() {
+        let mut f = Framer::with_limit(64);
+        let mut got = Vec::new();
+        let big = format!("data: {}\n\n", "x".repeat(1000));
+        // Fed in pieces, as reads cut it: the framer never holds more than a piece past 64.
+        for piece in [
+            b"data: a\n\n".as_slice(),
+            &big.as_bytes()[..300],
+            &big.as_bytes()[300..],
+        ] {
+            f.feed(piece, |e| {
+                got.push(String::from_utf8(e.data.to_vec()).unwrap())
+            });
+            assert!(f.buffered() <= 64 + 300, "{}", f.buffered());
+        }
+        f.feed(b"data: b\n\ndata: [DONE]\n\n", |e| {
+            got.push(String::from_utf8(e.data.to_vec()).unwrap())
+        });
+        assert!(!f.finish(|_| {}));
+        assert_eq!(got, ["a", "b", "[DONE]"]);
+        assert_eq!(f.stats().oversized, 1);
+        // Two data lines that together pass the limit, and a final unterminated one.
+        let mut f = Framer::with_limit(16);
+        let mut n = 0;
+        f.feed(
+            b"data: 0123456789\ndata: 0123456789\n\ndata: ok\n\ndata: 0123456789abcdefgh",
+            |_| n += 1,
+        );
+        assert!(!f.finish(|_| n += 1));
+        assert_eq!((n, f.stats().oversized), (1, 2));
+    }
 
     fn collect(pieces: &[&[u8]]) -> (Vec<(String, Option<String>)>, bool) {
         let mut f = Framer::new();

@@ -24,6 +24,8 @@ pub mod defaults {
     pub const CONNECT_TIMEOUT_S: f64 = 5.0;
     pub const UPSTREAM_KEEPALIVE_S: f64 = 4.0;
     pub const MAX_HEADER_BYTES: usize = 64 << 10;
+    /// `--max-event-bytes`: as the replay's.
+    pub const MAX_EVENT_BYTES: usize = 16 << 20;
     pub const MAX_BODY_BYTES: u64 = 64 << 20;
     pub const SESSION_TTL_S: f64 = 3600.0;
     pub const MAX_SESSIONS: usize = 100_000;
@@ -59,6 +61,14 @@ pub struct Opts {
     /// Put prompts and outputs into records (off: they are never recorded).
     #[arg(long, env = "TOKENTAP_PROXY_RECORD_CONTENT")]
     pub record_content: bool,
+    /// Most bytes of one response the proxy holds to measure it: one SSE event, a non-streaming
+    /// JSON body, the output kept for --record-content/--tokenizer. Past it the bytes are still
+    /// forwarded and stamped, but not held: the event is not parsed, the record counts it in
+    /// `oversized_events`. Bounds the proxy's memory per stream, whatever a server sends.
+    #[arg(long, env = "TOKENTAP_PROXY_MAX_EVENT_BYTES", value_name = "BYTES",
+        default_value_t = defaults::MAX_EVENT_BYTES,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..))]
+    pub max_event_bytes: usize,
     /// Copy this request header into `record.headers` (repeatable). Authorization and cookies
     /// are never copied.
     #[arg(
@@ -222,6 +232,8 @@ pub struct Config {
     /// Also keep records in memory for [`crate::Proxy::records`] (tests, demo).
     pub keep_records: bool,
     pub record_content: bool,
+    /// `--max-event-bytes`.
+    pub max_event_bytes: usize,
     /// `--tokenizer`: the reference tokenizer folder.
     pub tokenizer: Option<PathBuf>,
     pub record_headers: Vec<HeaderName>,
@@ -275,6 +287,7 @@ impl Config {
             records_max_bytes: defaults::RECORDS_MAX_BYTES,
             keep_records: false,
             record_content: false,
+            max_event_bytes: defaults::MAX_EVENT_BYTES,
             tokenizer: None,
             record_headers: Vec::new(),
             session_headers: vec![HeaderName::from_static("x-session-id")],
@@ -333,6 +346,7 @@ impl Config {
         c.records_dir = o.records.clone();
         c.records_max_bytes = o.records_max_bytes;
         c.record_content = o.record_content;
+        c.max_event_bytes = o.max_event_bytes;
         c.tokenizer = o.tokenizer.clone();
         c.record_headers = names("record-header", &o.record_headers)?;
         c.session_headers = names("session-header", &o.session_headers)?;

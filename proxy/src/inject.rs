@@ -75,6 +75,11 @@ pub fn rewrite_request(body: &[u8], continuous: bool) -> Option<(Bytes, Plan)> {
 }
 
 /// Cuts the response into whole SSE events and removes what the client did not ask for.
+///
+/// An event is held until its end, at most `limit` bytes of it (`--max-event-bytes`): one that
+/// grows past it is forwarded as it is, unedited, up to its end (its usage, if it had any, then
+/// reaches the client — counted in [`Stripper::passed`]). The search for an event's end resumes
+/// where the last one stopped, so a long event costs its length once, not once per frame.
 #[derive(Debug)]
 pub struct Stripper {
     plan: Plan,
@@ -82,24 +87,79 @@ pub struct Stripper {
     out: BytesMut,
     /// Events dropped or edited, for the record's honesty.
     pub edited: u32,
+    /// Events too long to hold, forwarded unedited.
+    pub passed: u32,
+    limit: usize,
+    /// `pending[..scanned]` holds no event end (bar its last bytes, rescanned).
+    scanned: usize,
+    /// Forwarding the rest of an oversized event; `tail` is its last bytes (an end may span
+    /// frames).
+    passing: bool,
+    tail: Vec<u8>,
 }
 
 impl Stripper {
     pub fn new(plan: Plan) -> Self {
+        Self::with_limit(plan, usize::MAX)
+    }
+
+    pub fn with_limit(plan: Plan, limit: usize) -> Self {
         Stripper {
             plan,
             pending: BytesMut::new(),
             out: BytesMut::new(),
             edited: 0,
+            passed: 0,
+            limit,
+            scanned: 0,
+            passing: false,
+            tail: Vec::new(),
         }
     }
 
     /// Feeds one frame; returns the bytes to forward now (possibly empty).
-    pub fn push(&mut self, data: &[u8]) -> Bytes {
+    pub fn push(&mut self, mut data: &[u8]) -> Bytes {
+        if self.passing {
+            let mut probe = std::mem::take(&mut self.tail);
+            let keep = probe.len();
+            probe.extend_from_slice(data);
+            match event_end(&probe) {
+                Some(end) if end > keep => {
+                    self.out.extend_from_slice(&data[..end - keep]);
+                    data = &data[end - keep..];
+                    self.passing = false;
+                }
+                _ => {
+                    self.out.extend_from_slice(data);
+                    let from = probe.len().saturating_sub(3);
+                    self.tail = probe.split_off(from);
+                    return self.out.split().freeze();
+                }
+            }
+        }
         self.pending.extend_from_slice(data);
-        while let Some(end) = event_end(&self.pending) {
-            let ev = self.pending.split_to(end);
-            self.event(&ev);
+        loop {
+            let from = self.scanned.saturating_sub(3);
+            match event_end(&self.pending[from..]) {
+                Some(end) => {
+                    let ev = self.pending.split_to(from + end);
+                    self.scanned = 0;
+                    self.event(&ev);
+                }
+                None => {
+                    self.scanned = self.pending.len();
+                    break;
+                }
+            }
+        }
+        if self.pending.len() > self.limit {
+            let held = self.pending.split();
+            self.out.extend_from_slice(&held);
+            let from = held.len().saturating_sub(3);
+            self.tail = held[from..].to_vec();
+            self.scanned = 0;
+            self.passing = true;
+            self.passed += 1;
         }
         self.out.split().freeze()
     }
@@ -394,6 +454,36 @@ mod tests {
                 out.iter().all(|b| it.any(|c| c == b)),
                 "output not a subsequence"
             );
+        }
+    }
+
+    #[test]
+    fn an_event_past_the_limit_is_forwarded_unedited_and_the_next_is_edited() {
+        let plan = Plan {
+            drop_usage_chunk: true,
+            strip_chunk_usage: true,
+        };
+        let big = format!(
+            "data: {{\"choices\":[{{\"delta\":{{\"content\":\"{}\"}}}}],\"usage\":{{\"completion_tokens\":9}}}}\n\n",
+            "x".repeat(5000)
+        );
+        let served = format!(
+            "{big}data: {{\"choices\":[{{\"delta\":{{\"content\":\"hi\"}}}}],\"usage\":{{\"completion_tokens\":1}}}}\n\ndata: [DONE]\n\n"
+        );
+        let want = format!(
+            "{big}data: {{\"choices\":[{{\"delta\":{{\"content\":\"hi\"}}}}]}}\n\ndata: [DONE]\n\n"
+        );
+        let b = served.as_bytes();
+        for step in [1, 7, 100, 999, 4096] {
+            let mut s = Stripper::with_limit(plan, 1024);
+            let mut out = Vec::new();
+            for piece in b.chunks(step) {
+                out.extend_from_slice(&s.push(piece));
+                assert!(s.pending.len() <= 1024 + step, "held {}", s.pending.len());
+            }
+            out.extend_from_slice(&s.finish());
+            assert_eq!(String::from_utf8(out).unwrap(), want, "step {step}");
+            assert_eq!((s.passed, s.edited), (1, 1), "step {step}");
         }
     }
 

@@ -23,6 +23,8 @@ pub struct Ledger {
     pub tokens: Option<Stage>,
     /// `--record-content`: prompts and outputs go into the records.
     pub record_content: bool,
+    /// `--max-event-bytes`: the most of one response held to measure it.
+    pub max_event_bytes: usize,
     /// Requests whose records are not handed on yet (see [`InFlight`]).
     live: AtomicUsize,
     /// Notified when `live` drops to zero.
@@ -38,6 +40,7 @@ impl Ledger {
         metrics: Metrics,
         tokens: Option<Stage>,
         record_content: bool,
+        max_event_bytes: usize,
     ) -> Ledger {
         Ledger {
             writer,
@@ -45,6 +48,7 @@ impl Ledger {
             metrics,
             tokens,
             record_content,
+            max_event_bytes,
             live: AtomicUsize::new(0),
             idle: Notify::new(),
             cutting: AtomicBool::new(false),

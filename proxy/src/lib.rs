@@ -352,7 +352,14 @@ pub fn shared(cfg: Config) -> Result<Arc<Shared>, StartError> {
         keepalive: cfg.upstream_keepalive,
         timeout: cfg.upstream_timeout,
     };
-    let ledger = Ledger::new(writer, sessions, metrics, tokens, cfg.record_content);
+    let ledger = Ledger::new(
+        writer,
+        sessions,
+        metrics,
+        tokens,
+        cfg.record_content,
+        cfg.max_event_bytes,
+    );
     Ok(Arc::new(Shared {
         cfg,
         upstreams,

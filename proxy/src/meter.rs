@@ -71,6 +71,15 @@ pub struct Tap {
     sse: bool,
     /// Refcounted clones of the response frames (`--record-content`, `--tokenizer`).
     content: Option<Vec<Bytes>>,
+    /// Bytes held in `Reader::Json` and in `content`: each bounded by `--max-event-bytes`.
+    held_json: usize,
+    held_content: usize,
+    /// A JSON body or the kept output let go past `--max-event-bytes` (SSE events are counted
+    /// by the framer).
+    oversized: u32,
+    /// `--inject-usage`: events too big to edit, forwarded unedited (the framer dropped the same
+    /// events: counted once).
+    passed_unedited: u32,
     done: bool,
     /// Frames seen; every [`CHUNK_SAMPLE_EVERY`]-th one is timed for
     /// `tokentap_proxy_chunk_processing_seconds`.
@@ -92,6 +101,10 @@ impl Tap {
             reader: Reader::Plain,
             sse: false,
             content: None,
+            held_json: 0,
+            held_content: 0,
+            oversized: 0,
+            passed_unedited: 0,
             done: false,
             frames: 0,
         }
@@ -140,7 +153,7 @@ impl Tap {
         self.rec.http_status = Some(status);
         self.sse = sse;
         self.reader = match (measure, sse, json) {
-            (true, true, _) => Reader::Sse(Framer::new()),
+            (true, true, _) => Reader::Sse(Framer::with_limit(self.ledger.max_event_bytes)),
             (true, false, true) => Reader::Json(Vec::new()),
             _ => Reader::Plain,
         };
@@ -165,11 +178,26 @@ impl Tap {
                     tl.on_data(t, ev.data);
                 }
             }),
-            Reader::Json(frames) => frames.push(data.clone()),
+            Reader::Json(frames) => {
+                self.held_json += data.len();
+                if self.held_json > self.ledger.max_event_bytes {
+                    // Too big to parse: forwarded and stamped, not held.
+                    self.reader = Reader::Plain;
+                    self.oversized += 1;
+                } else {
+                    frames.push(data.clone());
+                }
+            }
             Reader::Plain => {}
         }
         if let Some(c) = self.content.as_mut() {
-            c.push(data.clone());
+            self.held_content += data.len();
+            if self.held_content > self.ledger.max_event_bytes {
+                self.content = None;
+                self.oversized += 1;
+            } else {
+                c.push(data.clone());
+            }
         }
         self.frames = self.frames.wrapping_add(1);
         if self.frames % CHUNK_SAMPLE_EVERY == 1 {
@@ -235,6 +263,7 @@ impl Tap {
                             tl.on_data(t, ev.data);
                         }
                     });
+                    self.oversized += (framer.stats().oversized as u32).max(self.passed_unedited);
                 }
                 Reader::Json(frames) => {
                     let body = crate::content::concat_frames(&frames);
@@ -243,6 +272,7 @@ impl Tap {
                 Reader::Plain => {}
             }
             rec.measured = tl.finish(end);
+            rec.oversized_events = (self.oversized > 0).then_some(self.oversized);
             if rec.measured.e2e_ns.is_none() {
                 // An empty body: the response ended now.
                 rec.measured.e2e_ns = Some(clock::now().saturating_sub(rec.start_mono_ns));
@@ -394,6 +424,7 @@ impl<B: Body> MeteredBody<B> {
             if !rest.is_empty() {
                 self.tail = Some(rest);
             }
+            self.tap.passed_unedited = s.passed;
         }
         self.tap.complete();
     }

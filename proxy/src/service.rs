@@ -471,7 +471,7 @@ fn respond(
     let strip = match plan {
         Some(p) if sse && parts.status.is_success() => {
             parts.headers.remove(header::CONTENT_LENGTH);
-            Some(Stripper::new(p))
+            Some(Stripper::with_limit(p, cfg.max_event_bytes))
         }
         _ => None,
     };
