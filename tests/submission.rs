@@ -132,6 +132,7 @@ fn a_sweep_writes_a_tree_the_official_checker_accepts() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut cfg = SimConfig::zero_delay();
     cfg.answer_from = Some(data.clone());
+    cfg.capture_bodies = true;
     let sim = rt.block_on(SimServer::start(cfg)).unwrap();
     let sub = submitter(d, None);
     let tokenizer = repo().join("testdata/golden/mlperf-ea33275/tokenizer");
@@ -196,6 +197,18 @@ fn a_sweep_writes_a_tree_the_official_checker_accepts() {
         );
         let point = std::fs::read_to_string(curve.join(format!("r{c}/point.yaml"))).unwrap();
         assert!(!point.contains("steady_state"), "{point}");
+    }
+    // The seed set's model_seed is every request's `seed`, as the reference sends its
+    // model_params.seed (and the sampling rule still passes: it is the rules' seed).
+    let log = sim.log();
+    let bodies: Vec<_> = log.iter().filter_map(|r| r.body.as_deref()).collect();
+    assert!(bodies.len() > 100, "{}", bodies.len());
+    for b in bodies {
+        let body = String::from_utf8_lossy(b);
+        assert!(
+            body.contains(r#""stream":true,"seed":9315206023656308754,"#),
+            "{body}"
+        );
     }
     // tokentap's own verdict fails only what the checker cannot see (scaled delays) and the
     // tuning length; every gate both evaluate passes in both.

@@ -286,7 +286,11 @@ fn tail(s: &RequestSettings, row: &Row, tools: Option<&Value>) -> Bytes {
             Some(&serde_json::json!({"include_usage": true})),
         );
     }
-    field("seed", pick("seed", i64v(run.seed)).as_ref());
+    let seed = run
+        .seed
+        .and_then(serde_json::Number::from_i128)
+        .map(Value::Number);
+    field("seed", pick("seed", seed).as_ref());
     field("top_p", pick("top_p", f64v(run.top_p)).as_ref());
     field("top_k", pick("top_k", i64v(run.top_k)).as_ref());
     field(

@@ -98,8 +98,9 @@ pub struct Sampling {
     pub temperature: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_completion_tokens: Option<u64>,
+    /// `--seed`, else a seed set's `model_seed` (an unsigned 64-bit value, hence the width).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub seed: Option<i64>,
+    pub seed: Option<i128>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -379,8 +380,9 @@ pub struct Opts {
     #[arg(long, env = "TOKENTAP_REPLAY_MIN_DURATION_SCALE", value_name = "F")]
     pub min_duration_scale: Option<f64>,
     /// Bind the run to a published seed set by its id (docs/rules.md), e.g. `A`: its
-    /// `scheduler_rng_seed`, `sample_index_rng_seed` and `model_seed` are recorded in the
-    /// run's files and a submission's `point.yaml`. The checker's own sets are bundled.
+    /// `model_seed` is sent as every request's `seed` (as the reference sends its model seed; a
+    /// row's own `seed`, or `--seed`, wins), and its three seeds are recorded in the run's files
+    /// and a submission's `point.yaml`. The checker's own sets are bundled.
     #[arg(long, env = "TOKENTAP_REPLAY_SEED_SET", value_name = "ID")]
     pub seed_set: Option<String>,
     /// A newer seed-set file (the checker's `seed_sets.yaml` shape) to find `--seed-set` in.
@@ -725,7 +727,7 @@ impl ReplayConfig {
             s.top_k = opts.top_k;
         }
         if opts.seed.is_some() {
-            s.seed = opts.seed;
+            s.seed = opts.seed.map(i128::from);
         }
         if opts.max_tokens.is_some() {
             s.max_completion_tokens = opts.max_tokens;
@@ -775,6 +777,11 @@ impl ReplayConfig {
             ),
             None => None,
         };
+        // The reference sends its `model_params.seed` as every request's `seed` (a row's own
+        // wins); a published set's `model_seed` is that seed (docs/rules.md). `--seed` wins.
+        if let (Some(ss), None) = (&c.seed_set, c.sampling.seed) {
+            c.sampling.seed = Some(i128::from(ss.model_seed));
+        }
         c.max_event_bytes = opts.max_event_bytes;
         c.record_outputs = opts.record_outputs;
         if opts.warmup_trajectories.is_some() || opts.warmup_duration.is_some() {

@@ -283,6 +283,18 @@ pub(crate) struct RunFacts {
     pub row_overrides: Vec<String>,
 }
 
+/// The sampling settings the rules judge: what was sent, but a seed set's `model_seed` (the
+/// seed the rules require, not a sampling setting of the model's) left out.
+fn official_sampling(cfg: &ReplayConfig) -> serde_json::Value {
+    let mut v = serde_json::to_value(&cfg.sampling).unwrap_or_default();
+    if let (Some(ss), Some(o)) = (&cfg.seed_set, v.as_object_mut()) {
+        if cfg.sampling.seed == Some(i128::from(ss.model_seed)) {
+            o.remove("seed");
+        }
+    }
+    v
+}
+
 fn ms(s: &mut Samples) -> Option<Percentiles> {
     s.percentiles().map(|p| Percentiles {
         count: p.count,
@@ -867,7 +879,7 @@ fn validity(
         shards: cfg.shard.count,
         stop_issuing_on_first_user_complete: cfg.stop_issuing_on_first_user_complete,
         stopped_early,
-        sampling: serde_json::to_value(&cfg.sampling).unwrap_or_default(),
+        sampling: official_sampling(cfg),
         row_overrides: f.row_overrides.clone(),
         body_changes: [
             cfg.include_usage.then_some("--include-usage".to_string()),
