@@ -40,6 +40,23 @@ fn listening_addr(child: &mut std::process::Child) -> (String, StdoutLines) {
     (addr, lines)
 }
 
+/// Writes a synthesized dataset to `path`; returns its client turns.
+fn synth_file(path: &Path, coding: usize, workflow: usize, scale: f64) -> usize {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let made = tokentap_dataset::synth::synth(
+        &tokentap_dataset::synth::SynthConfig {
+            coding,
+            workflow,
+            scale,
+            ..Default::default()
+        },
+        &mut f,
+    )
+    .unwrap();
+    f.flush().unwrap();
+    made.client_turns as usize
+}
+
 fn read_jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
@@ -625,20 +642,7 @@ fn a_killed_replay_keeps_every_record_already_written() {
     let sim = rt.block_on(tokentap_sim::SimServer::start(cfg)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("d.jsonl");
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&data).unwrap());
-    let made = tokentap_dataset::synth::synth(
-        &tokentap_dataset::synth::SynthConfig {
-            coding: 4,
-            workflow: 4,
-            scale: 0.5,
-            ..Default::default()
-        },
-        &mut f,
-    )
-    .unwrap();
-    f.flush().unwrap();
-    drop(f);
-    let total = made.client_turns as usize;
+    let total = synth_file(&data, 4, 4, 0.5);
     let out_dir = dir.path().join("run");
     let mut child = Command::new(BIN)
         .args([
@@ -701,19 +705,7 @@ fn report_refuses_records_and_summaries_that_are_not_one_run() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("d.jsonl");
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&data).unwrap());
-    tokentap_dataset::synth::synth(
-        &tokentap_dataset::synth::SynthConfig {
-            coding: 1,
-            workflow: 2,
-            scale: 0.1,
-            ..Default::default()
-        },
-        &mut f,
-    )
-    .unwrap();
-    f.flush().unwrap();
-    drop(f);
+    synth_file(&data, 1, 2, 0.1);
     let run = dir.path().join("run");
     let st = Command::new(BIN)
         .args([
