@@ -40,6 +40,21 @@ fn listening_addr(child: &mut std::process::Child) -> (String, StdoutLines) {
     (addr, lines)
 }
 
+/// POSTs a chat completion to `addr` over one raw HTTP/1.1 connection (`headers`: extra header
+/// lines, each ending in CRLF) and returns every byte of the response.
+fn post_raw(addr: &str, headers: &str, body: &str) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{headers}Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).unwrap();
+    got
+}
+
 /// Writes a synthesized dataset to `path`; returns its client turns.
 fn synth_file(path: &Path, coding: usize, workflow: usize, scale: f64) -> usize {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
@@ -443,16 +458,7 @@ fn proxy_drains_on(sig: &str) {
     let (addr, _stdout) = listening_addr(&mut child);
     let client = std::thread::spawn(move || {
         let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"max_completion_tokens":40}"#;
-        let mut s = TcpStream::connect(&addr).unwrap();
-        write!(
-            s,
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Session-ID: drain-1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut resp = String::new();
-        s.read_to_string(&mut resp).unwrap();
-        resp
+        String::from_utf8(post_raw(&addr, "X-Session-ID: drain-1\r\n", body)).unwrap()
     });
     // The real event: the sim has sent the response head and the body is not finished.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -810,15 +816,7 @@ fn a_huge_event_is_forwarded_but_not_held() {
             .unwrap();
         let (addr, _stdout) = listening_addr(&mut child);
         let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}"#;
-        let mut s = TcpStream::connect(&addr).unwrap();
-        write!(
-            s,
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut got = Vec::new();
-        s.read_to_end(&mut got).unwrap();
+        let got = post_raw(&addr, "", body);
         assert!(got.len() > BIG, "every byte forwarded: {}", got.len());
         let end = String::from_utf8_lossy(&got[got.len() - 200..]).to_string();
         assert!(end.contains("data: [DONE]"), "{end}");

@@ -265,40 +265,16 @@ fn an_impossible_delay_is_refused_by_validate_and_replay_alike() {
     )
     .unwrap();
     let want = "field `delay_seconds`: expected a number of seconds from 0 to 86400 (one day), found 1e+308";
-    let v = Command::new(BIN)
-        .args(["dataset", "validate"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&v.stdout).to_string() + &String::from_utf8_lossy(&v.stderr);
-    assert_ne!(v.status.code(), Some(0), "{text}");
+    let (code, text) = validate(&data);
+    assert_ne!(code, Some(0), "{text}");
     assert!(text.contains(want) && text.contains("d.jsonl:3:"), "{text}");
     assert!(text.contains("delay_seconds"), "{text}");
-    let r = Command::new(BIN)
-        .args([
-            "replay",
-            "--endpoint",
-            "http://127.0.0.1:9",
-            "--model",
-            "m",
-            "--delays",
-        ])
-        .arg("--dataset")
-        .arg(&data)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&r.stderr);
-    assert_eq!(r.status.code(), Some(1), "{err}");
+    let (code, err) = replay_nowhere(&data, &["--delays"]);
+    assert_eq!(code, Some(1), "{err}");
     assert!(err.contains(want) && err.contains("d.jsonl:3:"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
-    let r = Command::new(BIN)
-        .args(["replay", "--endpoint", "http://127.0.0.1:9", "--model", "m"])
-        .args(["--delays", "--delay-scale", "1e308", "--dataset"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&r.stderr);
-    assert_eq!(r.status.code(), Some(1), "{err}");
+    let (code, err) = replay_nowhere(&data, &["--delays", "--delay-scale", "1e308"]);
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("--delay-scale must be a number from 0 to 1000, found"),
         "{err}"
@@ -317,26 +293,36 @@ fn a_non_utf8_dataset_is_refused_at_its_line_once() {
     );
     std::fs::write(&data, bytes).unwrap();
     let want = "d.jsonl:2: not UTF-8: byte 0xff at column 64";
-    let v = Command::new(BIN)
-        .args(["dataset", "validate"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&v.stdout).to_string() + &String::from_utf8_lossy(&v.stderr);
+    let (_, text) = validate(&data);
     assert!(text.contains(want), "{text}");
-    let r = Command::new(BIN)
-        .args([
-            "replay",
-            "--endpoint",
-            "http://127.0.0.1:9",
-            "--model",
-            "m",
-            "--dataset",
-        ])
-        .arg(&data)
+    let (code, err) = replay_nowhere(&data, &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.matches(want).count(), 1, "named once: {err}");
+}
+
+/// `tokentap dataset validate FILE`: its exit code and everything it printed.
+fn validate(data: &std::path::Path) -> (Option<i32>, String) {
+    let o = Command::new(BIN)
+        .args(["dataset", "validate"])
+        .arg(data)
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&r.stderr);
-    assert_eq!(r.status.code(), Some(1), "{err}");
-    assert_eq!(err.matches(want).count(), 1, "named once: {err}");
+    let text = String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+    (o.status.code(), text)
+}
+
+/// `tokentap replay` of `data` at an endpoint nothing listens on (the dataset is refused before
+/// any request): its exit code and stderr.
+fn replay_nowhere(data: &std::path::Path, extra: &[&str]) -> (Option<i32>, String) {
+    let o = Command::new(BIN)
+        .args(["replay", "--endpoint", "http://127.0.0.1:9", "--model", "m"])
+        .args(extra)
+        .arg("--dataset")
+        .arg(data)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
