@@ -337,11 +337,7 @@ mod tests {
             r.headers.insert("x-request-id".into(), id.into());
         }
         r.measured.e2e_ns = Some(5_000_000);
-        WireTurn {
-            at: String::new(),
-            source: 0,
-            record: r,
-        }
+        WireTurn::new(String::new(), 0, r)
     }
 
     fn client(session: Option<&str>, turn: u32, start: u64, id: Option<&str>) -> ClientTurn {

@@ -179,19 +179,12 @@ pub fn compare(opts: &Opts) -> Result<Report, CompareError> {
         None => None,
     };
     let dataset = match &opts.dataset {
-        Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|source| CompareError::Io {
-                what: "cannot read the dataset",
+        Some(p) => Some(
+            tokentap_dataset::Dataset::load(p).map_err(|e| CompareError::File {
                 path: p.clone(),
-                source,
-            })?;
-            Some(
-                tokentap_dataset::Dataset::parse(p, &text).map_err(|e| CompareError::File {
-                    path: p.clone(),
-                    msg: e.to_string(),
-                })?,
-            )
-        }
+                msg: e.to_string(),
+            })?,
+        ),
         None => None,
     };
     let reference = formats::Reference {

@@ -724,11 +724,7 @@ mod tests {
             },
         );
         r.measured.ttft_ns = Some((ttft_ms * 1e6) as u64);
-        WireTurn {
-            at: "w:1".into(),
-            source: 0,
-            record: r,
-        }
+        WireTurn::new("w:1".into(), 0, r)
     }
 
     fn client_turn(at: usize, ttft_ms: f64) -> ClientTurn {

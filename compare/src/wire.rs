@@ -14,7 +14,10 @@ pub struct WireTurn {
     pub at: String,
     /// Which `--wire` path (one per proxy: a sidecar beside each replica) it came from.
     pub source: usize,
+    /// The record without what the comparison does not read (its chunk stamps, reduced to
+    /// [`WireTurn::values`], and any recorded content): memory is per turn, not per chunk.
     pub record: TurnRecord,
+    values: Values,
 }
 
 impl WireTurn {
@@ -40,9 +43,22 @@ impl WireTurn {
             .map(String::as_str)
     }
 
+    /// A wire turn of `record`: its values computed, then its chunks and content let go.
+    pub fn new(at: String, source: usize, mut record: TurnRecord) -> WireTurn {
+        let values = values_of(&record);
+        record.measured.chunks = Vec::new();
+        record.content = None;
+        WireTurn {
+            at,
+            source,
+            record,
+            values,
+        }
+    }
+
     /// The per-turn values, in the units of [`Metric`].
     pub fn values(&self) -> Values {
-        values_of(&self.record)
+        self.values
     }
 }
 
@@ -121,29 +137,21 @@ pub fn load(paths: &[PathBuf]) -> Result<(Vec<WireTurn>, usize), CompareError> {
 }
 
 fn read_file(path: &Path, source: usize, out: &mut Vec<WireTurn>) -> Result<usize, CompareError> {
-    let text = std::fs::read_to_string(path).map_err(|source| CompareError::Io {
-        what: "cannot read proxy records",
-        path: path.to_path_buf(),
-        source,
-    })?;
     let mut ignored = 0;
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let record: TurnRecord = serde_json::from_str(line).map_err(|e| {
-            CompareError::parse(path, i + 1, format!("not a tokentap turn record: {e}"))
-        })?;
+    crate::formats::json::each_line(path, "cannot read proxy records", |line, text| {
+        let record: TurnRecord =
+            crate::formats::json::object_line(path, line, text, "a tokentap turn record")?;
         if !is_completion(&record) {
             ignored += 1;
-            continue;
+            return Ok(());
         }
-        out.push(WireTurn {
-            at: format!("{}:{}", path.display(), i + 1),
+        out.push(WireTurn::new(
+            format!("{}:{}", path.display(), line),
             source,
             record,
-        });
-    }
+        ));
+        Ok(())
+    })?;
     Ok(ignored)
 }
 
@@ -196,11 +204,7 @@ mod tests {
         assert!(!is_completion(&r));
         r.route = Some("/v1/chat/completions".into());
         assert!(is_completion(&r));
-        let w = WireTurn {
-            at: "x:1".into(),
-            source: 0,
-            record: r,
-        };
+        let w = WireTurn::new("x:1".into(), 0, r);
         assert_eq!(w.start_on(Clock::Mono), 10);
         assert_eq!(w.start_on(Clock::Wall), 1_000);
     }

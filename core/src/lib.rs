@@ -16,6 +16,7 @@
 //!   (does it carry text, usage, finish reason) without building the JSON tree.
 //! - [`timeline`]: the per-turn token timeline of SPEC §7 (TTFB, TTFT, per-chunk instants and
 //!   token counts, ITL per token, inter-chunk latency, TPOT, E2E).
+//! - [`jsonl`]: JSONL read a line at a time, one line bounded (every file reader uses it).
 //! - [`record`]: the per-turn record written as JSONL by the replay client and the proxy.
 //! - [`rng`]: SplitMix64, the one deterministic random source (sim, synthesizer, filler, hashes).
 //! - [`route`]: session affinity (rendezvous hashing) shared by the proxy and the replay.
@@ -46,6 +47,7 @@ pub mod chunk;
 pub mod clock;
 pub mod duration;
 pub mod http1;
+pub mod jsonl;
 pub mod metrics;
 pub mod record;
 pub mod rng;

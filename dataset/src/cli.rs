@@ -6,12 +6,13 @@
 //! Errors that are not about the dataset's content (cannot write the output file …) are returned
 //! as `Err`.
 
-use crate::stats::stats;
+use crate::error::DatasetErrors;
+use crate::load::read;
+use crate::stats::StatsBuilder;
 use crate::synth::{synth, SynthConfig};
-use crate::Dataset;
 use anyhow::Context as _;
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `tokentap dataset` subcommands.
 #[derive(Debug, Clone, PartialEq, clap::Subcommand)]
@@ -73,28 +74,29 @@ pub fn run_with(
 ) -> anyhow::Result<i32> {
     match cmd {
         DatasetCommand::Validate { file } => {
-            let Some(ds) = load(&file, err)? else {
+            // Streamed: one conversation in memory at a time.
+            let (mut trajectories, mut client, mut assistant) = (0usize, 0usize, 0usize);
+            let read = stream(&file, err, |c| {
+                trajectories += 1;
+                let n = c.client_turns().count();
+                client += n;
+                assistant += c.rows.len() - n;
+            })?;
+            if !read {
                 return Ok(1);
-            };
-            let assistant: usize = ds
-                .conversations
-                .iter()
-                .map(|c| c.rows.len() - c.client_turns().count())
-                .sum();
+            }
             writeln!(
                 out,
-                "ok: {} trajectories, {} client turns, {} assistant turns",
-                ds.conversations.len(),
-                ds.client_turns(),
-                assistant
+                "ok: {trajectories} trajectories, {client} client turns, {assistant} assistant turns"
             )?;
             Ok(0)
         }
         DatasetCommand::Stats { file, json } => {
-            let Some(ds) = load(&file, err)? else {
+            let mut b = StatsBuilder::default();
+            if !stream(&file, err, |c| b.add(&c))? {
                 return Ok(1);
-            };
-            let s = stats(&ds);
+            }
+            let s = b.finish(&file);
             if json {
                 serde_json::to_writer_pretty(&mut *out, &s)?;
                 writeln!(out)?;
@@ -151,10 +153,26 @@ pub fn run_with(
     }
 }
 
-/// Loads `file`; on failure prints every error to `err` and returns `None`.
-fn load(file: &PathBuf, err: &mut dyn Write) -> anyhow::Result<Option<Dataset>> {
-    match Dataset::load(file) {
-        Ok(ds) => Ok(Some(ds)),
+/// Reads `file` a conversation at a time into `each`; on failure prints every error to `err`
+/// and returns `false`.
+fn stream(
+    file: &Path,
+    err: &mut dyn Write,
+    each: impl FnMut(crate::model::Conversation),
+) -> anyhow::Result<bool> {
+    let result = std::fs::File::open(file)
+        .map_err(|e| {
+            DatasetErrors(vec![crate::error::DatasetError {
+                path: file.to_path_buf(),
+                line: None,
+                conversation: None,
+                field: None,
+                message: format!("cannot read the file: {e}"),
+            }])
+        })
+        .and_then(|f| read(file, std::io::BufReader::with_capacity(256 << 10, f), each));
+    match result {
+        Ok(_) => Ok(true),
         Err(errors) => {
             // Every error, not the 50 that `Display` shows: this is the command whose job is to
             // list them.
@@ -167,7 +185,7 @@ fn load(file: &PathBuf, err: &mut dyn Write) -> anyhow::Result<Option<Dataset>> 
                 errors.0.len(),
                 if errors.0.len() == 1 { "" } else { "s" }
             )?;
-            Ok(None)
+            Ok(false)
         }
     }
 }

@@ -9,137 +9,181 @@ use crate::model::{Conversation, Dataset, Role, Row, ToolResult, OVERRIDE_FIELDS
 use crate::validate;
 use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 impl Dataset {
-    /// Reads and validates `path`.
+    /// Reads and validates `path`, a line at a time (memory: the conversations, not the file's
+    /// text).
     pub fn load(path: impl AsRef<Path>) -> Result<Dataset, DatasetErrors> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|e| {
-            DatasetErrors(vec![DatasetError {
-                path: path.to_path_buf(),
-                line: None,
-                conversation: None,
-                field: None,
-                message: format!("cannot read the file: {e}"),
-            }])
-        })?;
-        Dataset::parse_bytes(path, bytes)
+        let file = std::fs::File::open(path).map_err(|e| file_error(path, e))?;
+        Dataset::from_reader(path, std::io::BufReader::with_capacity(256 << 10, file))
+    }
+
+    /// Like [`Dataset::load`] over any reader; `path` is used in messages.
+    pub fn from_reader(
+        path: impl AsRef<Path>,
+        reader: impl BufRead,
+    ) -> Result<Dataset, DatasetErrors> {
+        let mut conversations = Vec::new();
+        read(path.as_ref(), reader, |c| conversations.push(c))?;
+        Ok(Dataset {
+            path: path.as_ref().to_path_buf(),
+            conversations,
+        })
     }
 
     /// Like [`Dataset::parse`] over the file's bytes: a byte that is not UTF-8 is an error
     /// naming its line and column (one rule for every command that reads a dataset).
     pub fn parse_bytes(path: impl AsRef<Path>, bytes: Vec<u8>) -> Result<Dataset, DatasetErrors> {
-        let path = path.as_ref();
-        let text = String::from_utf8(bytes).map_err(|e| {
-            let at = e.utf8_error().valid_up_to();
-            let b = e.as_bytes();
-            let line = 1 + b[..at].iter().filter(|&&c| c == b'\n').count();
-            let col = at
-                - b[..at]
-                    .iter()
-                    .rposition(|&c| c == b'\n')
-                    .map_or(0, |p| p + 1)
-                + 1;
-            DatasetErrors(vec![DatasetError {
-                path: path.to_path_buf(),
-                line: Some(line),
-                conversation: None,
-                field: None,
-                message: format!(
-                    "not UTF-8: byte 0x{:02x} at column {col} (a JSONL dataset is UTF-8 text)",
-                    b[at]
-                ),
-            }])
-        })?;
-        Dataset::parse(path, &text)
+        Dataset::from_reader(path, &bytes[..])
     }
 
     /// Parses and validates JSONL `text`; `path` is used in messages.
     pub fn parse(path: impl AsRef<Path>, text: &str) -> Result<Dataset, DatasetErrors> {
-        let path = path.as_ref().to_path_buf();
-        let mut errors = Vec::new();
-        let mut conversations: Vec<Conversation> = Vec::new();
-        // conversation id -> (index in `conversations`, first line)
-        let mut seen: HashMap<String, (usize, usize)> = HashMap::new();
-        // Conversations with a row-level error (a row dropped, or a field of the wrong type) or a
-        // contiguity break: the conversation-level rules are not run on them, because they would
+        Dataset::from_reader(path, text.as_bytes())
+    }
+}
+
+/// Errors collected before reading stops: a file with more is not a dataset.
+pub const MAX_ERRORS: usize = 10_000;
+
+fn file_error(path: &Path, e: std::io::Error) -> DatasetErrors {
+    DatasetErrors(vec![DatasetError {
+        path: path.to_path_buf(),
+        line: None,
+        conversation: None,
+        field: None,
+        message: format!("cannot read the file: {e}"),
+    }])
+}
+
+/// Reads and validates a dataset a line at a time, handing each conversation to `each` once its
+/// last row is read and it has passed every rule (rows of a conversation are contiguous, so a
+/// conversation is complete when the next one starts). Memory is one conversation and the ids
+/// seen, whatever the file's size; `dataset validate` and `stats` keep nothing more.
+///
+/// Every problem is collected (up to [`MAX_ERRORS`]), each naming the file, the line, the
+/// conversation, the field and what was expected. On any error the result is `Err` with all of
+/// them, sorted by line — `each` may have seen conversations by then and its result must be
+/// dropped. Returns the number of conversations.
+pub fn read(
+    path: &Path,
+    reader: impl BufRead,
+    mut each: impl FnMut(Conversation),
+) -> Result<usize, DatasetErrors> {
+    let path = path.to_path_buf();
+    let mut errors = Vec::new();
+    // The conversation being read.
+    let mut current: Option<Conversation> = None;
+    // Conversations with a row-level error: not checked as a whole (see `finish`).
+    let mut damaged: HashSet<String> = HashSet::new();
+    // conversation id -> first line, for every conversation seen.
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut count = 0usize;
+    let mut finish = |conv: Conversation, damaged: bool, errors: &mut Vec<DatasetError>| {
+        // Conversations with a row-level error (a row dropped, or a field of the wrong type) or
+        // a contiguity break are not checked as a whole: the conversation-level rules would
         // mostly repeat the row error (a dropped row is a gap in the turns, a `tool_results` of
         // the wrong type is a missing one). Decision: one precise message per problem, at the
         // cost of a second run to see sequence errors in the same conversation.
-        let mut damaged: HashSet<String> = HashSet::new();
-        // A UTF-8 byte-order mark is not part of the first row (editors on Windows add one).
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        for (i, line) in text.lines().enumerate() {
-            let lineno = i + 1;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let before = errors.len();
-            let mut ctx = Ctx {
-                path: &path,
-                line: lineno,
-                conversation: None,
-                errors: &mut errors,
-            };
-            let parsed = parse_row(&mut ctx, line);
-            if ctx.errors.len() > before {
-                if let Some(id) = ctx.conversation.take() {
-                    damaged.insert(id);
-                }
-            }
-            let Some((id, row)) = parsed else {
-                continue;
-            };
-            match seen.get(&id) {
-                Some(&(idx, first)) => {
-                    if idx + 1 != conversations.len() {
-                        ctx.conversation = Some(id.clone());
-                        ctx.err(
-                            None,
-                            format!(
-                                "rows of a conversation must be contiguous: this conversation started at line {first} and other conversations came in between"
-                            ),
-                        );
-                        damaged.insert(id);
-                        continue;
-                    }
-                    conversations[idx].rows.push(row);
-                }
-                None => {
-                    seen.insert(id.clone(), (conversations.len(), lineno));
-                    conversations.push(Conversation {
-                        id,
-                        rows: vec![row],
-                    });
-                }
-            }
+        let mut conv = conv;
+        // Stable: rows with equal turns keep file order, so "appears twice" names both lines.
+        conv.rows.sort_by_key(|r| r.turn);
+        let before = errors.len();
+        if !damaged {
+            errors.extend(validate::check(&path, &conv));
         }
-        if conversations.is_empty() && errors.is_empty() {
+        count += 1;
+        if errors.len() == before && errors.is_empty() {
+            each(conv);
+        }
+    };
+    let mut lines = tokentap_core::jsonl::Lines::new(reader);
+    loop {
+        if errors.len() >= MAX_ERRORS {
             errors.push(DatasetError {
                 path: path.clone(),
-                line: None,
+                line: Some(lines.line()),
                 conversation: None,
                 field: None,
-                message: "no conversations: expected at least one JSONL row with conversation_id, turn and role".into(),
+                message: format!("stopped reading after {MAX_ERRORS} errors: is this a dataset?"),
             });
+            break;
         }
-        for conv in &mut conversations {
-            // Stable: rows with equal turns keep file order, so "appears twice" names both lines.
-            conv.rows.sort_by_key(|r| r.turn);
-            if !damaged.contains(&conv.id) {
-                errors.extend(validate::check(&path, conv));
+        let (lineno, line) = match lines.next_line() {
+            Ok(Some(l)) => l,
+            Ok(None) => break,
+            Err(e) => {
+                errors.push(DatasetError {
+                    path: path.clone(),
+                    line: Some(lines.line()),
+                    conversation: None,
+                    field: None,
+                    message: e.to_string(),
+                });
+                break;
+            }
+        };
+        let before = errors.len();
+        let mut ctx = Ctx {
+            path: &path,
+            line: lineno,
+            conversation: None,
+            errors: &mut errors,
+        };
+        let parsed = parse_row(&mut ctx, line);
+        if ctx.errors.len() > before {
+            if let Some(id) = ctx.conversation.take() {
+                damaged.insert(id);
             }
         }
-        if errors.is_empty() {
-            Ok(Dataset {
-                path,
-                conversations,
-            })
-        } else {
-            errors.sort_by_key(|e| e.line.unwrap_or(0));
-            Err(DatasetErrors(errors))
+        let Some((id, row)) = parsed else {
+            continue;
+        };
+        if let Some(c) = current.as_mut().filter(|c| c.id == id) {
+            c.rows.push(row);
+            continue;
         }
+        if let Some(&first) = seen.get(&id) {
+            ctx.conversation = Some(id);
+            ctx.err(
+                None,
+                format!(
+                    "rows of a conversation must be contiguous: this conversation started at line {first} and other conversations came in between"
+                ),
+            );
+            continue;
+        }
+        if let Some(c) = current.take() {
+            let d = damaged.contains(&c.id);
+            finish(c, d, &mut errors);
+        }
+        seen.insert(id.clone(), lineno);
+        current = Some(Conversation {
+            id,
+            rows: vec![row],
+        });
+    }
+    if let Some(c) = current.take() {
+        let d = damaged.contains(&c.id);
+        finish(c, d, &mut errors);
+    }
+    if count == 0 && errors.is_empty() {
+        errors.push(DatasetError {
+            path: path.clone(),
+            line: None,
+            conversation: None,
+            field: None,
+            message: "no conversations: expected at least one JSONL row with conversation_id, turn and role".into(),
+        });
+    }
+    if errors.is_empty() {
+        Ok(count)
+    } else {
+        errors.sort_by_key(|e| e.line.unwrap_or(0));
+        Err(DatasetErrors(errors))
     }
 }
 

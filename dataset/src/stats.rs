@@ -7,8 +7,8 @@
 //! reported per domain (coding = ids not starting with `sim_`, workflow = `sim_NNNNNN`) and in
 //! total.
 //!
-//! Data flow: one pass over a loaded [`Dataset`]; each conversation adds raw samples to a
-//! per-domain accumulator and to the total; percentiles come from the raw samples through
+//! Data flow: one pass over the conversations ([`StatsBuilder`], fed by the streaming reader or a
+//! loaded [`Dataset`]); each conversation adds raw samples to a per-domain accumulator and to the total; percentiles come from the raw samples through
 //! [`tokentap_core::stats::Samples`] (exact, numpy `linear`).
 //!
 //! ## Request size (approximate, by design)
@@ -223,29 +223,55 @@ impl FromIterator<f64> for Col {
 
 /// Statistics of `ds`.
 pub fn stats(ds: &Dataset) -> DatasetStats {
-    let mut total = Acc::default();
-    let mut coding = Acc::default();
-    let mut workflow = Acc::default();
+    let mut b = StatsBuilder::default();
     for conv in &ds.conversations {
+        b.add(conv);
+    }
+    b.finish(&ds.path)
+}
+
+/// The statistics folded one conversation at a time, so `dataset stats` reads a file of any
+/// size holding one conversation ([`crate::load::read`]) and these samples.
+#[derive(Default)]
+pub struct StatsBuilder {
+    total: Acc,
+    coding: Acc,
+    workflow: Acc,
+}
+
+impl StatsBuilder {
+    pub fn add(&mut self, conv: &Conversation) {
         let domain = if conv.is_workflow() {
-            &mut workflow
+            &mut self.workflow
         } else {
-            &mut coding
+            &mut self.coding
         };
         domain.add(conv);
-        total.add(conv);
+        self.total.add(conv);
     }
-    DatasetStats {
-        path: ds.path.display().to_string(),
-        total: total.finish(),
-        coding: coding.finish(),
-        workflow: workflow.finish(),
+
+    pub fn finish(self, path: &std::path::Path) -> DatasetStats {
+        DatasetStats {
+            path: path.display().to_string(),
+            total: self.total.finish(),
+            coding: self.coding.finish(),
+            workflow: self.workflow.finish(),
+        }
     }
+}
+
+/// A text's identity without keeping the text: a 64-bit hash (distinct texts of one dataset
+/// colliding is not a practical concern for a count).
+fn text_key(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
 }
 
 /// Raw samples of one domain.
 #[derive(Default)]
-struct Acc<'a> {
+struct Acc {
     trajectories: u64,
     rows: u64,
     user_turns: u64,
@@ -259,8 +285,10 @@ struct Acc<'a> {
     growth: Col,
     delays: Col,
     no_delay: u64,
-    systems: HashMap<&'a str, u64>,
-    tool_sets: HashMap<String, u64>,
+    /// System prompts by [`text_key`]: (bytes, trajectories).
+    systems: HashMap<u64, (usize, u64)>,
+    /// Tool sets by [`text_key`] of their JSON: trajectories.
+    tool_sets: HashMap<u64, u64>,
     tools_count: Col,
     tools_bytes: Col,
     with_tool_calls: u64,
@@ -270,8 +298,8 @@ struct Acc<'a> {
     output_tokens: Col,
 }
 
-impl<'a> Acc<'a> {
-    fn add(&mut self, conv: &'a Conversation) {
+impl Acc {
+    fn add(&mut self, conv: &Conversation) {
         self.trajectories += 1;
         self.rows += conv.rows.len() as u64;
         self.rows_per_traj.push(conv.rows.len() as f64);
@@ -281,7 +309,7 @@ impl<'a> Acc<'a> {
 
         let system = conv.system();
         if let Some(s) = system {
-            *self.systems.entry(s).or_default() += 1;
+            self.systems.entry(text_key(s)).or_insert((s.len(), 0)).1 += 1;
         }
         let default_tools = conv.default_tools();
         if let Some(t) = default_tools {
@@ -289,7 +317,7 @@ impl<'a> Acc<'a> {
             self.tools_count
                 .push(t.as_array().map_or(0, Vec::len) as f64);
             self.tools_bytes.push(text.len() as f64);
-            *self.tool_sets.entry(text).or_default() += 1;
+            *self.tool_sets.entry(text_key(&text)).or_default() += 1;
         }
         let default_tools_bytes = default_tools.map_or(0, json_len);
 
@@ -375,14 +403,11 @@ impl<'a> Acc<'a> {
                 })
             })
             .collect();
-        let mut systems: Vec<(&str, u64)> = self.systems.into_iter().collect();
-        // Most shared first; ties by size then text so the order is deterministic.
-        systems.sort_by(|a, b| {
-            b.1.cmp(&a.1)
-                .then(b.0.len().cmp(&a.0.len()))
-                .then(a.0.cmp(b.0))
-        });
-        let mut distinct_bytes: Col = systems.iter().map(|(s, _)| s.len() as f64).collect();
+        let mut systems: Vec<(usize, u64)> = self.systems.into_values().collect();
+        // Most shared first, ties by size (equal entries print the same, so the order is
+        // deterministic).
+        systems.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
+        let mut distinct_bytes: Col = systems.iter().map(|&(bytes, _)| bytes as f64).collect();
         DomainStats {
             trajectories: self.trajectories,
             rows: self.rows,
@@ -408,10 +433,10 @@ impl<'a> Acc<'a> {
                 top: systems
                     .iter()
                     .take(5)
-                    .map(|(s, n)| SharedText {
-                        bytes: s.len() as u64,
-                        tokens: tokenize::count(s),
-                        trajectories: *n,
+                    .map(|&(bytes, n)| SharedText {
+                        bytes: bytes as u64,
+                        tokens: tokenize_len(bytes) as u64,
+                        trajectories: n,
                     })
                     .collect(),
             },

@@ -152,38 +152,64 @@ pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Resu
     Ok(outcome)
 }
 
-/// Reads and checks a dataset file; returns it with its `blake2b-256` hash (recorded in
-/// `config.json`).
+/// Reads and checks a dataset file a line at a time, hashing its bytes as they pass; returns
+/// it with its `blake2b-256` hash (recorded in `config.json`).
 pub async fn load_dataset(path: &Path) -> anyhow::Result<(Dataset, String)> {
     let path = path.to_path_buf();
     tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
-        let bytes = std::fs::read(&path).map_err(|source| ReplayError::Io {
+        let file = std::fs::File::open(&path).map_err(|source| ReplayError::Io {
             what: "cannot read the dataset",
             path: path.clone(),
             source,
         })?;
-        let hash = file_hash(&bytes);
-        let ds = Dataset::parse_bytes(&path, bytes).map_err(ReplayError::Dataset)?;
-        Ok((ds, hash))
+        let mut hashed = Hashing::new(file);
+        let ds = Dataset::from_reader(
+            &path,
+            std::io::BufReader::with_capacity(256 << 10, &mut hashed),
+        )
+        .map_err(ReplayError::Dataset)?;
+        Ok((ds, hashed.finish()))
     })
     .await
     .context("loading the dataset")?
 }
 
-/// `blake2b-256:<hex>` of a file's bytes.
-fn file_hash(bytes: &[u8]) -> String {
-    use blake2::digest::{Update, VariableOutput};
-    // Invariant: 32 is a valid BLAKE2b digest size and the buffer has that size.
-    let mut h = blake2::Blake2bVar::new(32).expect("32 is a valid BLAKE2b digest size");
-    h.update(bytes);
-    let mut out = [0u8; 32];
-    h.finalize_variable(&mut out)
-        .expect("buffer has the digest size");
-    let mut s = String::from("blake2b-256:");
-    for b in out {
-        s.push_str(&format!("{b:02x}"));
+/// A reader that hashes what it reads (BLAKE2b-256).
+struct Hashing<R> {
+    inner: R,
+    hash: blake2::Blake2bVar,
+}
+
+impl<R> Hashing<R> {
+    fn new(inner: R) -> Self {
+        use blake2::digest::VariableOutput;
+        // Invariant: 32 is a valid BLAKE2b digest size.
+        let hash = blake2::Blake2bVar::new(32).expect("32 is a valid BLAKE2b digest size");
+        Hashing { inner, hash }
     }
-    s
+
+    /// `blake2b-256:<hex>` of every byte read.
+    fn finish(self) -> String {
+        use blake2::digest::VariableOutput;
+        let mut out = [0u8; 32];
+        self.hash
+            .finalize_variable(&mut out)
+            .expect("buffer has the digest size");
+        let mut s = String::from("blake2b-256:");
+        for b in out {
+            s.push_str(&format!("{b:02x}"));
+        }
+        s
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use blake2::digest::Update;
+        let n = self.inner.read(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
 }
 
 /// Runs a replay of an already-loaded dataset. Checks the config against the dataset first
@@ -446,12 +472,7 @@ async fn warmup_config(
         Some(path) => {
             let p = path.clone();
             let ds = tokio::task::spawn_blocking(move || -> anyhow::Result<Dataset> {
-                let text = std::fs::read_to_string(&p).map_err(|source| ReplayError::Io {
-                    what: "cannot read the warmup dataset",
-                    path: p.clone(),
-                    source,
-                })?;
-                Ok(Dataset::parse(&p, &text).map_err(ReplayError::Dataset)?)
+                Ok(Dataset::load(&p).map_err(ReplayError::Dataset)?)
             })
             .await
             .context("loading the warmup dataset")??;

@@ -34,7 +34,7 @@ use crate::RunOutcome;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use tokentap_core::clock::Anchor;
 use tokentap_core::record::{Status, TurnRecord};
@@ -427,10 +427,13 @@ fn interleave(shards: Vec<Vec<Line>>) -> Vec<Line> {
 fn load(dir: &Path) -> Result<ShardRun, ReplayError> {
     let read = |name: &str| -> Result<Vec<u8>, ReplayError> {
         let p = dir.join(name);
-        std::fs::read(&p).map_err(|source| ReplayError::Io {
-            what: "cannot read (a shard's run directory has config.json, summary.json, records.jsonl and scores.json)",
-            path: p,
-            source,
+        tokentap_core::jsonl::read_document(&p).map_err(|e| match e {
+            tokentap_core::jsonl::DocumentError::Io(source) => ReplayError::Io {
+                what: "cannot read (a shard's run directory has config.json, summary.json, records.jsonl and scores.json)",
+                path: p,
+                source,
+            },
+            e => ReplayError::Config(format!("{}: {e}", p.display())),
         })
     };
     let json = |name: &str, bytes: &[u8]| -> Result<Value, ReplayError> {
@@ -454,20 +457,32 @@ fn load(dir: &Path) -> Result<ShardRun, ReplayError> {
         source,
     })?;
     let mut records = Vec::new();
-    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line.map_err(|source| ReplayError::Io {
-            what: "cannot read",
-            path: rec_path.clone(),
-            source,
-        })?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let l: Line = serde_json::from_str(&line).map_err(|e| {
+    let mut lines =
+        tokentap_core::jsonl::Lines::new(std::io::BufReader::with_capacity(256 << 10, f));
+    loop {
+        let (n, line) = match lines.next_line() {
+            Ok(Some(l)) => l,
+            Ok(None) => break,
+            Err(tokentap_core::jsonl::LineError::Io(source)) => {
+                return Err(ReplayError::Io {
+                    what: "cannot read",
+                    path: rec_path.clone(),
+                    source,
+                })
+            }
+            Err(e) => {
+                return Err(ReplayError::Config(format!(
+                    "{}:{}: {e}",
+                    rec_path.display(),
+                    lines.line()
+                )))
+            }
+        };
+        let l: Line = serde_json::from_str(line).map_err(|e| {
             ReplayError::Config(format!(
                 "{}:{}: expected a tokentap turn record ({e})",
                 rec_path.display(),
-                i + 1
+                n
             ))
         })?;
         records.push(l);

@@ -95,7 +95,7 @@ pub fn write_html(run_dir: &Path) -> Result<PathBuf, ReportError> {
 
 /// `tokentap report`: exit code 0 on success.
 pub fn run(opts: Opts) -> anyhow::Result<i32> {
-    let mut run = Run::load(&opts.run_dir)?;
+    let mut run = Run::load_with(&opts.run_dir, opts.tokenizer.is_some())?;
     if let Some(dir) = &opts.tokenizer {
         let tok = tokentap_mlperf::RefTokenizer::load(dir)
             .with_context(|| format!("--tokenizer {}", dir.display()))?;

@@ -32,15 +32,63 @@ pub struct Run {
     pub compare: Option<Value>,
 }
 
-fn read(path: &Path) -> Result<String, ReportError> {
-    std::fs::read_to_string(path).map_err(|source| ReportError::Read {
+/// `records.jsonl`, a line at a time (memory: the records, not the file's text).
+fn read_records(path: &Path, outputs: bool) -> Result<Vec<TurnRecord>, ReportError> {
+    use tokentap_core::jsonl::LineError;
+    let mut lines = tokentap_core::jsonl::open(path).map_err(|source| ReportError::Read {
         path: path.to_owned(),
         source,
-    })
+    })?;
+    let mut records = Vec::new();
+    loop {
+        let (line, text) = match lines.next_line() {
+            Ok(Some(l)) => l,
+            Ok(None) => return Ok(records),
+            Err(LineError::Io(source)) => {
+                return Err(ReportError::Read {
+                    path: path.to_owned(),
+                    source,
+                })
+            }
+            Err(e) => {
+                return Err(ReportError::Record {
+                    path: path.to_owned(),
+                    line: lines.line(),
+                    message: e.to_string(),
+                })
+            }
+        };
+        let mut r: TurnRecord = serde_json::from_str(text).map_err(|e| ReportError::Record {
+            path: path.to_owned(),
+            line,
+            message: e.to_string(),
+        })?;
+        // Exactly the chunks read (a list grows by doubling as it is parsed).
+        r.measured.chunks.shrink_to_fit();
+        r.content = match r.content.take() {
+            Some(Value::Object(mut c)) if outputs => c
+                .remove("output")
+                .map(|o| Value::Object([("output".to_string(), o)].into_iter().collect())),
+            _ => None,
+        };
+        records.push(r);
+    }
 }
 
+/// A JSON document of the run directory, refused unread past 64 MiB (a summary is a few
+/// hundred KB).
 fn read_json(path: &Path) -> Result<Value, ReportError> {
-    serde_json::from_str(&read(path)?).map_err(|e| ReportError::Parse {
+    let bytes = tokentap_core::jsonl::read_document(path).map_err(|e| match e {
+        tokentap_core::jsonl::DocumentError::Io(source) => ReportError::Read {
+            path: path.to_owned(),
+            source,
+        },
+        e => ReportError::Parse {
+            path: path.to_owned(),
+            message: e.to_string(),
+        },
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| ReportError::Parse {
         path: path.to_owned(),
         message: e.to_string(),
     })
@@ -48,22 +96,27 @@ fn read_json(path: &Path) -> Result<Value, ReportError> {
 
 impl Run {
     /// Loads `dir`. `records.jsonl` and `summary.json` are required; `config.json` falls back
-    /// to the copy embedded in the summary.
+    /// to the copy embedded in the summary. Recorded content is let go as each record is read.
     pub fn load(dir: &Path) -> Result<Run, ReportError> {
+        Run::load_with(dir, false)
+    }
+
+    /// Like [`Run::load`]; with `outputs`, each record keeps its recorded output
+    /// (`content.output`, for [`Run::recount`]) and nothing else of its content.
+    pub fn load_with(dir: &Path, outputs: bool) -> Result<Run, ReportError> {
         let rp = dir.join("records.jsonl");
-        let mut records = Vec::new();
-        for (i, line) in read(&rp)?.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let r: TurnRecord = serde_json::from_str(line).map_err(|e| ReportError::Record {
-                path: rp.clone(),
-                line: i + 1,
-                message: e.to_string(),
-            })?;
-            records.push(r);
-        }
+        // The summary first: a directory that is not a run is refused before its records are
+        // read.
         let sp = dir.join("summary.json");
+        let summary = read_json(&sp)?;
+        if !(summary.is_object() && summary.get("run").is_some() && summary.get("counts").is_some())
+        {
+            return Err(ReportError::Parse {
+                path: sp,
+                message: "not a tokentap summary.json (expected an object with `run`, `counts`, `mlperf`, …)".into(),
+            });
+        }
+        let records = read_records(&rp, outputs)?;
         let summary = read_json(&sp)?;
         if !(summary.is_object() && summary.get("run").is_some() && summary.get("counts").is_some())
         {

@@ -271,14 +271,19 @@ async fn barrier(
 
 /// The first failed turn's error in a records file, as `kind: message`.
 fn first_error(records: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(records).ok()?;
-    text.lines().find_map(|l| {
-        let r: tokentap_core::record::TurnRecord = serde_json::from_str(l).ok()?;
-        let e = r
+    let mut lines = tokentap_core::jsonl::open(records).ok()?;
+    while let Ok(Some((_, l))) = lines.next_line() {
+        let Ok(r) = serde_json::from_str::<tokentap_core::record::TurnRecord>(l) else {
+            continue;
+        };
+        if let Some(e) = r
             .error
-            .filter(|_| r.status != tokentap_core::record::Status::Aborted)?;
-        Some(format!("{}: {}", e.kind, e.message))
-    })
+            .filter(|_| r.status != tokentap_core::record::Status::Aborted)
+        {
+            return Some(format!("{}: {}", e.kind, e.message));
+        }
+    }
+    None
 }
 
 fn write_json(path: &Path, v: &impl serde::Serialize) -> anyhow::Result<()> {

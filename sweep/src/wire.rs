@@ -56,16 +56,18 @@ pub fn view(
     };
     let by_key = in_span(wire, t0, t1);
     let path = point_dir.join("records.jsonl");
-    let text = std::fs::read_to_string(&path)
+    let mut lines = tokentap_core::jsonl::open(&path)
         .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
     let (mut w, mut c) = (Samples::new(), Samples::new());
     let (mut joined, mut tracked) = (0, 0);
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
+    loop {
+        let (n, line) = match lines.next_line() {
+            Ok(Some(l)) => l,
+            Ok(None) => break,
+            Err(e) => anyhow::bail!("{}:{}: {e}", path.display(), lines.line()),
+        };
         let r: TurnRecord = serde_json::from_str(line)
-            .map_err(|e| anyhow::anyhow!("{}:{}: not a turn record: {e}", path.display(), i + 1))?;
+            .map_err(|e| anyhow::anyhow!("{}:{n}: not a turn record: {e}", path.display()))?;
         if r.status != Status::Ok || r.in_window != Some(true) {
             continue;
         }

@@ -11,6 +11,7 @@
 //! - [`upstreams`]: raw-TCP upstreams for faults the sim cannot produce (refuse, close before the
 //!   head, never answer, split events).
 //! - [`data`]: dataset synthesis and parsing, temp dirs (`tempfile`).
+//! - [`measure`]: a command run to its end with its peak resident memory (`wait4`).
 //!
 //! Each crate's tests import one view: [`proxy`], [`sim`] or [`replay`] (`use
 //! tokentap_testkit::proxy::*;`), the names those tests have always used.
@@ -18,6 +19,7 @@
 pub mod body;
 pub mod client;
 pub mod data;
+pub mod measure;
 pub mod topology;
 pub mod upstreams;
 

@@ -18,68 +18,128 @@
 //! - Published claims come from the summary's `p50`/`p90`/`p99` of `time_to_first_token`,
 //!   `inter_token_latency`, `request_latency` and `output_sequence_length`.
 
-use super::json::{jsonl, num, string, to_ms, uint};
+use super::json::{document, lines_of, object_line, to_ms, Source, Text, Uint};
 use crate::client::{ClientRun, ClientTurn, Clock, Metric, Published};
 use crate::error::CompareError;
-use serde_json::Value;
+use serde::de::IgnoredAny;
+use serde::Deserialize;
 use std::path::Path;
 
+/// One line of `profile_export.jsonl`: just the fields read (the rest is skipped unbuilt).
+#[derive(Deserialize)]
+struct Line {
+    metadata: Option<Meta>,
+    #[serde(default)]
+    metrics: Option<Metrics>,
+    /// Present and not null: the request failed.
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct Meta {
+    x_request_id: Option<Text>,
+    x_correlation_id: Option<Text>,
+    conversation_id: Option<Text>,
+    turn_index: Option<Uint>,
+    request_start_ns: Option<Uint>,
+    was_cancelled: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+struct Metrics {
+    time_to_first_token: Option<Measure>,
+    inter_token_latency: Option<Measure>,
+    request_latency: Option<Measure>,
+    output_sequence_length: Option<Measure>,
+    usage_completion_tokens: Option<Measure>,
+}
+
+#[derive(Deserialize)]
+struct Measure {
+    value: Option<f64>,
+    unit: Option<String>,
+}
+
+const KIND: &str = "an AIPerf profile_export.jsonl record";
+
+/// Reads `profile_export.jsonl` a line at a time.
+pub fn load(path: &Path) -> Result<ClientRun, CompareError> {
+    read(path, Source::File(path))
+}
+
+/// Parses a whole `profile_export.jsonl` text (tests, the fuzzer).
 pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
+    read(path, Source::Text(text))
+}
+
+fn read(path: &Path, src: Source<'_>) -> Result<ClientRun, CompareError> {
     let mut turns = Vec::new();
-    for item in jsonl(path, text) {
-        let (line, v) = item?;
-        let meta = v.get("metadata").ok_or_else(|| {
-            CompareError::parse(
-                path,
-                line,
-                "no `metadata` object: not an AIPerf profile_export.jsonl record",
-            )
-        })?;
-        let metrics = v.get("metrics").unwrap_or(&Value::Null);
-        let mut t = ClientTurn::new(line);
-        t.request_id = string(meta, "x_request_id");
-        t.session = string(meta, "x_correlation_id").or_else(|| string(meta, "conversation_id"));
-        t.turn = uint(meta, "turn_index").map(|x| x as u32);
-        t.start_ns = uint(meta, "request_start_ns");
-        let cancelled = meta.get("was_cancelled").and_then(Value::as_bool) == Some(true);
-        let error = v.get("error").is_some_and(|e| !e.is_null());
-        t.ok = !cancelled && !error;
-        let ms = |key: &str| -> Result<Option<f64>, CompareError> {
-            metric_ms(path, line, metrics, key)
-        };
-        t.values.set(Metric::Ttft, ms("time_to_first_token")?);
-        t.values.set(Metric::Itl, ms("inter_token_latency")?);
-        t.values.set(Metric::E2e, ms("request_latency")?);
-        t.values.set(
-            Metric::OutputTokens,
-            metric_raw(metrics, "output_sequence_length")
-                .or_else(|| metric_raw(metrics, "usage_completion_tokens")),
-        );
-        turns.push(t);
-    }
-    Ok(ClientRun {
+    lines_of(path, src, "cannot read the client file", |line, text| {
+        turns.push(turn(path, line, text)?);
+        Ok(())
+    })?;
+    Ok(run(turns))
+}
+
+fn run(turns: Vec<ClientTurn>) -> ClientRun {
+    ClientRun {
         clock: Clock::Wall,
         turns,
         published: None,
         notes: Vec::new(),
         checks: Vec::new(),
-    })
+    }
+}
+
+fn turn(path: &Path, line: usize, text: &str) -> Result<ClientTurn, CompareError> {
+    let l: Line = object_line(path, line, text, KIND)?;
+    let meta = l.metadata.ok_or_else(|| {
+        CompareError::parse(
+            path,
+            line,
+            "no `metadata` object: not an AIPerf profile_export.jsonl record",
+        )
+    })?;
+    let metrics = l.metrics.unwrap_or_default();
+    let mut t = ClientTurn::new(line);
+    t.request_id = meta.x_request_id.map(|x| x.0);
+    t.session = meta.x_correlation_id.or(meta.conversation_id).map(|x| x.0);
+    t.turn = meta.turn_index.map(|x| x.0 as u32);
+    t.start_ns = meta.request_start_ns.map(|x| x.0);
+    t.ok = meta.was_cancelled != Some(true) && l.error.is_none();
+    let ms = |key: &str, m: &Option<Measure>| metric_ms(path, line, key, m.as_ref());
+    t.values.set(
+        Metric::Ttft,
+        ms("time_to_first_token", &metrics.time_to_first_token)?,
+    );
+    t.values.set(
+        Metric::Itl,
+        ms("inter_token_latency", &metrics.inter_token_latency)?,
+    );
+    t.values.set(
+        Metric::E2e,
+        ms("request_latency", &metrics.request_latency)?,
+    );
+    let raw = |m: &Option<Measure>| m.as_ref().and_then(|m| m.value);
+    t.values.set(
+        Metric::OutputTokens,
+        raw(&metrics.output_sequence_length).or_else(|| raw(&metrics.usage_completion_tokens)),
+    );
+    Ok(t)
 }
 
 /// `metrics[key].value` converted to ms from `metrics[key].unit`.
 fn metric_ms(
     path: &Path,
     line: usize,
-    metrics: &Value,
     key: &str,
+    m: Option<&Measure>,
 ) -> Result<Option<f64>, CompareError> {
-    let Some(m) = metrics.get(key) else {
+    let Some(value) = m.and_then(|m| m.value).filter(|v| v.is_finite()) else {
         return Ok(None);
     };
-    let Some(value) = num(m, "value") else {
-        return Ok(None);
-    };
-    let unit = m.get("unit").and_then(Value::as_str).unwrap_or("ms");
+    let unit = m.and_then(|m| m.unit.as_deref()).unwrap_or("ms");
     to_ms(value, unit).map(Some).ok_or_else(|| {
         CompareError::parse(
             path,
@@ -89,34 +149,57 @@ fn metric_ms(
     })
 }
 
-fn metric_raw(metrics: &Value, key: &str) -> Option<f64> {
-    metrics.get(key).and_then(|m| num(m, "value"))
+/// The summary's statistics of one metric.
+#[derive(Deserialize)]
+struct Stats {
+    unit: Option<String>,
+    p50: Option<f64>,
+    p90: Option<f64>,
+    p99: Option<f64>,
 }
 
-/// Reads the published p50/p90/p99 from `profile_export_aiperf.json`.
-pub fn parse_summary(path: &Path, text: &str) -> Result<Published, CompareError> {
-    let v: Value = serde_json::from_str(text).map_err(|e| CompareError::File {
+#[derive(Deserialize)]
+struct Summary {
+    time_to_first_token: Option<Stats>,
+    inter_token_latency: Option<Stats>,
+    request_latency: Option<Stats>,
+    output_sequence_length: Option<Stats>,
+}
+
+/// Reads the published p50/p90/p99 from `profile_export_aiperf.json` (refused past 64 MiB).
+pub fn load_summary(path: &Path) -> Result<Published, CompareError> {
+    let bytes = document(path, "cannot read the AIPerf summary")?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| CompareError::File {
         path: path.to_path_buf(),
-        msg: format!("not JSON: {e}"),
+        msg: format!("not UTF-8: {e}"),
+    })?;
+    parse_summary(path, text)
+}
+
+/// Reads the published p50/p90/p99 from the text of `profile_export_aiperf.json`.
+pub fn parse_summary(path: &Path, text: &str) -> Result<Published, CompareError> {
+    let v: Summary = serde_json::from_str(text).map_err(|e| CompareError::File {
+        path: path.to_path_buf(),
+        msg: format!("not an AIPerf profile_export_aiperf.json: {e}"),
     })?;
     let mut p = Published {
         source: path.display().to_string(),
         ..Published::default()
     };
-    for (m, key) in [
-        (Metric::Ttft, "time_to_first_token"),
-        (Metric::Itl, "inter_token_latency"),
-        (Metric::E2e, "request_latency"),
-        (Metric::OutputTokens, "output_sequence_length"),
+    for (m, stats) in [
+        (Metric::Ttft, v.time_to_first_token),
+        (Metric::Itl, v.inter_token_latency),
+        (Metric::E2e, v.request_latency),
+        (Metric::OutputTokens, v.output_sequence_length),
     ] {
-        let Some(stats) = v.get(key) else { continue };
-        let unit = stats.get("unit").and_then(Value::as_str).unwrap_or("ms");
+        let Some(stats) = stats else { continue };
+        let unit = stats.unit.as_deref().unwrap_or("ms");
         let conv = |x: f64| match m {
             Metric::OutputTokens => Some(x),
             _ => to_ms(x, unit),
         };
-        let q = |k: &str| num(stats, k).and_then(conv);
-        let row = [q("p50"), q("p90"), q("p99")];
+        let q = |x: Option<f64>| x.filter(|x| x.is_finite()).and_then(conv);
+        let row = [q(stats.p50), q(stats.p90), q(stats.p99)];
         if row.iter().any(Option::is_some) {
             p.stats[m.idx()] = Some(row);
         }

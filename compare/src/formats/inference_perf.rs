@@ -11,85 +11,100 @@
 //! `output_token_times` (falls back to `chunk_times`: one token per chunk); E2E = `end_time` −
 //! `start_time`; output tokens = `output_tokens`, else the server's `completion_tokens`.
 
-use super::json::{num, string};
+use super::json::{Span, Text};
 use crate::client::{ClientRun, ClientTurn, Clock, Metric};
 use crate::error::CompareError;
-use serde_json::Value;
+use serde::de::{self, IgnoredAny, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use std::fmt;
 use std::path::Path;
 
+/// One request of the array: just the fields read; the rest (prompts, outputs, raw chunks) is
+/// skipped unbuilt, and the lists of instants are reduced as they are read ([`Span`]).
+#[derive(Deserialize)]
+struct Request {
+    start_time: Option<f64>,
+    end_time: Option<f64>,
+    /// Present and not null: the request failed.
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+    session_id: Option<Text>,
+    computed_metrics: Option<Computed>,
+    info: Option<Info>,
+}
+
+#[derive(Deserialize)]
+struct Computed {
+    time_to_first_token: Option<f64>,
+    request_latency: Option<f64>,
+    inter_token_latencies: Option<Span>,
+    inter_token_latency: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct Info {
+    response_metrics: Option<ResponseMetrics>,
+}
+
+#[derive(Deserialize, Default)]
+struct ResponseMetrics {
+    chunk_times: Option<Span>,
+    reasoning_chunk_times: Option<Span>,
+    output_token_times: Option<Span>,
+    output_tokens: Option<f64>,
+    server_usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    completion_tokens: Option<f64>,
+}
+
+/// Reads the file as it streams: one request of the array at a time, so memory is the turns,
+/// not the file.
+pub fn load(path: &Path) -> Result<ClientRun, CompareError> {
+    let f = std::fs::File::open(path).map_err(|source| CompareError::Io {
+        what: "cannot read the client file",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut de =
+        serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(256 << 10, f));
+    read(path, &mut de)
+}
+
+/// Parses the text of the file (tests, small inputs).
 pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
-    let v: Value = serde_json::from_str(text).map_err(|e| CompareError::File {
-        path: path.to_path_buf(),
-        msg: format!("not JSON: {e}"),
-    })?;
-    let list = v.as_array().ok_or_else(|| CompareError::File {
-        path: path.to_path_buf(),
-        msg: "expected a JSON array of per-request objects".into(),
-    })?;
-    let mut turns = Vec::with_capacity(list.len());
-    for (i, r) in list.iter().enumerate() {
-        let at = i + 1;
-        let start = num(r, "start_time")
-            .ok_or_else(|| CompareError::parse(path, at, "no numeric `start_time` (seconds)"))?;
-        let end = num(r, "end_time");
-        let mut t = ClientTurn::new(at);
-        t.start_ns = Some((start * 1e9).round().max(0.0) as u64);
-        t.session = string(r, "session_id");
-        t.ok = r.get("error").is_none_or(Value::is_null);
-        let rm = r
-            .get("info")
-            .and_then(|i| i.get("response_metrics"))
-            .unwrap_or(&Value::Null);
-        let times = |key: &str| -> Vec<f64> {
-            rm.get(key)
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_f64).collect())
-                .unwrap_or_default()
-        };
-        let s_to_ms = |s: f64| s * 1e3;
-        if let Some(cm) = r.get("computed_metrics").filter(|c| c.is_object()) {
-            t.values
-                .set(Metric::Ttft, num(cm, "time_to_first_token").map(s_to_ms));
-            t.values
-                .set(Metric::E2e, num(cm, "request_latency").map(s_to_ms));
-            let itl = cm
-                .get("inter_token_latencies")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_f64).collect::<Vec<_>>())
-                .filter(|a| !a.is_empty())
-                .map(|a| a.iter().sum::<f64>() / a.len() as f64)
-                .or_else(|| num(cm, "inter_token_latency"));
-            t.values.set(Metric::Itl, itl.map(s_to_ms));
-        } else {
-            let chunks = times("chunk_times");
-            let reasoning = times("reasoning_chunk_times");
-            let tokens = times("output_token_times");
-            let first = chunks
-                .first()
-                .into_iter()
-                .chain(reasoning.first())
-                .chain(tokens.first())
-                .copied()
-                .reduce(f64::min);
-            t.values
-                .set(Metric::Ttft, first.map(|f| s_to_ms(f - start)));
-            t.values.set(Metric::E2e, end.map(|e| s_to_ms(e - start)));
-            let gaps = if tokens.len() >= 2 { &tokens } else { &chunks };
-            if gaps.len() >= 2 {
-                let span = gaps[gaps.len() - 1] - gaps[0];
-                t.values
-                    .set(Metric::Itl, Some(s_to_ms(span / (gaps.len() - 1) as f64)));
-            }
+    read(path, &mut serde_json::Deserializer::from_str(text))
+}
+
+fn read<'de, R: serde_json::de::Read<'de>>(
+    path: &Path,
+    de: &mut serde_json::Deserializer<R>,
+) -> Result<ClientRun, CompareError> {
+    let mut failed: Option<CompareError> = None;
+    let result = de
+        .deserialize_seq(Requests {
+            path,
+            failed: &mut failed,
+        })
+        .and_then(|turns| de.end().map(|()| turns));
+    let turns = match (result, failed) {
+        (_, Some(e)) => return Err(e),
+        (Ok(t), None) => t,
+        (Err(e), None) => {
+            return Err(CompareError::File {
+                path: path.to_path_buf(),
+                msg: if e.is_syntax() || e.is_eof() {
+                    format!("not JSON: {e}")
+                } else {
+                    format!("not an inference-perf per_request_lifecycle_metrics.json: {e}")
+                },
+            })
         }
-        let out = num(rm, "output_tokens").filter(|n| *n > 0.0).or_else(|| {
-            rm.get("server_usage")
-                .and_then(|u| num(u, "completion_tokens"))
-        });
-        t.values.set(Metric::OutputTokens, out);
-        turns.push(t);
-    }
+    };
     let mut notes = Vec::new();
-    if turns.iter().all(|t| t.session.is_none()) && !turns.is_empty() {
+    if turns.iter().all(|t: &ClientTurn| t.session.is_none()) && !turns.is_empty() {
         notes.push("no session_id in the file: turns are joined by start time alone".into());
     }
     Ok(ClientRun {
@@ -99,4 +114,81 @@ pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
         notes,
         checks: Vec::new(),
     })
+}
+
+/// The array, a request at a time; a request without what the format requires stops the read
+/// with its position (in `failed`).
+struct Requests<'p> {
+    path: &'p Path,
+    failed: &'p mut Option<CompareError>,
+}
+
+impl<'de> Visitor<'de> for Requests<'_> {
+    type Value = Vec<ClientTurn>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON array of per-request objects")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Vec<ClientTurn>, A::Error> {
+        let mut turns = Vec::new();
+        while let Some(r) = a.next_element::<Request>()? {
+            match turn(self.path, turns.len() + 1, r) {
+                Ok(t) => turns.push(t),
+                Err(e) => {
+                    *self.failed = Some(e);
+                    return Err(de::Error::custom("stopped"));
+                }
+            }
+        }
+        Ok(turns)
+    }
+}
+
+fn turn(path: &Path, at: usize, r: Request) -> Result<ClientTurn, CompareError> {
+    let start = r
+        .start_time
+        .filter(|s| s.is_finite())
+        .ok_or_else(|| CompareError::parse(path, at, "no numeric `start_time` (seconds)"))?;
+    let mut t = ClientTurn::new(at);
+    t.start_ns = Some((start * 1e9).round().max(0.0) as u64);
+    t.session = r.session_id.map(|s| s.0);
+    t.ok = r.error.is_none();
+    let rm = r.info.and_then(|i| i.response_metrics).unwrap_or_default();
+    let s_to_ms = |s: f64| s * 1e3;
+    if let Some(cm) = r.computed_metrics {
+        t.values
+            .set(Metric::Ttft, cm.time_to_first_token.map(s_to_ms));
+        t.values.set(Metric::E2e, cm.request_latency.map(s_to_ms));
+        let itl = cm
+            .inter_token_latencies
+            .and_then(|s| s.mean())
+            .or(cm.inter_token_latency);
+        t.values.set(Metric::Itl, itl.map(s_to_ms));
+    } else {
+        let chunks = rm.chunk_times.unwrap_or_default();
+        let reasoning = rm.reasoning_chunk_times.unwrap_or_default();
+        let tokens = rm.output_token_times.unwrap_or_default();
+        let first = [chunks.first, reasoning.first, tokens.first]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min);
+        t.values
+            .set(Metric::Ttft, first.map(|f| s_to_ms(f - start)));
+        t.values
+            .set(Metric::E2e, r.end_time.map(|e| s_to_ms(e - start)));
+        let gaps = if tokens.count >= 2 { tokens } else { chunks };
+        if let (Some(a), Some(b), true) = (gaps.first, gaps.last, gaps.count >= 2) {
+            t.values.set(
+                Metric::Itl,
+                Some(s_to_ms((b - a) / (gaps.count - 1) as f64)),
+            );
+        }
+    }
+    let out = rm
+        .output_tokens
+        .filter(|n| *n > 0.0)
+        .or_else(|| rm.server_usage.and_then(|u| u.completion_tokens));
+    t.values.set(Metric::OutputTokens, out);
+    Ok(t)
 }

@@ -1,43 +1,255 @@
-//! Reading the formats' JSON: JSONL lines with their numbers, and typed fields.
+//! Reading the formats' JSON without holding a file: JSONL a line at a time
+//! ([`tokentap_core::jsonl`]), each line read into a typed struct of just the fields a format
+//! needs (unknown fields are skipped unbuilt, so a huge value in one costs nothing), and JSON
+//! documents refused by size before they are read.
 
 use crate::error::CompareError;
-use serde_json::Value;
+use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::Deserialize;
+use std::fmt;
 use std::path::Path;
+use tokentap_core::jsonl::{self, LineError};
 
-/// Iterates over the non-empty lines of a JSONL text as parsed values, with 1-based line numbers.
-pub(crate) fn jsonl<'a>(
-    path: &'a Path,
+/// Calls `f` with every non-blank line of the JSONL file at `path` and its 1-based number. A
+/// line longer than [`jsonl::MAX_LINE_BYTES`] or not UTF-8 is an error naming it.
+pub(crate) fn each_line(
+    path: &Path,
+    what: &'static str,
+    mut f: impl FnMut(usize, &str) -> Result<(), CompareError>,
+) -> Result<(), CompareError> {
+    let mut lines = jsonl::open(path).map_err(|source| CompareError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })?;
+    loop {
+        match lines.next_line() {
+            Ok(Some((n, line))) => f(n, line)?,
+            Ok(None) => return Ok(()),
+            Err(LineError::Io(source)) => {
+                return Err(CompareError::Io {
+                    what,
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+            Err(e) => return Err(CompareError::parse(path, lines.line(), e.to_string())),
+        }
+    }
+}
+
+/// Where a format's lines come from: a file, read a line at a time, or a text already in memory
+/// (tests, the fuzzer).
+#[derive(Clone, Copy)]
+pub(crate) enum Source<'a> {
+    File(&'a Path),
+    Text(&'a str),
+}
+
+/// [`each_line`] over a [`Source`]; `path` names the file in messages.
+pub(crate) fn lines_of(
+    path: &Path,
+    src: Source<'_>,
+    what: &'static str,
+    mut f: impl FnMut(usize, &str) -> Result<(), CompareError>,
+) -> Result<(), CompareError> {
+    match src {
+        Source::File(p) => each_line(p, what, f),
+        Source::Text(text) => {
+            for (i, l) in text.lines().enumerate() {
+                if !l.trim().is_empty() {
+                    f(i + 1, l)?;
+                }
+            }
+            let _ = path;
+            Ok(())
+        }
+    }
+}
+
+/// One JSONL line as `T`, which must be a JSON object: anything else is refused as "not `kind`"
+/// before it is parsed (a file of another tool, a JSON document on one line).
+pub(crate) fn object_line<'a, T: Deserialize<'a>>(
+    path: &Path,
+    line: usize,
     text: &'a str,
-) -> impl Iterator<Item = Result<(usize, Value), CompareError>> + 'a {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(move |(i, l)| {
-            serde_json::from_str(l)
-                .map(|v| (i + 1, v))
-                .map_err(|e| CompareError::parse(path, i + 1, format!("not JSON: {e}")))
-        })
-}
-
-/// A number at `v[key]`, accepting integers and floats.
-pub(crate) fn num(v: &Value, key: &str) -> Option<f64> {
-    v.get(key).and_then(Value::as_f64).filter(|x| x.is_finite())
-}
-
-/// An unsigned integer at `v[key]` (ns timestamps: f64 would lose precision above 2^53).
-pub(crate) fn uint(v: &Value, key: &str) -> Option<u64> {
-    v.get(key).and_then(|x| {
-        x.as_u64()
-            .or_else(|| x.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+    kind: &str,
+) -> Result<T, CompareError> {
+    if !text.trim_start().starts_with('{') {
+        return Err(CompareError::parse(
+            path,
+            line,
+            format!("not a JSON object: {kind} has one object per line"),
+        ));
+    }
+    serde_json::from_str(text).map_err(|e| {
+        let msg = if e.is_syntax() || e.is_eof() {
+            format!("not JSON: {e}")
+        } else {
+            format!("not {kind}: {e}")
+        };
+        CompareError::parse(path, line, msg)
     })
 }
 
-/// A string at `v[key]` (numbers are accepted and printed).
-pub(crate) fn string(v: &Value, key: &str) -> Option<String> {
-    match v.get(key)? {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
+/// A JSON document of at most [`jsonl::MAX_DOCUMENT_BYTES`], read whole.
+pub(crate) fn document(path: &Path, what: &'static str) -> Result<Vec<u8>, CompareError> {
+    jsonl::read_document(path).map_err(|e| match e {
+        jsonl::DocumentError::Io(source) => CompareError::Io {
+            what,
+            path: path.to_path_buf(),
+            source,
+        },
+        e => CompareError::File {
+            path: path.to_path_buf(),
+            msg: e.to_string(),
+        },
+    })
+}
+
+/// A string field that may also be written as a number (ids); numbers are kept as printed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Text(pub String);
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Text;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or a number")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Text, E> {
+                Ok(Text(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Text, E> {
+                Ok(Text(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Text, E> {
+                Ok(Text(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Text, E> {
+                Ok(Text(
+                    serde_json::Number::from_f64(v)
+                        .map_or_else(|| v.to_string(), |n| n.to_string()),
+                ))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// An unsigned integer (ns timestamps, indices) written as an integer or a non-negative float;
+/// integers never go through f64 (ns would lose precision above 2^53).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Uint(pub u64);
+
+impl<'de> Deserialize<'de> for Uint {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Uint;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a non-negative number")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Uint, E> {
+                Ok(Uint(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Uint, E> {
+                u64::try_from(v)
+                    .map(Uint)
+                    .map_err(|_| E::custom(format!("{v} is negative")))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Uint, E> {
+                if v >= 0.0 && v.is_finite() {
+                    Ok(Uint(v as u64))
+                } else {
+                    Err(E::custom(format!("{v} is not a non-negative number")))
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A list of numbers reduced as it is read: first, last, count and sum (entries that are not
+/// numbers are skipped). A list of a million chunk instants costs four numbers.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Span {
+    pub first: Option<f64>,
+    pub last: Option<f64>,
+    pub count: u64,
+    pub sum: f64,
+}
+
+impl Span {
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum / self.count as f64)
+    }
+}
+
+impl<'de> Deserialize<'de> for Span {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// One entry: a finite number, or anything else (skipped).
+        struct Entry(Option<f64>);
+        impl<'de> Deserialize<'de> for Entry {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> Visitor<'de> for V {
+                    type Value = Entry;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str("any value")
+                    }
+                    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Entry, E> {
+                        Ok(Entry(Some(v).filter(|x| x.is_finite())))
+                    }
+                    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Entry, E> {
+                        Ok(Entry(Some(v as f64)))
+                    }
+                    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Entry, E> {
+                        Ok(Entry(Some(v as f64)))
+                    }
+                    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Entry, E> {
+                        Ok(Entry(None))
+                    }
+                    fn visit_str<E: de::Error>(self, _: &str) -> Result<Entry, E> {
+                        Ok(Entry(None))
+                    }
+                    fn visit_unit<E: de::Error>(self) -> Result<Entry, E> {
+                        Ok(Entry(None))
+                    }
+                    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Entry, A::Error> {
+                        while a.next_element::<IgnoredAny>()?.is_some() {}
+                        Ok(Entry(None))
+                    }
+                    fn visit_map<A: de::MapAccess<'de>>(self, mut a: A) -> Result<Entry, A::Error> {
+                        while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                        Ok(Entry(None))
+                    }
+                }
+                d.deserialize_any(V)
+            }
+        }
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Span;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of numbers")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Span, A::Error> {
+                let mut s = Span::default();
+                while let Some(Entry(x)) = a.next_element()? {
+                    if let Some(x) = x {
+                        s.first.get_or_insert(x);
+                        s.last = Some(x);
+                        s.count += 1;
+                        s.sum += x;
+                    }
+                }
+                Ok(s)
+            }
+        }
+        d.deserialize_seq(V)
     }
 }
 
@@ -51,4 +263,44 @@ pub(crate) fn to_ms(value: f64, unit: &str) -> Option<f64> {
         _ => return None,
     };
     Some(value * f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize)]
+    struct T {
+        id: Option<Text>,
+        ns: Option<Uint>,
+        times: Option<Span>,
+    }
+
+    #[test]
+    fn typed_fields_accept_what_the_formats_write() {
+        let t: T = serde_json::from_str(
+            r#"{"id":7,"ns":1795954478047383011,"times":[1.5,null,"x",2.5,[1],{"a":1},4],"big":"skipped"}"#,
+        )
+        .unwrap();
+        assert_eq!(t.id, Some(Text("7".into())));
+        assert_eq!(t.ns, Some(Uint(1_795_954_478_047_383_011)));
+        let s = t.times.unwrap();
+        assert_eq!(
+            (s.first, s.last, s.count, s.sum),
+            (Some(1.5), Some(4.0), 3, 8.0)
+        );
+        let e = serde_json::from_str::<T>(r#"{"ns":-1}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("negative"), "{e}");
+    }
+
+    #[test]
+    fn a_line_that_is_not_an_object_is_refused_unparsed() {
+        let e = object_line::<T>(Path::new("f.jsonl"), 3, "[1,2,3]", "an AIPerf record")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.starts_with("f.jsonl:3: not a JSON object"), "{e}");
+    }
 }

@@ -20,11 +20,14 @@
 //! - OSL is the reference tokenizer's count of the published outputs;
 //! - `scores.json` is the reference scorer's result for these outputs (needs `--dataset`).
 
-use super::json::{jsonl, num, string, uint};
+use super::json::{document, lines_of, object_line, Source, Text, Uint};
 use crate::client::Verdict;
 use crate::client::{Check, ClientRun, ClientTurn, Clock, Metric, Published};
 use crate::error::CompareError;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use tokentap_dataset::Dataset;
@@ -69,10 +72,43 @@ struct Sample {
     recvs: u32,
     complete: Option<u64>,
     tokens: Option<f64>,
-    data: Option<Value>,
+    /// What the output the reference accumulated (`sample.complete` data) gives; read when
+    /// the event is, and the output itself kept only when the scorer needs it.
+    output: Option<Output>,
     finish_reason: Option<String>,
     error: bool,
     tracked: bool,
+}
+
+/// The facts of one sample's output.
+#[derive(Default, Clone)]
+struct Output {
+    tool_calls: bool,
+    /// OSL and the TPOT denominator, the reference's way (with `--tokenizer`).
+    counts: (Option<u64>, Option<u64>),
+    /// The output, for the scorer (`scores.json` and `--dataset` given).
+    kept: Option<Box<ModelOutput>>,
+}
+
+/// One line of `events.jsonl`: just the fields read.
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(borrow)]
+    event_type: Option<Cow<'a, str>>,
+    timestamp_ns: Option<Uint>,
+    sample_uuid: Option<Text>,
+    conversation_id: Option<Text>,
+    turn: Option<Uint>,
+    finish_reason: Option<Text>,
+    #[serde(borrow)]
+    data: Option<&'a RawValue>,
+}
+
+/// `sample.complete` data that is an object: the token count some versions publish.
+#[derive(Deserialize)]
+struct CountData {
+    output_tokens: Option<f64>,
+    n_tokens: Option<f64>,
 }
 
 /// The samples of an `events.jsonl`, in first-seen order.
@@ -88,34 +124,25 @@ struct Events {
 /// client turn, in steps — the events, the reference's token counts, the turns, the notes and
 /// the published claims.
 pub fn parse(path: &Path, text: &str, x: &Extras<'_>) -> Result<ClientRun, CompareError> {
+    read(path, Source::Text(text), x)
+}
+
+/// Like [`parse`], reading `events.jsonl` at `path` a line at a time.
+pub fn load(path: &Path, x: &Extras<'_>) -> Result<ClientRun, CompareError> {
+    read(path, Source::File(path), x)
+}
+
+fn read(path: &Path, src: Source<'_>, x: &Extras<'_>) -> Result<ClientRun, CompareError> {
+    let keep = x.scores.is_some() && x.dataset.is_some();
     let Events {
         samples,
         completions,
         saw_tracking,
-    } = read_events(path, text)?;
-    // Per-sample reference counts (OSL, TPOT denominator), with the tokenizer.
-    let outputs: Vec<Option<ModelOutput>> = samples
-        .iter()
-        .map(|s| s.data.as_ref().and_then(ModelOutput::from_event_data))
-        .collect();
-    let counts: Vec<(Option<u64>, Option<u64>)> = match x.tokenizer {
-        Some(tok) => outputs
-            .iter()
-            .map(|o| match o {
-                Some(o) => (
-                    tok.osl(o).map(|c| c.tokens),
-                    tok.tpot_tokens(o).map(|c| c.tokens),
-                ),
-                None => (None, None),
-            })
-            .collect(),
-        None => vec![(None, None); samples.len()],
-    };
-
+    } = read_events(path, src, x.tokenizer, keep)?;
     let mut turns = Vec::with_capacity(samples.len());
     let mut untracked = 0;
     let mut never_issued = 0;
-    for (i, s) in samples.iter().enumerate() {
+    for s in &samples {
         let Some(issued) = s.issued else {
             never_issued += 1;
             continue;
@@ -123,13 +150,7 @@ pub fn parse(path: &Path, text: &str, x: &Extras<'_>) -> Result<ClientRun, Compa
         if saw_tracking && !s.tracked {
             untracked += 1;
         }
-        turns.push(turn_of(
-            s,
-            issued,
-            outputs[i].as_ref(),
-            counts[i],
-            saw_tracking,
-        ));
+        turns.push(turn_of(s, issued, saw_tracking));
     }
 
     let mut notes = Vec::new();
@@ -156,7 +177,7 @@ pub fn parse(path: &Path, text: &str, x: &Extras<'_>) -> Result<ClientRun, Compa
     if let Some(p) = &x.result_summary {
         let rs = read_json(p)?;
         published = Some(published_claims(p, &rs));
-        let recomputed = recompute(&samples, &completions, &counts);
+        let recomputed = recompute(&samples, &completions);
         checks.extend(summary_checks(&rs, &recomputed, x.tokenizer.is_some()));
     } else {
         notes.push(
@@ -166,7 +187,7 @@ pub fn parse(path: &Path, text: &str, x: &Extras<'_>) -> Result<ClientRun, Compa
     }
     if let Some(p) = &x.scores {
         let sc = read_json(p)?;
-        checks.push(scores_check(&sc, &samples, &outputs, x.dataset));
+        checks.push(scores_check(&sc, &samples, x.dataset));
     }
     Ok(ClientRun {
         clock: Clock::Mono,
@@ -178,41 +199,47 @@ pub fn parse(path: &Path, text: &str, x: &Extras<'_>) -> Result<ClientRun, Compa
 }
 
 /// Folds the event lines into samples (by `sample_uuid`), with the performance window's marks.
-fn read_events(path: &Path, text: &str) -> Result<Events, CompareError> {
+/// Outputs are counted as their `sample.complete` is read and kept only if `keep`.
+fn read_events(
+    path: &Path,
+    src: Source<'_>,
+    tokenizer: Option<&RefTokenizer>,
+    keep: bool,
+) -> Result<Events, CompareError> {
     let mut samples: Vec<Sample> = Vec::new();
     let mut by_uuid: HashMap<String, usize> = HashMap::new();
     let mut completions: Vec<usize> = Vec::new();
     let mut tracking = false;
     let mut saw_tracking = false;
-    for item in jsonl(path, text) {
-        let (line, v) = item?;
-        let kind = v.get("event_type").and_then(Value::as_str).ok_or_else(|| {
+    lines_of(path, src, "cannot read the client file", |line, text| {
+        let v: Event<'_> = object_line(path, line, text, "an MLPerf events.jsonl line")?;
+        let kind = v.event_type.as_deref().ok_or_else(|| {
             CompareError::parse(
                 path,
                 line,
                 "no `event_type` string: not an MLPerf events.jsonl line",
             )
         })?;
-        let ts = uint(&v, "timestamp_ns");
+        let ts = v.timestamp_ns.map(|t| t.0);
         match kind {
             "session.start_performance_tracking" => {
                 tracking = true;
                 saw_tracking = true;
-                continue;
+                return Ok(());
             }
             "session.stop_performance_tracking" => {
                 tracking = false;
-                continue;
+                return Ok(());
             }
             _ => {}
         }
-        let Some(uuid) = string(&v, "sample_uuid").filter(|u| !u.is_empty()) else {
-            continue;
+        let Some(uuid) = v.sample_uuid.map(|u| u.0).filter(|u| !u.is_empty()) else {
+            return Ok(());
         };
         let is_sample = kind.starts_with("sample.");
         let is_error = kind.starts_with("error.");
         if !is_sample && !is_error {
-            continue;
+            return Ok(());
         }
         let idx = *by_uuid.entry(uuid).or_insert_with(|| {
             samples.push(Sample {
@@ -223,10 +250,10 @@ fn read_events(path: &Path, text: &str) -> Result<Events, CompareError> {
         });
         let s = &mut samples[idx];
         if s.conversation.is_none() {
-            s.conversation = string(&v, "conversation_id");
+            s.conversation = v.conversation_id.map(|c| c.0);
         }
         if s.turn.is_none() {
-            s.turn = uint(&v, "turn").map(|t| t as u32);
+            s.turn = v.turn.map(|t| t.0 as u32);
         }
         let need_ts = |ts: Option<u64>| {
             ts.ok_or_else(|| {
@@ -255,20 +282,34 @@ fn read_events(path: &Path, text: &str) -> Result<Events, CompareError> {
             }
             "sample.complete" => {
                 s.complete = Some(need_ts(ts)?);
-                s.finish_reason = string(&v, "finish_reason");
-                match v.get("data") {
-                    Some(d) if d.is_object() => {
-                        s.tokens = num(d, "output_tokens").or_else(|| num(d, "n_tokens"));
+                s.finish_reason = v.finish_reason.map(|f| f.0);
+                let data = v.data.map(RawValue::get).unwrap_or("").trim_start();
+                if data.starts_with('{') {
+                    if let Ok(d) = serde_json::from_str::<CountData>(data) {
+                        s.tokens = d.output_tokens.or(d.n_tokens).filter(|n| n.is_finite());
                     }
-                    Some(d) if d.is_array() => s.data = Some(d.clone()),
-                    _ => {}
+                } else if data.starts_with('[') {
+                    let value: Value = serde_json::from_str(data).map_err(|e| {
+                        CompareError::parse(path, line, format!("sample.complete data: {e}"))
+                    })?;
+                    s.output = ModelOutput::from_event_data(&value).map(|o| Output {
+                        tool_calls: o.tool_calls.is_some(),
+                        counts: tokenizer.map_or((None, None), |tok| {
+                            (
+                                tok.osl(&o).map(|c| c.tokens),
+                                tok.tpot_tokens(&o).map(|c| c.tokens),
+                            )
+                        }),
+                        kept: keep.then(|| Box::new(o)),
+                    });
                 }
                 completions.push(idx);
             }
             _ if is_error => s.error = true,
             _ => {}
         }
-    }
+        Ok(())
+    })?;
 
     Ok(Events {
         samples,
@@ -279,13 +320,7 @@ fn read_events(path: &Path, text: &str) -> Result<Events, CompareError> {
 
 /// One issued sample as a client turn: its times from the issue instant, and the values the
 /// reference's own counts give (`counts`: OSL, TPOT denominator).
-fn turn_of(
-    s: &Sample,
-    issued: u64,
-    output: Option<&ModelOutput>,
-    counts: (Option<u64>, Option<u64>),
-    saw_tracking: bool,
-) -> ClientTurn {
+fn turn_of(s: &Sample, issued: u64, saw_tracking: bool) -> ClientTurn {
     let mut t = ClientTurn::new(s.at);
     t.session = s.conversation.clone();
     t.turn = s.turn;
@@ -299,7 +334,7 @@ fn turn_of(
     t.values.set(Metric::E2e, e2e);
     // The reference emits no receive event for a tool-call chunk after the first, so its
     // gaps are only comparable with the wire's for outputs without tool calls.
-    let tool_calls = output.is_none_or(|o| o.tool_calls.is_some());
+    let tool_calls = s.output.as_ref().is_none_or(|o| o.tool_calls);
     if let (Some(f), Some(l), false) = (s.first, s.last_recv, tool_calls) {
         if s.recvs > 1 {
             t.values.set(
@@ -308,7 +343,7 @@ fn turn_of(
             );
         }
     }
-    let (osl, tpot_tokens) = counts;
+    let (osl, tpot_tokens) = s.output.as_ref().map_or((None, None), |o| o.counts);
     t.values
         .set(Metric::OutputTokens, osl.map(|n| n as f64).or(s.tokens));
     if let (Some(f), Some(c), Some(n)) = (s.first, s.complete, tpot_tokens) {
@@ -326,12 +361,8 @@ fn turn_of(
 }
 
 fn read_json(p: &Path) -> Result<Value, CompareError> {
-    let text = std::fs::read_to_string(p).map_err(|source| CompareError::Io {
-        what: "cannot read",
-        path: p.to_path_buf(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|e| CompareError::File {
+    let bytes = document(p, "cannot read")?;
+    serde_json::from_slice(&bytes).map_err(|e| CompareError::File {
         path: p.to_path_buf(),
         msg: format!("line {}, column {}: not JSON: {e}", e.line(), e.column()),
     })
@@ -372,11 +403,7 @@ struct Recomputed {
     negative_tpot: usize,
 }
 
-fn recompute(
-    samples: &[Sample],
-    completions: &[usize],
-    counts: &[(Option<u64>, Option<u64>)],
-) -> Recomputed {
+fn recompute(samples: &[Sample], completions: &[usize]) -> Recomputed {
     let mut r = Recomputed {
         ttft: Vec::new(),
         latency: Vec::new(),
@@ -400,7 +427,7 @@ fn recompute(
             continue;
         };
         r.latency.push(c as i64 - iss as i64);
-        let (osl, tpot) = counts[i];
+        let (osl, tpot) = s.output.as_ref().map_or((None, None), |o| o.counts);
         if let Some(n) = osl {
             r.osl.push(n as i64);
         }
@@ -528,12 +555,7 @@ fn summary_checks(rs: &Value, r: &Recomputed, tokenizer: bool) -> Vec<Check> {
     out
 }
 
-fn scores_check(
-    sc: &Value,
-    samples: &[Sample],
-    outputs: &[Option<ModelOutput>],
-    dataset: Option<&Dataset>,
-) -> Check {
+fn scores_check(sc: &Value, samples: &[Sample], dataset: Option<&Dataset>) -> Check {
     let name = "scores.json is the reference scorer's";
     let Some(ds) = dataset else {
         return check(
@@ -548,9 +570,9 @@ fn scores_check(
     let scorer = Scorer::new(ds);
     let issued: Vec<(TurnKey, Option<ModelMessage>)> = samples
         .iter()
-        .zip(outputs)
-        .filter(|(s, _)| s.issued.is_some())
-        .filter_map(|(s, o)| {
+        .filter(|s| s.issued.is_some())
+        .filter_map(|s| {
+            let o = s.output.as_ref().and_then(|o| o.kept.as_deref());
             let conv = s.conversation.as_deref()?;
             let turn = s.turn?;
             let (id, rep) = match conv.rsplit_once("__repeat_") {
@@ -559,7 +581,7 @@ fn scores_check(
                 }
                 _ => (conv.to_string(), 1),
             };
-            let model = o.as_ref().map(|o| {
+            let model = o.map(|o| {
                 let p = o.message_parts();
                 ModelMessage {
                     content: Some(p.content),

@@ -71,7 +71,8 @@ pub enum PublishedSource {
     Off,
 }
 
-/// Reads a client file in `format`. `clock` overrides the format's clock where the file carries
+/// Reads a client file in `format`, a line (or for a JSON array, an element) at a time: memory
+/// is the turns, not the file. `clock` overrides the format's clock where the file carries
 /// both (tokentap records); other formats ignore it.
 pub fn load(
     format: Format,
@@ -80,22 +81,16 @@ pub fn load(
     published: &PublishedSource,
     reference: &Reference<'_>,
 ) -> Result<ClientRun, CompareError> {
-    let text = std::fs::read_to_string(path).map_err(|source| CompareError::Io {
-        what: "cannot read the client file",
-        path: path.to_path_buf(),
-        source,
-    })?;
     match format {
-        Format::Tokentap => tokentap::parse(path, &text, clock.unwrap_or(Clock::Mono)),
+        Format::Tokentap => tokentap::load(path, clock.unwrap_or(Clock::Mono)),
         Format::Mlperf => {
             let (rs, sc) = match published {
                 PublishedSource::Off => (None, None),
                 PublishedSource::File(p) => (Some(p.clone()), mlperf::Extras::beside(path).1),
                 PublishedSource::Beside => mlperf::Extras::beside(path),
             };
-            mlperf::parse(
+            mlperf::load(
                 path,
-                &text,
                 &mlperf::Extras {
                     result_summary: rs,
                     scores: sc,
@@ -105,7 +100,7 @@ pub fn load(
             )
         }
         Format::Aiperf => {
-            let mut run = aiperf::parse(path, &text)?;
+            let mut run = aiperf::load(path)?;
             let summary = match published {
                 PublishedSource::Off => None,
                 PublishedSource::File(p) => Some(p.clone()),
@@ -115,15 +110,10 @@ pub fn load(
                 }
             };
             if let Some(p) = summary {
-                let text = std::fs::read_to_string(&p).map_err(|source| CompareError::Io {
-                    what: "cannot read the AIPerf summary",
-                    path: p.clone(),
-                    source,
-                })?;
-                run.published = Some(aiperf::parse_summary(&p, &text)?);
+                run.published = Some(aiperf::load_summary(&p)?);
             }
             Ok(run)
         }
-        Format::InferencePerf => inference_perf::parse(path, &text),
+        Format::InferencePerf => inference_perf::load(path),
     }
 }

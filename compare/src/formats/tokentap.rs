@@ -6,26 +6,32 @@
 //! client is held to the same definitions it claims. `aborted` turns were never sent and are not
 //! turns on the wire: they are skipped and counted in a note.
 
+use super::json::{lines_of, object_line, Source};
 use crate::client::{ClientRun, ClientTurn, Clock};
 use crate::error::CompareError;
 use std::path::Path;
 use tokentap_core::record::{Status, TurnRecord};
 
 pub fn parse(path: &Path, text: &str, clock: Clock) -> Result<ClientRun, CompareError> {
+    read(path, Source::Text(text), clock)
+}
+
+/// Like [`parse`], reading the file a line at a time (each record reduced to its turn's values
+/// as it is read).
+pub fn load(path: &Path, clock: Clock) -> Result<ClientRun, CompareError> {
+    read(path, Source::File(path), clock)
+}
+
+fn read(path: &Path, src: Source<'_>, clock: Clock) -> Result<ClientRun, CompareError> {
     let mut turns = Vec::new();
     let mut aborted = 0;
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let r: TurnRecord = serde_json::from_str(line).map_err(|e| {
-            CompareError::parse(path, i + 1, format!("not a tokentap turn record: {e}"))
-        })?;
+    lines_of(path, src, "cannot read the client file", |line, text| {
+        let r: TurnRecord = object_line(path, line, text, "a tokentap turn record")?;
         if r.status == Status::Aborted {
             aborted += 1;
-            continue;
+            return Ok(());
         }
-        let mut t = ClientTurn::new(i + 1);
+        let mut t = ClientTurn::new(line);
         t.session = r.conversation_id.clone();
         t.turn = Some(r.turn_index);
         t.request_id = r.headers.get("x-request-id").cloned();
@@ -36,7 +42,8 @@ pub fn parse(path: &Path, text: &str, clock: Clock) -> Result<ClientRun, Compare
         t.ok = r.status == Status::Ok;
         t.values = crate::wire::values_of(&r);
         turns.push(t);
-    }
+        Ok(())
+    })?;
     let mut notes = Vec::new();
     if aborted > 0 {
         notes.push(format!(
