@@ -26,6 +26,14 @@ pub enum ProxyError {
     /// Request headers larger than `--max-header-bytes`.
     #[error("request headers are {got} bytes, the limit is {limit} bytes")]
     HeadersTooLarge { got: usize, limit: usize },
+    /// A head past the HTTP layer's own bound (twice `--max-header-bytes`, or more header lines
+    /// than it can index): refused by hyper before the proxy could read it.
+    #[error("request head over {cap} bytes or {lines} header lines, refused unread by the HTTP layer (the limit is {limit} bytes)")]
+    HeadUnread {
+        cap: usize,
+        lines: usize,
+        limit: usize,
+    },
     /// Request body larger than `--max-body-bytes`.
     #[error("request body exceeds the limit of {limit} bytes")]
     BodyTooLarge { limit: u64 },
@@ -66,6 +74,7 @@ impl ProxyError {
             | ProxyError::Reset(_)
             | ProxyError::UpstreamBusy { .. } => ErrorSource::Upstream,
             ProxyError::HeadersTooLarge { .. }
+            | ProxyError::HeadUnread { .. }
             | ProxyError::BodyTooLarge { .. }
             | ProxyError::RequestBody(_)
             | ProxyError::BadJson(_)
@@ -87,7 +96,9 @@ impl ProxyError {
             ProxyError::Connect(_) => ErrorKind::Connect,
             ProxyError::Timeout(_) => ErrorKind::Timeout,
             ProxyError::Reset(_) => ErrorKind::Reset,
-            ProxyError::HeadersTooLarge { .. } => ErrorKind::HeadersTooLarge,
+            ProxyError::HeadersTooLarge { .. } | ProxyError::HeadUnread { .. } => {
+                ErrorKind::HeadersTooLarge
+            }
             ProxyError::BodyTooLarge { .. } => ErrorKind::BodyTooLarge,
             ProxyError::RequestBody(_) => ErrorKind::RequestBody,
             ProxyError::BadJson(_) => ErrorKind::BadJson,
@@ -104,7 +115,9 @@ impl ProxyError {
         match self {
             ProxyError::Connect(_) | ProxyError::Reset(_) => StatusCode::BAD_GATEWAY,
             ProxyError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
-            ProxyError::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ProxyError::HeadersTooLarge { .. } | ProxyError::HeadUnread { .. } => {
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+            }
             ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ProxyError::RequestBody(_) | ProxyError::BadJson(_) | ProxyError::BadHost(_) => {
                 StatusCode::BAD_REQUEST

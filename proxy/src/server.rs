@@ -137,6 +137,7 @@ pub async fn accept_loop(
     // answers 431 *and records it*; only heads beyond this hard cap are refused by hyper alone.
     let hard_cap = shared.cfg.max_header_bytes.saturating_mul(2).max(64 << 10);
     const MAX_HEADER_LINES: usize = 24_576;
+    let max_lines = (hard_cap / 4).clamp(100, MAX_HEADER_LINES);
     let header_timeout = shared.cfg.header_timeout;
     builder
         .http1()
@@ -146,8 +147,8 @@ pub async fn accept_loop(
         // empty 431 the service never sees): a header line is at least 4 bytes. Capped at
         // 24,576: hyper reserves a `HeaderMap` of that many entries, and `http`'s map panics
         // past 32,768 slots (n + n/3, rounded up to a power of two) — beyond the cap hyper
-        // answers its own 431.
-        .max_headers((hard_cap / 4).clamp(100, MAX_HEADER_LINES))
+        // answers its own 431 (and the proxy records it, below).
+        .max_headers(max_lines)
         // Every head within the timeout, and (hyper ≥ 1.6) the wait for the next head on a
         // kept-alive connection too: an idle connection is closed after it.
         .header_read_timeout(header_timeout)
@@ -211,7 +212,9 @@ pub async fn accept_loop(
                         Some(acc) => match tokio::time::timeout(header_timeout, acc.accept(sock)).await {
                             Ok(Ok(s)) => {
                                 let conn = builder.serve_connection(TokioIo::new(s), svc).into_owned();
-                                let _ = watcher.watch(conn).await;
+                                if let Err(e) = watcher.watch(conn).await {
+                                    head_refused(&shared, &*e, hard_cap, max_lines);
+                                }
                             }
                             Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                             Err(_) => {
@@ -220,7 +223,9 @@ pub async fn accept_loop(
                         },
                         None => {
                             let conn = builder.serve_connection(TokioIo::new(sock), svc).into_owned();
-                            let _ = watcher.watch(conn).await;
+                            if let Err(e) = watcher.watch(conn).await {
+                                head_refused(&shared, &*e, hard_cap, max_lines);
+                            }
                         }
                     }
                 });
@@ -237,6 +242,16 @@ pub async fn accept_loop(
         tracker.cut();
     }
     DrainReport { drained }
+}
+
+/// A connection that ended because hyper refused a head too large to parse (past `cap` bytes or
+/// `lines` header lines): hyper answered its own empty 431; the request is recorded here.
+fn head_refused(shared: &Shared, e: &(dyn std::error::Error + 'static), cap: usize, lines: usize) {
+    if e.downcast_ref::<hyper::Error>()
+        .is_some_and(hyper::Error::is_parse_too_large)
+    {
+        service::refused_unread(shared, tokentap_core::clock::Anchor::now(), cap, lines);
+    }
 }
 
 /// Serves the admin endpoints until `stop` fires.

@@ -176,6 +176,21 @@ fn identify(
     session
 }
 
+/// A request whose head the HTTP layer refused unread (`hyper` answered its own 431 and closed
+/// the connection): it still counts as seen and gets its record — no route, no session, the
+/// cause. `at` is when the refusal surfaced.
+pub fn refused_unread(shared: &Shared, at: Anchor, cap: usize, lines: usize) {
+    shared.seen.fetch_add(1, Ordering::Relaxed);
+    shared.ledger.metrics.requests_seen.inc();
+    let mut tap = Tap::new(shared.ledger.enter(), at, Route::Other);
+    let e = ProxyError::HeadUnread {
+        cap,
+        lines,
+        limit: shared.cfg.max_header_bytes,
+    };
+    tap.answered(e.status().as_u16(), e.turn_error(), e.record_status());
+}
+
 /// What the proxy refuses before anything goes upstream: a bad `Host`, `CONNECT`, a head over
 /// `--max-header-bytes`, a declared body over `--max-body-bytes`.
 fn check_limits(cfg: &Config, req: &Request<Incoming>) -> Result<(), ProxyError> {

@@ -208,7 +208,8 @@ async fn oversized_headers_and_bodies_get_431_and_413_with_records() {
 
 /// Any number of headers within `--max-header-bytes` is forwarded and recorded (hyper alone
 /// would stop at 100 with an empty 431 and no record); past the byte limit, a JSON 431 and a
-/// record. (Past 24,576 header lines hyper answers its own 431: see `serve` in server.rs.)
+/// record. Past what hyper can index (24,576 header lines, or twice the byte limit) hyper
+/// answers its own empty 431 before the proxy sees the request — and the proxy still records it.
 #[tokio::test]
 async fn many_headers_are_forwarded_and_recorded_up_to_the_byte_limit() {
     let s = sim(sim_cfg()).await;
@@ -241,10 +242,40 @@ async fn many_headers_are_forwarded_and_recorded_up_to_the_byte_limit() {
     let recs = within(p.wait_records(3)).await;
     assert_eq!(recs.len(), 3);
     assert_eq!(err_of(&recs[2]).1, "headers_too_large");
+    // 30,000 header lines (within the bytes, past what hyper indexes): hyper's own 431, which
+    // the client may not even read (the connection closes while it still writes) — recorded.
+    let mut head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: {}\r\n",
+        p.addr()
+    );
+    for i in 0..30_000 {
+        head.push_str(&format!("x-{}: 1\r\n", i % 50));
+    }
+    head.push_str("content-length: 2\r\n\r\n{}");
+    let mut sock = tokio::net::TcpStream::connect(p.addr()).await.unwrap();
+    let (mut rd, mut wr) = sock.split();
+    let (_, got) = tokio::join!(
+        async {
+            let _ = tokio::io::AsyncWriteExt::write_all(&mut wr, head.as_bytes()).await;
+        },
+        async {
+            let mut got = Vec::new();
+            let _ = tokio::io::AsyncReadExt::read_to_end(&mut rd, &mut got).await;
+            got
+        }
+    );
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.is_empty() || got.starts_with("HTTP/1.1 431"), "{got}");
+    let recs = within(p.wait_records(4)).await;
+    assert_eq!(recs.len(), 4);
+    assert_eq!(err_of(&recs[3]).1, "headers_too_large");
+    let msg = &recs[3].error.as_ref().unwrap().message;
+    assert!(msg.contains("refused unread by the HTTP layer"), "{msg}");
+    assert_eq!(recs[3].http_status, Some(431));
     let m = p.metrics_text();
     assert!(
         m.lines()
-            .any(|l| l.starts_with("tokentap_proxy_requests_seen_total") && l.ends_with(" 3")),
+            .any(|l| l.starts_with("tokentap_proxy_requests_seen_total") && l.ends_with(" 4")),
         "{m}"
     );
 }
