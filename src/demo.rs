@@ -39,11 +39,10 @@ pub struct Opts {
     /// Multiplier applied to the dataset's inter-turn delays.
     #[arg(long, default_value_t = 0.1)]
     pub delay_scale: f64,
-    /// Simulated decode time per output token, one request alone (a duration; a bare number
-    /// is ms).
-    #[arg(long = "decode", visible_alias = "decode-ms", value_name = "DURATION",
-        default_value = "2ms", value_parser = tokentap_core::duration::parse_ms)]
-    pub decode_ms: f64,
+    /// Simulated decode time per output token, one request alone (a duration).
+    #[arg(long, value_name = "DURATION", default_value = "2ms",
+        value_parser = tokentap_core::duration::parse)]
+    pub decode: std::time::Duration,
     /// Where the dataset, records and the sweep go.
     #[arg(long, default_value = "tokentap-demo")]
     pub out: PathBuf,
@@ -60,7 +59,7 @@ fn sim_config(opts: &Opts) -> SimConfig {
     c.timing.prefill_base_ms = 8.0;
     c.timing.prefill_per_token_ms = 0.004;
     c.timing.prefill_lanes = 2;
-    c.timing.decode_ms = opts.decode_ms;
+    c.timing.decode_ms = opts.decode.as_nanos() as f64 / 1e6;
     c.timing.decode_slowdown = 0.12;
     c.output.mean_tokens = 96.0;
     c.output.max_tokens = 256;
@@ -174,7 +173,10 @@ pub async fn run(
     let file = match tokentap_sweep::attach_wire(&out_sweep, std::slice::from_ref(&proxy_dir)) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("warning: the wire's view was not attached: {e:#}");
+            eprintln!(
+                "warning: the wire's view was not attached: {}",
+                tokentap_core::error::report(e.as_ref())
+            );
             outcome.file.clone()
         }
     };

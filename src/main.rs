@@ -162,10 +162,15 @@ fn exit(result: anyhow::Result<i32>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", chain(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// An error and its causes, each said once.
+fn chain(e: &anyhow::Error) -> String {
+    tokentap_core::error::report(e.as_ref())
 }
 
 /// `tokentap report RUN_DIR --wire DIR…`: the run's records against the proxies' (one wire view),

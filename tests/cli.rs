@@ -227,8 +227,8 @@ fn demo_runs_end_to_end_and_writes_a_complete_run() {
             "3",
             "--scale",
             "0.1",
-            "--decode-ms",
-            "0.2",
+            "--decode",
+            "0.2ms",
         ])
         .args(["--delay-scale", "0", "--concurrency", "1,2", "--out"])
         .arg(dir.path())
@@ -840,6 +840,121 @@ fn a_huge_event_is_forwarded_but_not_held() {
         assert_eq!(
             records[0]["output_tokens"], 2,
             "the event after it is measured"
+        );
+    }
+}
+
+/// What a user meets first on the command line says what happened, each cause once: a replay
+/// whose endpoint is down says no turn completed and why (not empty latency tables), a missing
+/// dataset is named once, a port in use names the address.
+#[test]
+fn errors_on_the_command_line_say_what_happened_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d.jsonl");
+    synth_file(&data, 1, 2, 0.05);
+    // Nothing listens on port 9 of loopback (discard; never served here).
+    let out = tokentap(&[
+        "replay",
+        "--endpoint",
+        "http://127.0.0.1:9",
+        "--dataset",
+        data.to_str().unwrap(),
+        "--model",
+        "m",
+        "--quiet",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{stdout}");
+    let first = stdout.lines().nth(1).unwrap_or_default();
+    assert!(first.starts_with("NO TURN COMPLETED"), "{stdout}");
+    assert!(
+        stdout.contains("× connect: ") && stdout.contains("Connection refused"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("qps"), "no empty metrics: {stdout}");
+    assert!(
+        !stdout.contains("latency (ms)"),
+        "no empty tables: {stdout}"
+    );
+
+    let out = tokentap(&[
+        "replay",
+        "--endpoint",
+        "http://127.0.0.1:9",
+        "--dataset",
+        "/nope.jsonl",
+        "--model",
+        "m",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("/nope.jsonl"), "{err}");
+    assert_eq!(
+        err.matches("No such file or directory").count(),
+        1,
+        "the cause once: {err}"
+    );
+
+    // The sim answers a model it does not serve as vLLM does: 404, "does not exist".
+    let mut sim = Command::new(BIN)
+        .args(["sim", "--listen", "127.0.0.1:0", "--preset", "zero-delay"])
+        .args(["--model", "served"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (sim_addr, _sim_out) = listening_addr(&mut sim);
+    let url = format!("http://{sim_addr}");
+    let replay = |model: &str| {
+        tokentap(&[
+            "replay",
+            "--endpoint",
+            &url,
+            "--dataset",
+            data.to_str().unwrap(),
+            "--model",
+            model,
+            "--quiet",
+        ])
+    };
+    let out = replay("m");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{stdout}");
+    assert!(
+        stdout.contains("× http_status: HTTP 404")
+            && stdout.contains("The model `m` does not exist."),
+        "{stdout}"
+    );
+    // The served name: every turn ok (exit 3 only because a tuning point is not valid).
+    let out = replay("served");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(!stdout.contains("turns not ok"), "{stdout}");
+    signal(sim.id(), "-TERM");
+    assert!(sim.wait().unwrap().success());
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    for args in [
+        vec!["sim", "--listen", &addr],
+        vec![
+            "proxy",
+            "--listen",
+            &addr,
+            "--admin",
+            "127.0.0.1:0",
+            "--upstream",
+            "http://127.0.0.1:9",
+        ],
+    ] {
+        let out = tokentap(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(&addr), "{args:?}: the address named: {err}");
+        assert_eq!(
+            err.matches("Address already in use").count(),
+            1,
+            "{args:?}: the cause once: {err}"
         );
     }
 }

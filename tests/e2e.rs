@@ -37,10 +37,10 @@ async fn through_proxy(
     recs
 }
 
-/// SPEC §4: generated-token cache clearing must be visible in the cached-token counts the proxy
-/// reports. The sim opens its generated reasoning with the same preamble as the synthesized
-/// recorded reasoning, like a real model does: without clearing, the next turn reuses the KV
-/// blocks of that preamble; with a leading space inserted, it cannot.
+/// docs/benchmark.md#cache-clearing: generated-token cache clearing must be visible in the
+/// cached-token counts the proxy reports. The sim opens its generated reasoning with the same
+/// preamble as the synthesized recorded reasoning, like a real model does: without clearing, the
+/// next turn reuses the KV blocks of that preamble; with a leading space inserted, it cannot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generated_token_cache_clearing_shows_in_the_proxys_cached_tokens() {
     let ds = coding_dataset(4);

@@ -1,4 +1,4 @@
-//! Live observability verified on a real Prometheus (issue 4). sim ← proxy ← replay run
+//! Live observability verified on a real Prometheus. sim ← proxy ← replay run
 //! in-process on 127.0.0.1; the Prometheus server of the Debian `prometheus` package
 //! (scripts/install-test-deps) scrapes the proxy's admin `/metrics` (source="wire") and the
 //! replay's `--metrics` (source="client") and the sims' own `/metrics` (job `engine`) every

@@ -185,6 +185,44 @@ async fn a_certificate_the_client_does_not_trust_is_refused_with_a_clear_error()
     );
 }
 
+/// A server certificate made by `openssl req -x509` with its defaults is a CA certificate
+/// (basicConstraints CA:TRUE); rustls refuses it as a server's own even when it is the very
+/// file given as `--ca`. The error says that, and what to do, instead of "pass --ca FILE".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ca_certificate_as_the_servers_own_is_explained() {
+    let ds = dataset(1, 0);
+    let s = sim().await;
+    let mut pc = tokentap_proxy::Config::new([s.base_url()]);
+    pc.tls = Some((
+        certs().join("selfsigned-ca.pem"),
+        certs().join("selfsigned-ca.key"),
+    ));
+    let proxy = Proxy::start(pc).await.unwrap();
+    let url = format!("https://localhost:{}", proxy.addr().port());
+    let d = tempfile::tempdir().unwrap();
+    let mut c = config(&url, &d);
+    c.ca = Some(certs().join("selfsigned-ca.pem"));
+    let out = run(c, ds).await;
+    assert_eq!(out.summary.counts.turns["ok"], 0);
+    let recs = records(&out);
+    let msg = recs[0]["error"]["message"].as_str().unwrap().to_string();
+    assert_eq!(recs[0]["error"]["kind"], "tls", "{msg}");
+    assert!(msg.contains("CaUsedAsEndEntity"), "{msg}");
+    assert!(
+        msg.contains("presents a CA certificate")
+            && msg.contains("basicConstraints=critical,CA:FALSE"),
+        "{msg}"
+    );
+    assert!(!msg.contains("pass --ca FILE"), "{msg}");
+    // The terminal says it first, once per kind.
+    let text = out.summary.render_text();
+    assert!(text.contains("NO TURN COMPLETED"), "{text}");
+    assert!(
+        text.contains("× tls: TLS handshake with https://localhost:"),
+        "{text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_endpoints_keep_each_conversation_on_one() {
     let ds = dataset(8, 8);

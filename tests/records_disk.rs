@@ -1,4 +1,4 @@
-//! The proxy never loses records silently (issue 13): a read-only records directory stops the
+//! The proxy never loses records silently: a read-only records directory stops the
 //! start with an error naming it; on a full disk every record ends written or counted failed
 //! (no torn line on disk), `/health` says degraded, `/metrics` counts the failures, and the
 //! proxy's stop says what was lost and exits non-zero.
@@ -197,5 +197,105 @@ fn on_a_full_disk_every_record_is_written_or_counted_and_the_stop_fails() {
     }
     assert_eq!(on_disk, written, "{summary}");
     let _ = Path::new(&listen);
+    rt.block_on(sim.shutdown());
+}
+
+/// The replay's records go through the same whole-line writer as the proxy's: on a disk that
+/// fills mid-run, `records.jsonl` ends on a whole line, every record is on disk or counted in
+/// `summary.json`'s `run.records_failed`, the terminal says RECORDS LOST, and the run exits 1.
+/// Only `records.jsonl` is on the small disk (a 48 KiB tmpfs file bind-mounted over it), so the
+/// summary has room to say what was lost.
+#[test]
+fn the_replay_on_a_full_disk_leaves_whole_lines_counts_the_rest_and_exits_1() {
+    unshare_works();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sim = rt
+        .block_on(tokentap_sim::SimServer::start(
+            tokentap_sim::SimConfig::zero_delay(),
+        ))
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut buf = Vec::new();
+    tokentap_dataset::synth::synth(
+        &tokentap_dataset::synth::SynthConfig {
+            coding: 4,
+            workflow: 30,
+            scale: 0.1,
+            ..Default::default()
+        },
+        &mut buf,
+    )
+    .unwrap();
+    let data = work.path().join("d.jsonl");
+    std::fs::write(&data, &buf).unwrap();
+    let disk = work.path().join("disk");
+    let out = work.path().join("run");
+    let copy = work.path().join("copy.jsonl");
+    std::fs::create_dir_all(&disk).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let (d, o, c, ds) = (
+        disk.display(),
+        out.display(),
+        copy.display(),
+        data.display(),
+    );
+    let run = in_namespace(&format!(
+        "mount -t tmpfs -o size=48k none '{d}' || exit 90
+         touch '{d}/records.jsonl' '{o}/records.jsonl'
+         mount --bind '{d}/records.jsonl' '{o}/records.jsonl' || exit 91
+         '{BIN}' replay --endpoint {} --dataset '{ds}' --model m --concurrency 4 --quiet --out '{o}'
+         rc=$?
+         cp '{d}/records.jsonl' '{c}'
+         exit $rc",
+        sim.base_url()
+    ))
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        !matches!(run.status.code(), Some(90 | 91)),
+        "mount failed: {stderr}"
+    );
+    assert_eq!(
+        run.status.code(),
+        Some(1),
+        "records were lost, the replay must exit 1:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("RECORDS LOST"), "{stdout}");
+    assert!(stdout.contains("No space left on device"), "{stdout}");
+
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let total = summary["counts"]["total"].as_u64().unwrap();
+    let failed = summary["run"]["records_failed"].as_u64().unwrap();
+    assert!(
+        summary["run"]["records_error"]
+            .as_str()
+            .unwrap()
+            .contains("No space left on device"),
+        "{}",
+        summary["run"]
+    );
+    let text = std::fs::read_to_string(&copy).unwrap();
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "records.jsonl ends in a torn line"
+    );
+    let mut on_disk = 0;
+    for l in text.lines() {
+        let _: serde_json::Value =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("a torn or broken line: {e}"));
+        on_disk += 1;
+    }
+    assert!(
+        failed > 0 && on_disk > 0,
+        "{on_disk} on disk, {failed} failed"
+    );
+    assert_eq!(
+        on_disk + failed,
+        total,
+        "every record on disk or counted failed"
+    );
     rt.block_on(sim.shutdown());
 }

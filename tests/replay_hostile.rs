@@ -1,4 +1,4 @@
-//! The replay against servers that misbehave (issue 13): an SSE line that never ends is cut at
+//! The replay against servers that misbehave: an SSE line that never ends is cut at
 //! `--max-event-bytes` instead of growing the buffer, a stream cut inside an event or ended
 //! without `[DONE]` is a failed turn with a kind that says so, a turn that times out after its
 //! head keeps the head's status, and the exit codes tell a clean run, an invalid point and

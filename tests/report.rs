@@ -1,4 +1,4 @@
-//! The run report (issue 4): a real replay against the real sim on 127.0.0.1:0 writes
+//! The run report: a real replay against the real sim on 127.0.0.1:0 writes
 //! `report.html` by itself; `tokentap report --format md|json` reads the same run; headless
 //! Chromium (Debian `chromium`, installed by scripts/install-test-deps) loads the page offline
 //! and its dumped DOM shows the self-check script ran and every plot has data marks.

@@ -1,4 +1,4 @@
-//! A one-minute run of `scripts/soak` (issue 13): the sim with faults, the proxy and the replay
+//! A one-minute run of `scripts/soak`: the sim with faults, the proxy and the replay
 //! in a closed loop; records == requests and flat RSS and fds for every process. The script's
 //! 30-minute run is the measurement; this keeps it working.
 

@@ -1,4 +1,4 @@
-//! `tokentap sweep` (issue 10) against the real sim on 127.0.0.1:0: a curve with the expected
+//! `tokentap sweep` against the real sim on 127.0.0.1:0: a curve with the expected
 //! shape, every point's files, the engine's view scraped from the sim's `/metrics`, resume after
 //! an interrupted point, the sweep report in headless Chromium, and the CLI (`--plan`,
 //! `report --format md|json` on a sweep directory, the exit code of a curve that is not valid).

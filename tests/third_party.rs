@@ -775,12 +775,12 @@ async fn our_replay_passes_its_own_check_against_the_proxy() {
             "127.0.0.1:0",
             "--seed",
             "7",
-            "--prefill-base-ms",
-            "40",
-            "--prefill-per-token-ms",
-            "0.005",
-            "--decode-ms",
-            "4",
+            "--prefill-base",
+            "40ms",
+            "--prefill-per-token",
+            "5us",
+            "--decode",
+            "4ms",
             "--output-mean-tokens",
             "24",
             "--output-max-tokens",
@@ -834,7 +834,7 @@ async fn our_replay_passes_its_own_check_against_the_proxy() {
         &wire_dir,
         &records,
         dir.path(),
-        &["--tolerance-ms", "20"],
+        &["--time-tolerance", "20ms"],
     );
     println!("{table}");
     if let Ok(d) = std::env::var("TOKENTAP_KEEP") {
@@ -872,7 +872,7 @@ async fn our_replay_passes_its_own_check_against_the_proxy() {
     let r = tokentap_compare::compare(&{
         let mut o =
             tokentap_compare::Opts::new(Format::Tokentap, records.clone(), vec![wire_dir.clone()]);
-        o.tolerance_ms = 20.0;
+        o.time_tolerance = std::time::Duration::from_millis(20);
         o.clock = Some(tokentap_compare::Clock::Wall);
         o.no_published = true;
         o.require_all_joined = true;

@@ -97,7 +97,7 @@ impl Values {
     }
 }
 
-/// Which shared clock a client's start instants are on (SPEC §7).
+/// Which shared clock a client's start instants are on (docs/benchmark.md#clocks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Clock {

@@ -1,4 +1,4 @@
-//! Joining client turns to wire turns (SPEC §9).
+//! Joining client turns to wire turns (docs/benchmark.md#client-formats).
 //!
 //! Three passes, each over what the previous ones left:
 //! 1. **Request id.** The client's request id equals a recorded request header of a wire turn

@@ -51,6 +51,7 @@ pub use report::{Report, Tolerance, Verdict};
 
 use anyhow::Context as _;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// `tokentap compare` options.
 #[derive(Debug, Clone, clap::Args)]
@@ -69,10 +70,10 @@ pub struct Opts {
     /// pair (client vs wire per turn).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Absolute tolerance of a time claim (a duration: 1ms, 500us; a bare number is ms).
-    #[arg(long = "time-tolerance", visible_alias = "tolerance-ms", value_name = "DURATION",
-        default_value = "1ms", value_parser = tokentap_core::duration::parse_ms)]
-    pub tolerance_ms: f64,
+    /// Absolute tolerance of a time claim (a duration: 1ms, 500us).
+    #[arg(long, value_name = "DURATION", default_value = "1ms",
+        value_parser = tokentap_core::duration::parse)]
+    pub time_tolerance: Duration,
     /// Relative tolerance of any claim, percent of the wire's value. A claim passes when
     /// |client − wire| ≤ max(absolute, relative).
     #[arg(long, default_value_t = 5.0, value_parser = tokentap_core::value::non_negative)]
@@ -84,15 +85,14 @@ pub struct Opts {
     #[arg(long = "id-header", default_value = "X-Request-ID")]
     pub id_headers: Vec<String>,
     /// How far a wire start may precede the client's start when joining by session + order or
-    /// time (a duration; a bare number is ms).
-    #[arg(long = "join-slack", visible_alias = "join-slack-ms", value_name = "DURATION",
-        default_value = "50ms", value_parser = tokentap_core::duration::parse_ms)]
-    pub join_slack_ms: f64,
-    /// How far a wire start may follow the client's start when joining (a duration; a bare
-    /// number is ms).
-    #[arg(long = "join-window", visible_alias = "join-window-ms", value_name = "DURATION",
-        default_value = "10s", value_parser = tokentap_core::duration::parse_ms)]
-    pub join_window_ms: f64,
+    /// time (a duration).
+    #[arg(long, value_name = "DURATION", default_value = "50ms",
+        value_parser = tokentap_core::duration::parse)]
+    pub join_slack: Duration,
+    /// How far a wire start may follow the client's start when joining (a duration).
+    #[arg(long, value_name = "DURATION", default_value = "10s",
+        value_parser = tokentap_core::duration::parse)]
+    pub join_window: Duration,
     /// The clock of the client's start instants, for formats that carry both (tokentap records:
     /// `wall` when the replay ran on another host than the proxy).
     #[arg(long, value_enum)]
@@ -129,12 +129,12 @@ impl Opts {
             client,
             format,
             json: None,
-            tolerance_ms: 1.0,
+            time_tolerance: Duration::from_millis(1),
             tolerance_pct: 5.0,
             tolerance_tokens: 0.0,
             id_headers: vec!["X-Request-ID".into()],
-            join_slack_ms: 50.0,
-            join_window_ms: 10_000.0,
+            join_slack: Duration::from_millis(50),
+            join_window: Duration::from_secs(10),
             clock: None,
             published: None,
             no_published: false,
@@ -149,7 +149,7 @@ impl Opts {
 /// Reads, joins and judges; returns the report (no printing, no files).
 pub fn compare(opts: &Opts) -> Result<Report, CompareError> {
     let tolerance = Tolerance {
-        ms: opts.tolerance_ms,
+        ms: opts.time_tolerance.as_nanos() as f64 / 1e6,
         pct: opts.tolerance_pct,
         tokens: opts.tolerance_tokens,
     };
@@ -159,8 +159,8 @@ pub fn compare(opts: &Opts) -> Result<Report, CompareError> {
             .iter()
             .map(|h| h.to_ascii_lowercase())
             .collect(),
-        slack_ns: (opts.join_slack_ms * 1e6) as u64,
-        window_ns: (opts.join_window_ms * 1e6) as u64,
+        slack_ns: opts.join_slack.as_nanos() as u64,
+        window_ns: opts.join_window.as_nanos() as u64,
     };
     let published = match (&opts.published, opts.no_published) {
         (_, true) => PublishedSource::Off,

@@ -63,8 +63,8 @@ impl WireTurn {
 }
 
 /// Per-turn values of a [`TurnRecord`] (the proxy's, or our replay client's): TTFT and E2E from
-/// the timeline offsets, ITL as the mean of the per-token samples of SPEC §7 (a chunk of k
-/// tokens after a gap g gives k samples of g/k), output tokens as recorded.
+/// the timeline offsets, ITL as the mean of the per-token samples of docs/benchmark.md#metrics (a
+/// chunk of k tokens after a gap g gives k samples of g/k), output tokens as recorded.
 pub fn values_of(r: &TurnRecord) -> Values {
     let ms = |ns: Option<u64>| ns.map(|v| v as f64 / 1e6);
     let mut v = Values::default();

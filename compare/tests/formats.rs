@@ -1,7 +1,7 @@
 //! Parser and end-to-end comparison tests on fixtures of the formats no real client in the test
-//! suite produces: MLPerf Endpoints `events.jsonl` (SPEC §9's documented fields) and
-//! inference-perf `per_request_lifecycle_metrics.json` (the shape its report writer dumps:
-//! `start_time`, `end_time`, `request`, `response`, `info.response_metrics`, `error`).
+//! suite produces: MLPerf Endpoints `events.jsonl` (the fields docs/benchmark.md#client-formats
+//! documents) and inference-perf `per_request_lifecycle_metrics.json` (the shape its report writer
+//! dumps: `start_time`, `end_time`, `request`, `response`, `info.response_metrics`, `error`).
 //!
 //! Each fixture comes with a proxy-records fixture of the same turns as the wire saw them: the
 //! proxy started 0.2–0.4 ms after the client's send and saw the first token 0.3–0.4 ms earlier,

@@ -1,4 +1,6 @@
 //! Framer and chunk-parser cost per event.
+//!
+//! Run: `cargo bench -p tokentap-core --bench sse` (results, when recorded: docs/benchmarks.md).
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tokentap_core::sse::Framer;
 use tokentap_core::timeline::Timeline;

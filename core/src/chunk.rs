@@ -3,8 +3,8 @@
 //!
 //! The JSON is read with serde into borrowed views: text fields are captured as raw slices and
 //! only checked for emptiness, unknown fields are skipped without building values, so parsing a
-//! chunk allocates nothing (SPEC §7 facts: role prelude, `reasoning_content` vs `reasoning`,
-//! tool-call partials, usage-only final chunk, continuous usage).
+//! chunk allocates nothing (docs/benchmark.md#streaming: role prelude, `reasoning_content` vs
+//! `reasoning`, tool-call partials, usage-only final chunk, continuous usage).
 
 use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -85,7 +85,8 @@ pub struct ChunkInfo {
 }
 
 impl ChunkInfo {
-    /// True if the chunk carries generated text of any kind: the TTFT event (SPEC §7).
+    /// True if the chunk carries generated text of any kind: the TTFT event
+    /// (docs/benchmark.md#metrics).
     pub fn carries_text(&self) -> bool {
         self.content || self.reasoning || self.tool_call
     }

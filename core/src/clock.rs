@@ -1,9 +1,10 @@
 //! The clocks every tokentap timestamp is taken on.
 //!
-//! Intervals come from the raw `CLOCK_MONOTONIC` value in nanoseconds (SPEC §7). It is the clock
-//! that `std::time::Instant`, Python's `time.monotonic_ns()` and `perf_counter_ns()` read on Linux,
-//! so a value recorded by the proxy can be compared with one recorded by another process on the
-//! same host. Reading it goes through the vDSO (~20 ns), cheap enough for every chunk.
+//! Intervals come from the raw `CLOCK_MONOTONIC` value in nanoseconds (docs/benchmark.md#clocks).
+//! It is the clock that `std::time::Instant`, Python's `time.monotonic_ns()` and
+//! `perf_counter_ns()` read on Linux, so a value recorded by the proxy can be compared with one
+//! recorded by another process on the same host. Reading it goes through the vDSO (~20 ns), cheap
+//! enough for every chunk.
 //!
 //! Scheduling (sleeps, timeouts) uses tokio's timer; measurement never does, because tokio's
 //! clock can be paused in tests and a measured interval must be real time.

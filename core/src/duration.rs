@@ -30,23 +30,47 @@ pub fn parse(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v * scale))
 }
 
-/// A duration as milliseconds, for options that were `_ms` numbers: a bare number is
-/// milliseconds (the old spelling, `8`, `0.05`), anything with a unit is [`parse`]d (`8ms`,
-/// `50us`, `1.5s`).
-pub fn parse_ms(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    if let Ok(v) = t.parse::<f64>() {
-        if !v.is_finite() || v < 0.0 {
-            return Err(format!("expected a duration >= 0, found {s:?}"));
-        }
-        return Ok(v);
+/// [`parse`], refusing zero (a timeout of nothing would fail everything at once).
+pub fn parse_positive(s: &str) -> Result<Duration, String> {
+    match parse(s)? {
+        d if d.is_zero() => Err(format!("expected a duration > 0, found {s:?}")),
+        d => Ok(d),
     }
-    parse(t).map(|d| d.as_nanos() as f64 / 1e6)
 }
 
-/// [`parse`], as seconds (for options kept as `f64` seconds).
-pub fn parse_secs(s: &str) -> Result<f64, String> {
-    parse(s).map(|d| d.as_secs_f64())
+/// `#[serde(with = "tokentap_core::duration::secs")]`: a [`Duration`] as a JSON number of
+/// seconds (the files' unit: `config.json`, `summary.json`, `sweep.json`).
+pub mod secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Duration::try_from_secs_f64(f64::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// [`secs`] for an `Option<Duration>` (`null` when none).
+pub mod opt_secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&d.as_secs_f64()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Option::<f64>::deserialize(d)?
+            .map(Duration::try_from_secs_f64)
+            .transpose()
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 #[cfg(test)]
@@ -71,14 +95,21 @@ mod tests {
         }
         assert!(parse("-1").is_err());
         assert!(parse("soon").unwrap_err().contains("1h30m"));
-        assert_eq!(parse_secs("1m").unwrap(), 60.0);
-        assert_eq!(parse_ms("8").unwrap(), 8.0);
-        assert_eq!(parse_ms("0.05").unwrap(), 0.05);
-        assert_eq!(parse_ms("8ms").unwrap(), 8.0);
-        assert_eq!(parse_ms("50us").unwrap(), 0.05);
-        assert_eq!(parse_ms("0.05ms").unwrap(), 0.05);
-        assert_eq!(parse_ms("1.5s").unwrap(), 1500.0);
-        assert!(parse_ms("-3").is_err());
-        assert!(parse_ms("fast").is_err());
+        assert!(parse_positive("0").is_err());
+        assert_eq!(parse_positive("1ms").unwrap(), ms(1));
+        #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+        struct F {
+            #[serde(with = "secs")]
+            a: Duration,
+            #[serde(with = "opt_secs")]
+            b: Option<Duration>,
+        }
+        let f = F {
+            a: ms(1500),
+            b: None,
+        };
+        let text = serde_json::to_string(&f).unwrap();
+        assert_eq!(text, r#"{"a":1.5,"b":null}"#);
+        assert_eq!(serde_json::from_str::<F>(&text).unwrap(), f);
     }
 }

@@ -1,6 +1,6 @@
 //! Prometheus metric names, bucket lists and label rules shared by the proxy (`source="wire"`),
 //! the replay client (`source="client"`) and the dashboard tests: the single source of truth of
-//! SPEC §8, so a dashboard query written against one name works for both sides.
+//! docs/benchmark.md#prometheus, so a dashboard query on one name works for both sides.
 //!
 //! Layout: name constants ([`names`]), bucket lists ([`buckets`]), label helpers
 //! ([`ModelCap`], [`status_class`]) and [`ALL_NAMES`], the list a dashboard test compares the
@@ -66,8 +66,8 @@ pub const ALL_NAMES: &[&str] = &[
     names::IN_WINDOW,
 ];
 
-/// Engine series of SPEC §8 that dashboards may reference (the sim exports every `vllm:` one,
-/// or with `engine_metrics: sglang` every `sglang:` one; label `model_name`; see
+/// Engine series of docs/benchmark.md#prometheus that dashboards may reference (the sim exports
+/// every `vllm:` one, or with `engine_metrics: sglang` every `sglang:` one; label `model_name`; see
 /// `tokentap_sim::metrics`).
 pub const ENGINE_NAMES: &[&str] = &[
     "vllm:time_to_first_token_seconds",
@@ -105,7 +105,8 @@ pub mod labels {
     pub const MODEL_CAP: usize = 8;
 }
 
-/// Bucket boundaries of SPEC §8 (they contain OpenTelemetry GenAI's and vLLM's lists).
+/// Bucket boundaries of docs/benchmark.md#prometheus (containing OpenTelemetry GenAI's and
+/// vLLM's lists).
 pub mod buckets {
     pub const TTFT: &[f64] = &[
         0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -367,7 +368,7 @@ impl TurnSeries {
             itl: hist(
                 r,
                 names::ITL_SECONDS,
-                "Inter-token latency, one sample per token (SPEC 7)",
+                "Inter-token latency, one sample per token (docs/benchmark.md#metrics)",
                 buckets::ITL,
                 m,
             ),

@@ -23,50 +23,21 @@ pub enum Origin {
     Proxy,
 }
 
-/// How the turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// A complete response arrived.
-    Ok,
-    /// An error status, a transport error, or a stream that broke.
-    Failed,
-    /// The turn timeout fired; the request was cancelled.
-    TimedOut,
-    /// Never sent: an earlier turn of the conversation failed, or the run stopped first.
-    Aborted,
-    /// In flight when the client went away or the process stopped.
-    Cancelled,
-}
-
-impl Status {
-    pub const ALL: [Status; 5] = [
-        Status::Ok,
-        Status::Failed,
-        Status::TimedOut,
-        Status::Aborted,
-        Status::Cancelled,
-    ];
-
-    /// Its position in [`Status::ALL`] (for count arrays).
-    pub fn index(self) -> usize {
-        match self {
-            Status::Ok => 0,
-            Status::Failed => 1,
-            Status::TimedOut => 2,
-            Status::Aborted => 3,
-            Status::Cancelled => 4,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Failed => "failed",
-            Status::TimedOut => "timed_out",
-            Status::Aborted => "aborted",
-            Status::Cancelled => "cancelled",
-        }
+crate::vocabulary! {
+    /// How the turn ended.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Status {
+        /// A complete response arrived.
+        Ok = "ok",
+        /// An error status, a transport error, or a stream that broke.
+        Failed = "failed",
+        /// The turn timeout fired; the request was cancelled.
+        TimedOut = "timed_out",
+        /// Never sent: an earlier turn of the conversation failed, or the run stopped first.
+        Aborted = "aborted",
+        /// In flight when the client went away or the process stopped.
+        Cancelled = "cancelled",
     }
 }
 
@@ -92,177 +63,70 @@ pub struct TurnError {
     pub message: String,
 }
 
-/// Every `error.kind` a record can carry: one closed vocabulary for the replay and the proxy,
-/// so the same event has the same name on both sides (docs/records.md lists them all; a test
-/// checks it does).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorKind {
-    /// no connection to the server (refused, unreachable, DNS; the proxy's TLS to an upstream too)
-    Connect,
-    /// the replay's TLS handshake failed (e.g. a certificate it does not trust)
-    Tls,
-    /// the server's connection broke or closed after the request was sent: before any response byte, or in the middle of the response
-    Reset,
-    /// the response head could not be read as HTTP
-    HttpHead,
-    /// the server answered with an error status
-    HttpStatus,
-    /// error objects inside an SSE stream
-    StreamError,
-    /// the stream ended (by its framing or the connection's close) before `data: [DONE]`
-    StreamWithoutDone,
-    /// the stream ended inside an event
-    StreamCutMidEvent,
-    /// an SSE event or line past `--max-event-bytes`
-    EventTooLarge,
-    /// a JSON (non-streamed) response past 64 MiB
-    ResponseTooLarge,
-    /// the replay's turn timeout fired; the request was cancelled
-    TurnTimeout,
-    /// the proxy's upstream sent no response head within `--upstream-timeout`
-    Timeout,
-    /// the proxy's upstream stream was silent longer than `--idle-timeout`
-    IdleTimeout,
-    /// in flight when the replay was stopped (Ctrl-C, the shutdown future)
-    Cancelled,
-    /// the proxy's client went away before the response ended
-    ClientGone,
-    /// cut by the proxy at the end of its shutdown grace period
-    Shutdown,
-    /// not sent: an earlier turn of the trajectory did not end `ok`
-    PreviousTurnFailed,
-    /// not sent: issuing stopped first
-    Stopped,
-    /// the replay could not build the request body
-    Build,
-    /// the conversation id is not a valid header value
-    SessionHeader,
-    /// request headers past the proxy's `--max-header-bytes`
-    HeadersTooLarge,
-    /// a request body past the proxy's `--max-body-bytes`
-    BodyTooLarge,
-    /// the client's request body broke while the proxy read it
-    RequestBody,
-    /// `--inject-usage` could not read the request as JSON (forwarded untouched)
-    BadJson,
-    /// an HTTP/1.1 request without exactly one `Host`
-    BadHost,
-    /// `CONNECT`: the proxy does not open tunnels
-    MethodNotAllowed,
-    /// the client's request body stalled past `--body-timeout`
-    RequestBodyTimeout,
-    /// every connection of the replica was in use past `--upstream-queue-timeout`
-    UpstreamBusy,
-    /// a bug or an impossible state in tokentap
-    Internal,
-}
-
-impl ErrorKind {
-    pub const ALL: [ErrorKind; 29] = [
-        ErrorKind::Connect,
-        ErrorKind::Tls,
-        ErrorKind::Reset,
-        ErrorKind::HttpHead,
-        ErrorKind::HttpStatus,
-        ErrorKind::StreamError,
-        ErrorKind::StreamWithoutDone,
-        ErrorKind::StreamCutMidEvent,
-        ErrorKind::EventTooLarge,
-        ErrorKind::ResponseTooLarge,
-        ErrorKind::TurnTimeout,
-        ErrorKind::Timeout,
-        ErrorKind::IdleTimeout,
-        ErrorKind::Cancelled,
-        ErrorKind::ClientGone,
-        ErrorKind::Shutdown,
-        ErrorKind::PreviousTurnFailed,
-        ErrorKind::Stopped,
-        ErrorKind::Build,
-        ErrorKind::SessionHeader,
-        ErrorKind::HeadersTooLarge,
-        ErrorKind::BodyTooLarge,
-        ErrorKind::RequestBody,
-        ErrorKind::BadJson,
-        ErrorKind::BadHost,
-        ErrorKind::MethodNotAllowed,
-        ErrorKind::RequestBodyTimeout,
-        ErrorKind::UpstreamBusy,
-        ErrorKind::Internal,
-    ];
-
-    /// The name written in records and used as a metric label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::Connect => "connect",
-            ErrorKind::Tls => "tls",
-            ErrorKind::Reset => "reset",
-            ErrorKind::HttpHead => "http_head",
-            ErrorKind::HttpStatus => "http_status",
-            ErrorKind::StreamError => "stream_error",
-            ErrorKind::StreamWithoutDone => "stream_without_done",
-            ErrorKind::StreamCutMidEvent => "stream_cut_mid_event",
-            ErrorKind::EventTooLarge => "event_too_large",
-            ErrorKind::ResponseTooLarge => "response_too_large",
-            ErrorKind::TurnTimeout => "turn_timeout",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::IdleTimeout => "idle_timeout",
-            ErrorKind::Cancelled => "cancelled",
-            ErrorKind::ClientGone => "client_gone",
-            ErrorKind::Shutdown => "shutdown",
-            ErrorKind::PreviousTurnFailed => "previous_turn_failed",
-            ErrorKind::Stopped => "stopped",
-            ErrorKind::Build => "build",
-            ErrorKind::SessionHeader => "session_header",
-            ErrorKind::HeadersTooLarge => "headers_too_large",
-            ErrorKind::BodyTooLarge => "body_too_large",
-            ErrorKind::RequestBody => "request_body",
-            ErrorKind::BadJson => "bad_json",
-            ErrorKind::BadHost => "bad_host",
-            ErrorKind::MethodNotAllowed => "method_not_allowed",
-            ErrorKind::RequestBodyTimeout => "request_body_timeout",
-            ErrorKind::UpstreamBusy => "upstream_busy",
-            ErrorKind::Internal => "internal",
-        }
-    }
-
-    /// What happened, in one line (docs/records.md says the same).
-    pub fn meaning(self) -> &'static str {
-        match self {
-            ErrorKind::Connect => "no connection to the server (refused, unreachable, DNS; the proxy's TLS to an upstream too)",
-            ErrorKind::Tls => "the replay's TLS handshake failed (e.g. a certificate it does not trust)",
-            ErrorKind::Reset => "the server's connection broke or closed after the request was sent: before any response byte, or in the middle of the response",
-            ErrorKind::HttpHead => "the response head could not be read as HTTP",
-            ErrorKind::HttpStatus => "the server answered with an error status",
-            ErrorKind::StreamError => "error objects inside an SSE stream",
-            ErrorKind::StreamWithoutDone => "the stream ended (by its framing or the connection's close) before `data: [DONE]`",
-            ErrorKind::StreamCutMidEvent => "the stream ended inside an event",
-            ErrorKind::EventTooLarge => "an SSE event or line past `--max-event-bytes`",
-            ErrorKind::ResponseTooLarge => "a JSON (non-streamed) response past 64 MiB",
-            ErrorKind::TurnTimeout => "the replay's turn timeout fired; the request was cancelled",
-            ErrorKind::Timeout => "the proxy's upstream sent no response head within `--upstream-timeout`",
-            ErrorKind::IdleTimeout => "the proxy's upstream stream was silent longer than `--idle-timeout`",
-            ErrorKind::Cancelled => "in flight when the replay was stopped (Ctrl-C, the shutdown future)",
-            ErrorKind::ClientGone => "the proxy's client went away before the response ended",
-            ErrorKind::Shutdown => "cut by the proxy at the end of its shutdown grace period",
-            ErrorKind::PreviousTurnFailed => "not sent: an earlier turn of the trajectory did not end `ok`",
-            ErrorKind::Stopped => "not sent: issuing stopped first",
-            ErrorKind::Build => "the replay could not build the request body",
-            ErrorKind::SessionHeader => "the conversation id is not a valid header value",
-            ErrorKind::HeadersTooLarge => "request headers past the proxy's `--max-header-bytes`",
-            ErrorKind::BodyTooLarge => "a request body past the proxy's `--max-body-bytes`",
-            ErrorKind::RequestBody => "the client's request body broke while the proxy read it",
-            ErrorKind::BadJson => "`--inject-usage` could not read the request as JSON (forwarded untouched)",
-            ErrorKind::BadHost => "an HTTP/1.1 request without exactly one `Host`",
-            ErrorKind::MethodNotAllowed => "`CONNECT`: the proxy does not open tunnels",
-            ErrorKind::RequestBodyTimeout => "the client's request body stalled past `--body-timeout`",
-            ErrorKind::UpstreamBusy => "every connection of the replica was in use past `--upstream-queue-timeout`",
-            ErrorKind::Internal => "a bug or an impossible state in tokentap",
-        }
-    }
-
-    /// The kind named `s`, if it is one of the vocabulary.
-    pub fn parse(s: &str) -> Option<ErrorKind> {
-        ErrorKind::ALL.into_iter().find(|k| k.as_str() == s)
+crate::vocabulary! {
+    /// Every `error.kind` a record can carry: one closed vocabulary for the replay and the
+    /// proxy, so the same event has the same name on both sides (docs/records.md lists them all;
+    /// a test checks it does).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum ErrorKind {
+        /// no connection to the server (refused, unreachable, DNS; the proxy's TLS to an upstream too)
+        Connect = "connect",
+        /// the replay's TLS handshake failed (e.g. a certificate it does not trust)
+        Tls = "tls",
+        /// the server's connection broke or closed after the request was sent: before any response byte, or in the middle of the response
+        Reset = "reset",
+        /// the response head could not be read as HTTP
+        HttpHead = "http_head",
+        /// the server answered with an error status
+        HttpStatus = "http_status",
+        /// error objects inside an SSE stream
+        StreamError = "stream_error",
+        /// the stream ended (by its framing or the connection's close) before `data: [DONE]`
+        StreamWithoutDone = "stream_without_done",
+        /// the stream ended inside an event
+        StreamCutMidEvent = "stream_cut_mid_event",
+        /// an SSE event or line past `--max-event-bytes`
+        EventTooLarge = "event_too_large",
+        /// a JSON (non-streamed) response past 64 MiB
+        ResponseTooLarge = "response_too_large",
+        /// the replay's turn timeout fired; the request was cancelled
+        TurnTimeout = "turn_timeout",
+        /// the proxy's upstream sent no response head within `--upstream-timeout`
+        Timeout = "timeout",
+        /// the proxy's upstream stream was silent longer than `--upstream-idle-timeout`
+        IdleTimeout = "idle_timeout",
+        /// in flight when the replay was stopped (Ctrl-C, the shutdown future)
+        Cancelled = "cancelled",
+        /// the proxy's client went away before the response ended
+        ClientGone = "client_gone",
+        /// cut by the proxy at the end of its shutdown grace period
+        Shutdown = "shutdown",
+        /// not sent: an earlier turn of the trajectory did not end `ok`
+        PreviousTurnFailed = "previous_turn_failed",
+        /// not sent: issuing stopped first
+        Stopped = "stopped",
+        /// the replay could not build the request body
+        Build = "build",
+        /// the conversation id is not a valid header value
+        SessionHeader = "session_header",
+        /// request headers past the proxy's `--max-header-bytes`
+        HeadersTooLarge = "headers_too_large",
+        /// a request body past the proxy's `--max-body-bytes`
+        BodyTooLarge = "body_too_large",
+        /// the client's request body broke while the proxy read it
+        RequestBody = "request_body",
+        /// `--inject-usage` could not read the request as JSON (forwarded untouched)
+        BadJson = "bad_json",
+        /// an HTTP/1.1 request without exactly one `Host`
+        BadHost = "bad_host",
+        /// `CONNECT`: the proxy does not open tunnels
+        MethodNotAllowed = "method_not_allowed",
+        /// the client's request body stalled past `--body-timeout`
+        RequestBodyTimeout = "request_body_timeout",
+        /// every connection of the replica was in use past `--upstream-queue-timeout`
+        UpstreamBusy = "upstream_busy",
+        /// a bug or an impossible state in tokentap
+        Internal = "internal",
     }
 }
 
@@ -297,7 +161,8 @@ impl RxClock {
     }
 }
 
-/// Where a reference token count (OSL, TPOT denominator, ISL) came from (SPEC §10.1).
+/// Where a reference token count (OSL, TPOT denominator, ISL) came from
+/// (docs/benchmark.md#reference-tokens).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CountSource {
@@ -437,8 +302,9 @@ pub struct TurnRecord {
     /// the timeout or the cancel (0 for a turn never sent). The reference's "complete".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_ns: Option<u64>,
-    /// Output tokens counted the reference's way (SPEC §10.1: through the chat template when
-    /// the output has reasoning or tool calls, else its text); absent for an empty output.
+    /// Output tokens counted the reference's way (docs/benchmark.md#reference-tokens: through the
+    /// chat template when the output has reasoning or tool calls, else its text); absent for an
+    /// empty output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub osl: Option<u64>,
     /// The TPOT denominator: tokens that arrived after the first chunk, counted like `osl`.

@@ -107,11 +107,6 @@ impl Framer {
         self.partial.len() + self.data.len() + self.event.len()
     }
 
-    /// True when bytes of an unfinished line or event are buffered.
-    pub fn has_pending(&self) -> bool {
-        !self.partial.is_empty() || self.has_data || (self.at_start && self.bom > 0)
-    }
-
     /// Feeds one piece of the stream; calls `on_event` for each event it completes.
     pub fn feed(&mut self, mut input: &[u8], mut on_event: impl FnMut(Event<'_>)) {
         self.stats.bytes += input.len() as u64;

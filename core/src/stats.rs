@@ -1,8 +1,9 @@
 //! Exact statistics from raw samples.
 //!
-//! Published numbers come from every raw sample, never from histogram buckets (SPEC §7).
-//! Percentiles use linear interpolation between closest ranks — numpy's default
-//! (`method="linear"`) — so they can be checked against the reference tooling with numpy.
+//! Published numbers come from every raw sample, never from histogram buckets
+//! (docs/benchmark.md#percentiles). Percentiles use linear interpolation between closest ranks —
+//! numpy's default (`method="linear"`) — so they can be checked against the reference tooling with
+//! numpy.
 
 use serde::{Deserialize, Serialize};
 

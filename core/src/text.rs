@@ -2,10 +2,10 @@
 //!
 //! Real reasoning models open most answers with the same few sentences, so the tokens a server
 //! just generated often match the start of the *recorded* assistant turn that the next request
-//! carries — the cache hits that SPEC §4's generated-token cache clearing removes. The simulated
-//! server opens its reasoning with [`REASONING_PREAMBLE`] and the synthesizer opens recorded
-//! reasoning with it too, so that effect is reproducible: without clearing, the preamble's KV
-//! blocks are reused; with clearing (a leading space), they are not.
+//! carries — the cache hits that generated-token cache clearing (docs/benchmark.md#cache-clearing)
+//! removes. The simulated server opens its reasoning with [`REASONING_PREAMBLE`] and the
+//! synthesizer opens recorded reasoning with it too, so that effect is reproducible: without
+//! clearing, the preamble's KV blocks are reused; with clearing (a leading space), they are not.
 
 /// Opening of generated and synthesized reasoning. Longer than several 16-token cache blocks.
 pub const REASONING_PREAMBLE: &str =

@@ -1,4 +1,4 @@
-//! The per-turn token timeline of SPEC §7.
+//! The per-turn token timeline of docs/benchmark.md#metrics.
 //!
 //! A [`Timeline`] is fed, in order, the instants at which a response's bytes and SSE events
 //! were seen, on the [`crate::clock`] monotonic clock. [`Timeline::finish`] turns that into a
@@ -26,21 +26,23 @@ use crate::chunk::{ChunkInfo, FinishReason, Usage};
 use crate::clock::MonoNs;
 use serde::{Deserialize, Serialize};
 
-/// Where a token count came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum TokenSource {
-    /// Cumulative usage on every chunk (vLLM `continuous_usage_stats`): exact per chunk.
-    ContinuousUsage,
-    /// The server's final usage chunk (or the usage of a non-streaming body).
-    Usage,
-    /// Final usage total spread evenly over the text chunks (per-chunk counts only).
-    SpreadUsage,
-    /// A client-side tokenizer.
-    Tokenizer,
-    /// One token per text chunk: nothing better was available.
-    #[default]
-    Chunks,
+crate::vocabulary! {
+    /// Where a token count came from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+    #[serde(rename_all = "snake_case")]
+    pub enum TokenSource {
+        /// Cumulative usage on every chunk (vLLM `continuous_usage_stats`): exact per chunk.
+        ContinuousUsage = "continuous_usage",
+        /// The server's final usage chunk (or the usage of a non-streaming body).
+        Usage = "usage",
+        /// Final usage total spread evenly over the text chunks (per-chunk counts only).
+        SpreadUsage = "spread_usage",
+        /// A client-side tokenizer.
+        Tokenizer = "tokenizer",
+        /// One token per text chunk: nothing better was available.
+        #[default]
+        Chunks = "chunks",
+    }
 }
 
 /// One chunk on the timeline. Serialized as `[offset_ns, tokens, text]` to keep records small.
@@ -127,7 +129,7 @@ fn is_zero(v: &u32) -> bool {
 }
 
 impl Measured {
-    /// ITL samples in ns, per token (SPEC §7, SGLang's method).
+    /// ITL samples in ns, per token (docs/benchmark.md#metrics, SGLang's method).
     pub fn itl_samples(&self) -> impl Iterator<Item = f64> + '_ {
         let first = self.chunks.iter().position(|c| c.text);
         let mut prev = first.map(|i| self.chunks[i].at_ns).unwrap_or(0);

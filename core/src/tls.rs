@@ -26,6 +26,25 @@ pub fn read_certs(p: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(certs)
 }
 
+/// What to do about a failed TLS handshake, from its error's text ("" when there is nothing
+/// to add): the server's certificate not trusted, or a CA certificate presented as the
+/// server's own (what `openssl req -x509` makes by default), which is refused even when it is
+/// the very file given as `--ca`.
+pub fn handshake_hint(error: &str) -> &'static str {
+    if error.contains("CaUsedAsEndEntity") {
+        " (the server presents a CA certificate — basicConstraints CA:TRUE, the default of \
+         `openssl req -x509` — as its own: rustls refuses that even when it is the --ca file. \
+         Give the server a leaf certificate: add `-addext basicConstraints=critical,CA:FALSE \
+         -addext subjectAltName=DNS:<host>` to that openssl command, or sign a leaf with your CA \
+         and pass the CA as --ca; --insecure skips the check and is reported)"
+    } else if error.contains("certificate") {
+        " (pass --ca FILE with the CA that signed the server's certificate; --insecure skips the \
+         check and is reported)"
+    } else {
+        ""
+    }
+}
+
 /// How a client checks the servers it talks to.
 #[derive(Debug, Clone, Default)]
 pub struct Trust {

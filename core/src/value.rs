@@ -18,6 +18,25 @@ pub fn share(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A whole number of at least 1 (a count, a size, a limit where 0 would stop everything).
+pub fn positive<T>(s: &str) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + From<u8>,
+{
+    match s.trim().parse::<T>() {
+        Ok(v) if v >= T::from(1) => Ok(v),
+        _ => Err(format!("expected a whole number >= 1, found {s:?}")),
+    }
+}
+
+/// A whole number of at least 32 (a session id's kept bytes: room for the hash suffix).
+pub fn at_least_32(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(v) if v >= 32 => Ok(v),
+        _ => Err(format!("expected a whole number >= 32, found {s:?}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -30,5 +49,9 @@ mod tests {
         assert!(non_negative("inf").is_err());
         assert_eq!(share("1").unwrap(), 1.0);
         assert!(share("1.01").unwrap_err().contains("from 0 to 1"));
+        assert_eq!(positive::<usize>("3").unwrap(), 3);
+        assert!(positive::<u32>("0").unwrap_err().contains(">= 1"));
+        assert!(positive::<u64>("-1").is_err());
+        assert!(at_least_32("31").is_err());
     }
 }

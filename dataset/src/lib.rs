@@ -1,13 +1,13 @@
 //! # tokentap-dataset — MLPerf agentic trajectories
 //!
-//! The dataset format of SPEC §2: flat JSONL, one row per chat message, rows of a conversation
-//! contiguous, conversation order = trajectory order. This crate is the one place that reads,
-//! checks, describes and synthesizes it; the replay client, `tokentap dataset` and the compare
-//! tools all go through it.
+//! The dataset format of docs/benchmark.md#dataset: flat JSONL, one row per chat message, rows of a
+//! conversation contiguous, conversation order = trajectory order. This crate is the one place that
+//! reads, checks, describes and synthesizes it; the replay client, `tokentap dataset` and the
+//! compare tools all go through it.
 //!
 //! ## Layout
 //! - [`model`]: the typed rows and conversations ("parse, don't validate": a loaded
-//!   [`Dataset`] has passed every rule of SPEC §2).
+//!   [`Dataset`] has passed every rule of docs/benchmark.md#dataset).
 //! - [`load`]: reading a file, line by line, into rows; every problem becomes a
 //!   [`DatasetError`] naming file, line, conversation, field and what was expected.
 //! - [`validate`]: the conversation-level rules (turn numbering, role sequence, tool pairing).

@@ -2,7 +2,7 @@
 //!
 //! Every line is read, every problem collected (not just the first), each naming the file, the
 //! line, the conversation, the field and what was expected. A dataset that loads has passed all
-//! of SPEC §2.
+//! of docs/benchmark.md#dataset.
 
 use crate::error::{DatasetError, DatasetErrors};
 use crate::model::{Conversation, Dataset, Role, Row, ToolResult, OVERRIDE_FIELDS};

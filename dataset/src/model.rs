@@ -30,8 +30,8 @@ impl Role {
     }
 }
 
-/// Names of the per-row sampling overrides (SPEC §2), in the order SPEC §3 puts them in a body
-/// where they appear there.
+/// Names of the per-row sampling overrides (docs/benchmark.md#dataset), in the order
+/// docs/benchmark.md#requests puts them in a body where they appear there.
 pub const OVERRIDE_FIELDS: &[&str] = &[
     "model",
     "max_new_tokens",
@@ -67,7 +67,8 @@ pub struct Row {
     /// The row's `turn` (1-based index among all rows of its conversation).
     pub turn: u32,
     pub role: Role,
-    /// `content`: a string for every row the SPEC defines; kept as JSON for content-part arrays.
+    /// `content`: a string for every row docs/benchmark.md#dataset defines; kept as JSON for
+    /// content-part arrays.
     pub content: Option<Value>,
     pub system: Option<String>,
     /// `tools`, as given on this row (inheritance is resolved by the request builder).
@@ -129,7 +130,8 @@ impl Conversation {
             .map(|(i, _)| i)
     }
 
-    /// Workflow conversations have ids `sim_NNNNNN` (SPEC §6); the rest are coding.
+    /// Workflow conversations have ids `sim_NNNNNN`, the rest are coding
+    /// (docs/benchmark.md#workload).
     pub fn is_workflow(&self) -> bool {
         self.id.starts_with("sim_")
     }

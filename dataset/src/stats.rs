@@ -3,17 +3,17 @@
 //! Why: before a benchmark run, one wants to know what load a dataset implies — how deep the
 //! trajectories are, how fast context grows (prefill cost, KV-cache pressure), how much time the
 //! recorded delays add, and how much of every request is a shared prefix (system prompt, tool
-//! definitions). The two shapes of SPEC §1 differ on every one of these, so everything is
-//! reported per domain (coding = ids not starting with `sim_`, workflow = `sim_NNNNNN`) and in
-//! total.
+//! definitions). The two shapes of docs/benchmark.md#workload differ on every one of these, so
+//! everything is reported per domain (coding = ids not starting with `sim_`, workflow =
+//! `sim_NNNNNN`) and in total.
 //!
 //! Data flow: one pass over the conversations ([`StatsBuilder`], fed by the streaming reader or a
 //! loaded [`Dataset`]); each conversation adds raw samples to a per-domain accumulator and to the total; percentiles come from the raw samples through
 //! [`tokentap_core::stats::Samples`] (exact, numpy `linear`).
 //!
 //! ## Request size (approximate, by design)
-//! The size of the request for client turn *t* is the **sum of the text bytes** that SPEC §3
-//! puts in it, not the size of the JSON body:
+//! The size of the request for client turn *t* is the **sum of the text bytes** that
+//! docs/benchmark.md#requests puts in it, not the size of the JSON body:
 //! - the conversation's system prompt (its first non-empty `system`),
 //! - for every row up to and including *t*: `content` (a string's bytes; a content-part array's
 //!   compact JSON), `reasoning_content`, `name`, the compact JSON of `tool_calls`, and for tool
@@ -140,7 +140,8 @@ pub struct TurnBucket {
     pub size: Size,
 }
 
-/// Recorded inter-turn delays (SPEC §5: slept before issuing, excluded from latency).
+/// Recorded inter-turn delays (docs/benchmark.md#load: slept before issuing, excluded from
+/// latency).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Delays {
     /// Client rows that carry a `delay_seconds`.

@@ -1,4 +1,5 @@
-//! Seeded synthesis of MLPerf-format trajectories (SPEC §1 shapes, SPEC §2 format).
+//! Seeded synthesis of MLPerf-format trajectories: the shapes of docs/benchmark.md#workload in
+//! the format of docs/benchmark.md#dataset.
 //!
 //! Why: the official dataset is not redistributable with the project, yet every part of tokentap
 //! (replay, proxy, sim, demo, benches) needs trajectories of the right *shape* — deep coding
@@ -31,11 +32,8 @@
 //! Randomness is a splitmix64 stream per trajectory, keyed by (seed, domain, index): a trajectory
 //! does not change when others are added. Distributions use only `+ - * /` and `sqrt` (IEEE
 //! exact) and a quantile table instead of `exp`/`ln`, so the bytes do not depend on the
-//! platform's libm. Measured (release, 2-core dev box,
-//! `cargo run -p tokentap-dataset --release --example dataset -- synth --out /tmp/d.jsonl`): the
-//! default 613-trajectory set is 39.8 MB (6,469 client turns; coding final contexts p50 31k /
-//! max 84k stand-in tokens; workflow first request ~9k) and is written in 0.12 s; `validate` of it
-//! takes 0.31 s and 150 MB RSS, `stats` 0.42 s.
+//! platform's libm. The default set's size and how long it takes to write, validate and read:
+//! docs/benchmarks.md, "Synthetic dataset".
 
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -58,8 +56,8 @@ pub struct SynthConfig {
     /// Multiplies depth only (on top of `scale`); must be finite and > 0.
     pub depth_scale: f64,
     /// Spread the two domains evenly through the file (default), or write all coding trajectories
-    /// first. File order is trajectory order (SPEC §5), so interleaving gives every prefix of the
-    /// file — what a short run replays — the official mix.
+    /// first. File order is trajectory order (docs/benchmark.md#load), so interleaving gives every
+    /// prefix of the file — what a short run replays — the official mix.
     pub interleave: bool,
 }
 

@@ -1,6 +1,6 @@
-//! Conversation-level rules of SPEC §2, checked after the rows of a conversation are collected
-//! and sorted by `turn`. Each failure names the row's line, the conversation, the field and the
-//! rule.
+//! Conversation-level rules of docs/benchmark.md#dataset, checked after the rows of a conversation
+//! are collected and sorted by `turn`. Each failure names the row's line, the conversation, the
+//! field and the rule.
 
 use crate::error::DatasetError;
 use crate::model::{Conversation, Role, Row};

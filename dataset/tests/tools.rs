@@ -1,5 +1,6 @@
 //! `synth`, `stats` and the `tokentap dataset` commands: synthesized data validates and has the
-//! shapes of SPEC §1, is deterministic, and stats gives exact numbers on a handcrafted dataset.
+//! shapes of docs/benchmark.md#workload, is deterministic, and stats gives exact numbers on a
+//! handcrafted dataset.
 
 use serde_json::Value;
 use std::collections::HashSet;

@@ -1,6 +1,6 @@
-//! Every rule of SPEC §2 and every field type check, each with its exact message: the error must
-//! name the line, the conversation, the field and what was expected. Plus the things a loader
-//! must accept (metadata rows, blank lines, out-of-order turns, BOM, CRLF).
+//! Every rule of docs/benchmark.md#dataset and every field type check, each with its exact message:
+//! the error must name the line, the conversation, the field and what was expected. Plus the things
+//! a loader must accept (metadata rows, blank lines, out-of-order turns, BOM, CRLF).
 
 use tokentap_dataset::{Dataset, DatasetError, Role};
 

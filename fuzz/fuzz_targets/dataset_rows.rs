@@ -1,5 +1,5 @@
 //! Arbitrary UTF-8 through `Dataset::parse` (and `stats` when it loads): no panic, a loaded
-//! dataset satisfies SPEC §2, every error is located. See `src/harness.rs`.
+//! dataset satisfies docs/benchmark.md#dataset, every error is located. See `src/harness.rs`.
 #![no_main]
 
 #[path = "../src/harness.rs"]

@@ -14,9 +14,10 @@ use tokentap_dataset::{Dataset, Role};
 
 /// Dataset rows: `data` as UTF-8 text (other inputs are skipped) through `Dataset::parse`.
 ///
-/// Properties: never panics; a dataset that loads satisfies SPEC §2 (ids printable ASCII, turns
-/// exactly 1..N, role sequence, tool rows after tool calls) and `stats` runs on it; an input that
-/// fails has at least one error, errors are in line order and each names a line of the input.
+/// Properties: never panics; a dataset that loads satisfies docs/benchmark.md#dataset (ids
+/// printable ASCII, turns exactly 1..N, role sequence, tool rows after tool calls) and `stats` runs
+/// on it; an input that fails has at least one error, errors are in line order and each names a
+/// line of the input.
 pub fn dataset_rows(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;

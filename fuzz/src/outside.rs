@@ -1,4 +1,4 @@
-//! The properties of the other parsers of outside input (issue 13), as plain functions of the
+//! The properties of the other parsers of outside input, as plain functions of the
 //! input bytes — run under libFuzzer by `fuzz_targets/{http1,sniff,compare_readers,capture}.rs`
 //! and on stable by the root package's `tests/fuzz_outside.rs` (committed corpus + seeds +
 //! deterministic mutations).

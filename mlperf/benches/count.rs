@@ -3,26 +3,12 @@
 //! against output length, and the ISL of a growing agentic prompt.
 //!
 //! Tokenizer: the golden folder's (testdata/golden: byte-level BPE, 2,460 tokens, a Qwen3-style
-//! chat template). A production vocabulary (~150 k tokens) has more merges per word and costs
-//! more per byte; the shape (linear in the output, prompts paid for new text only) holds.
+//! chat template).
 //!
-//! Measured (bench profile, 2-core VM, quiet, 2026-12-01; every output unique, as in a run):
+//! Run: `cargo bench -p tokentap-mlperf --bench count`
 //!
-//! ```text
-//!  output (reasoning + 1 bash call)   OSL tokens   OSL + TPOT tokens (two counts)
-//!  64 words                              198          657 µs
-//!  512 words                             982          1.42 ms
-//!  4096 words                           7254          11.4 ms
-//!  text only, 512 words                  901          2.64 ms
-//!  ISL of a 60-message prompt (21,198 tokens): first sight 22.2 ms; the next turn 0.98 ms
-//!  loading the tokenizer folder: 3.8 ms
-//! ```
-//!
-//! Nearly all of it is HF `tokenizers`' own encoding: this tokenizer's byte-level pre-tokenizer
-//! (Oniguruma regex) costs ~0.65 µs per byte — Python's `tokenizers` wheel (the library the
-//! reference calls) takes 1.9 ms for the same 2.9 kB text. Rendering the chat template and the
-//! piece cache's hashing are a few percent (perf, 2026-12-01). A prompt is paid for its new text
-//! only: pieces between special tokens are counted once and remembered.
+//! Results (the table, the date and the machine, and where the time goes):
+//! docs/benchmarks.md, "Reference token counts".
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Value};

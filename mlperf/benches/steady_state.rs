@@ -3,15 +3,10 @@
 //! Hamed–Rao trend gate at every candidate window) and NATL, over a 30,000-turn run at
 //! concurrency 64 (a steady decode with jitter, a ramp of two super-passes).
 //!
-//! Measured (bench profile, 2-core VM, a light replay beside it, 2026-12-03):
+//! Run: `cargo bench -p tokentap-mlperf --bench steady_state`
 //!
-//! ```text
-//!  30,000 turns, C 64, official dataset size (613): 3 super-passes, no window   4.4 ms
-//!  30,000 turns, C 64, 32 trajectories: 20 super-passes, window found          16.9 ms
-//! ```
-//!
-//! Memory: a `Sample` is 104 bytes plus its trajectory id's heap (~130 bytes a turn, ~4 MB at
-//! 30,000 turns), and one copy of the three series bucketed into super-passes (~0.7 MB).
+//! Results (the timings, the date and the machine, and the memory a run of this size takes):
+//! docs/benchmarks.md, "Steady-state view".
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use tokentap_mlperf::steady_state::{AgenticSteadyState, Sample};

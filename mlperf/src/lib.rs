@@ -1,9 +1,9 @@
 //! # tokentap-mlperf — the benchmark's own numbers
 //!
 //! A result that carries an MLPerf name must be computed the way the MLPerf Endpoints reference
-//! client computes it (SPEC §10, mlcommons/endpoints pinned at ea33275). This crate holds those
-//! definitions, separate from tokentap's own wire-exact measurements, so that every number in a
-//! summary says which definition it follows.
+//! client computes it (docs/benchmark.md#reference, mlcommons/endpoints pinned at ea33275). This
+//! crate holds those definitions, separate from tokentap's own wire-exact measurements, so that
+//! every number in a summary says which definition it follows.
 //!
 //! ## Layout
 //! - [`output`]: a turn's output as the reference accumulates it (`TextModelOutput`): which

@@ -1,5 +1,5 @@
-//! The primary metrics of a measurement point (SPEC §10.2, the MLPerf Endpoints rules' Pareto
-//! axes), derived from the same samples as `result_summary.json`.
+//! The primary metrics of a measurement point (docs/benchmark.md#primary-metrics, the MLPerf
+//! Endpoints rules' Pareto axes), derived from the same samples as `result_summary.json`.
 //!
 //! - `ttft_p90_ms`: p90 (numpy `lower`) of the tracked TTFTs.
 //! - `tps_per_user` = 1000 / `tpot_p90_ms`, TPOT being the reference's (time after the first

@@ -1,14 +1,14 @@
-//! The Pareto curve (SPEC §10.5; MLPerf Endpoints rules §5): regions of interest, a proposed
-//! plan of measurement points, and the curve's verdict.
+//! The Pareto curve (docs/benchmark.md#pareto; MLPerf Endpoints rules §5): regions of interest, a
+//! proposed plan of measurement points, and the curve's verdict.
 //!
 //! A submission is 7 to 32 measurement points, each a run at one target concurrency. The
 //! regions follow from the submitter's C_min (≤ 32) and C_max: ultra-low 1…C_min; then with
 //! I = log2(C_max − C_min) / 3, low C_min+1 … round(C_min + 2^I), medium … round(C_min + 2^2I),
-//! high … C_max, with Python's `round` (half to even). The high region accepts points up to a
-//! 10 % margin above C_max.
+//! high … C_max, with Python's `round` (half to even). A point in the 10 % margin above C_max
+//! is measured but covers no region (the v1.0 checker's `margin`, docs/rules.md).
 //!
-//! Decisions where the rules as we have them are silent (SPEC §10.5 quotes the algorithm, not
-//! the code):
+//! Decisions where the rules as we have them are silent (they give the algorithm, not the code;
+//! docs/benchmark.md#pareto):
 //! - **Margin**: ceil(1.1 · C_max) computed exactly, (11 · C_max + 9) div 10, not in binary
 //!   floating point (which makes 1.1 · 10 = 11.000000000000002 and would let 12 in).
 //! - **Collisions**: when rounding makes a region end at or before the previous one (small
@@ -125,7 +125,7 @@ fn py_round(x: f64) -> u64 {
     x.round_ties_even().max(0.0) as u64
 }
 
-/// The regions for `c_min`, `c_max` (SPEC §10.5).
+/// The regions for `c_min`, `c_max` (docs/benchmark.md#pareto).
 pub fn regions(c_min: u64, c_max: u64) -> Result<Regions, PlanError> {
     if !(1..=MAX_C_MIN).contains(&c_min) {
         return Err(PlanError::CMin(c_min));
@@ -390,8 +390,8 @@ impl CurveVerdict {
     }
 }
 
-/// The curve's verdict (SPEC §10.5): its points' concurrencies against the regions, every
-/// point's own validity, and the SWE-bench accuracy's mean over the four mandatory regions
+/// The curve's verdict (docs/benchmark.md#pareto): its points' concurrencies against the regions,
+/// every point's own validity, and the SWE-bench accuracy's mean over the four mandatory regions
 /// (`swe_bench`: one value per region, from the separate SWE-bench phase). One function a rule.
 pub fn verdict(
     regions: Option<&Regions>,
@@ -594,7 +594,7 @@ mod tests {
 
     #[test]
     fn worked_examples() {
-        // SPEC §10.5, from the algorithm.
+        // The examples of docs/benchmark.md#pareto, from the algorithm.
         let r = regions(1, 256).unwrap();
         assert_eq!(ends(&r), [(1, 1), (2, 7), (8, 41), (42, 256)]);
         assert_eq!(r.margin_end, 282);

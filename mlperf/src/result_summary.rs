@@ -2,9 +2,9 @@
 //! schema, units (ns, tokens) and arithmetic (mlcommons/endpoints `metrics/report.py`,
 //! `metrics_aggregator/registry.py`, `metrics_table.py`).
 //!
-//! Which samples count (SPEC §10.2): every sample *issued* while performance tracking was on —
-//! completed, failed and aborted-after-a-failure alike (the reference issues aborted turns and
-//! completes them at once with an error). Per series:
+//! Which samples count (docs/benchmark.md#result-summary, docs/records.md): every sample *issued*
+//! while performance tracking was on — completed, failed and aborted-after-a-failure alike (the
+//! reference issues aborted turns and completes them at once with an error). Per series:
 //! - `ttft`: first chunk with content, reasoning or a tool-call delta − issue (ns);
 //! - `latency`: complete − issue, for every completed sample (failed ones too);
 //! - `tpot`: (complete − first chunk) / the TPOT-denominator tokens, for samples with output and

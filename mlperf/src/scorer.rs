@@ -1,5 +1,6 @@
-//! The reference's inline accuracy scorer (`agentic_inference_inline`), rule for rule (SPEC
-//! §10.3; mlcommons/endpoints `evaluation/scoring.py` `AgenticInferenceInlineScorer`).
+//! The reference's inline accuracy scorer (`agentic_inference_inline`), rule for rule
+//! (docs/benchmark.md#inline-accuracy; mlcommons/endpoints `evaluation/scoring.py`
+//! `AgenticInferenceInlineScorer`).
 //!
 //! - Ground truth: each `user`/`tool` row paired with the `assistant` row directly after it.
 //!   Workflow conversations are the ids matching `^sim_\d+$`; every other id is coding. A pair

@@ -1,5 +1,6 @@
-//! The reference tokenizer: token counts as the MLPerf Endpoints client computes them (SPEC
-//! §10.1; mlcommons/endpoints `metrics_aggregator/token_metrics.py` `BatchTokenizer`).
+//! The reference tokenizer: token counts as the MLPerf Endpoints client computes them
+//! (docs/benchmark.md#reference-tokens; mlcommons/endpoints `metrics_aggregator/token_metrics.py`
+//! `BatchTokenizer`).
 //!
 //! Loaded from a local Hugging Face tokenizer folder — `tokenizer.json` (HF's own Rust
 //! `tokenizers`, the library behind the Python fast tokenizers) and the chat template

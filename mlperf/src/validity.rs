@@ -1,5 +1,5 @@
-//! Validity of an official measurement point (SPEC §10.4; the reference README for the agentic
-//! benchmark, `examples/10_Agentic_Inference/README.md` at ea33275).
+//! Validity of an official measurement point (docs/benchmark.md#validity; the reference README for
+//! the agentic benchmark, `examples/10_Agentic_Inference/README.md` at ea33275).
 //!
 //! Every rule is evaluated separately and reported with the value measured, so a user sees all
 //! that stands between a run and a valid point, not the first thing. A rule is `pass`, `fail`

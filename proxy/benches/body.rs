@@ -10,27 +10,7 @@
 //!
 //! Run: `cargo bench -p tokentap-proxy --bench body`
 //!
-//! Results (2 shared cores with other builds running, `bench` profile, 2026-11-29; 256 content
-//! chunks of 218 bytes per iteration, per-chunk figures = time / 256):
-//! ```text
-//! framer_timeline/per_chunk  time: [332.73 µs 353.74 µs 373.96 µs]  ≈ 1.38 µs/chunk
-//! body/passthrough           time: [3.1050 µs 3.4999 µs 3.8956 µs]  ≈ 0.014 µs/chunk
-//! body/metered               time: [390.34 µs 419.12 µs 448.32 µs]  ≈ 1.64 µs/chunk
-//!                            (tap start + record at the end included, amortised)
-//! allocations on the steady path: 0 over 200 chunks (0.000/chunk); record at the end: 1
-//! ```
-//!
-//! Issue 12 (the request path restructured: `Tap` holds the ledger and a replica claim, the
-//! bodies are `core::body::Either`), side by side on 2026-12-02, the binaries of 8984975 and of
-//! the change run alternately four times each (medians of criterion's point estimates):
-//! ```text
-//! body/metered      before 220.6 µs  after 221.3 µs  (≈ 0.86 µs/chunk both; ratio 1.003)
-//! framer_timeline   before 188.9 µs  after 186.6 µs
-//! allocations on the steady path: 0 before and after
-//! ```
-//! Nearly all of the per-chunk cost is `ChunkInfo::parse` (serde over the chunk JSON, in core);
-//! the framer and the timeline push are a few tens of ns.
-//!
+//! Results (the runs, their dates and the machine): docs/benchmarks.md, "Proxy, per chunk".
 
 use bytes::Bytes;
 use criterion::{criterion_group, Criterion, Throughput};

@@ -1,5 +1,6 @@
-//! Floods a running proxy the way issue 13's attacker did, for measuring its RSS and sockets
-//! (the proxy is a separate process: `ps`/`/proc` it while this runs):
+//! Floods a running proxy the way a hostile client would (streams by the thousand, or session ids
+//! by the ten thousand), for measuring its RSS and sockets (the proxy is a separate process:
+//! `ps`/`/proc` it while this runs):
 //!
 //! ```text
 //! cargo run --release -p tokentap-proxy --example flood -- h2 http://127.0.0.1:8080 2 4096

@@ -25,92 +25,20 @@
 //! - memory per in-flight stream = RSS with N streams held open mid-stream.
 //!
 //! Run: `cargo run --release -p tokentap-proxy --example proxy_overhead -- [--streams 1,64,512]
-//! [--tokens 128] [--requests 1024] [--decode-ms 0] [--no-extras] [--nginx] [--hyper]`
+//! [--tokens 128] [--requests 1024] [--decode 0] [--no-extras] [--nginx] [--hyper]`
 //! (`--hyper`: also the proxy with `--upstream-client hyper`, the hyper-util client it had before;
 //! `--pin`: sim and client on CPU 0, each proxy on CPU 1 with one worker — the proxy with a core
 //! of its own instead of competing with the load generator; needs `taskset`.)
 //! (`PROXY_WORKERS=N` / `PROXY_RT=current` change the proxy child's runtime.)
+//! (`--decode` is the sim's decode time per token, a duration.)
 //!
-//! Measured 2026-11-29 on the 2-core VM (quiet, load < 1), release build. `tokentap` is the
-//! proxy as shipped (`--upstream-client direct`), `tokentap-hyper` the same proxy on hyper-util's
-//! upstream client.
+//! Rows: `direct` (no proxy), `tokentap` (the proxy as shipped, `--upstream-client direct`),
+//! `tokentap-hyper` (with `--hyper`) and `nginx` (with `--nginx`); after the table, unless
+//! `--no-extras`, the marginal allocations per chunk (`ALLOC_STREAMS=short,long` sets the two
+//! stream lengths) and the memory per in-flight stream.
 //!
-//! Paced sim, 10 ms per token (a real engine's pace; the offered load is far below capacity):
-//! `--streams 1,16,64 --decode-ms 10 --tokens 32 --requests 128 --no-extras --nginx --hyper`
-//! ```text
-//! | C | path | chunk p50 µs | chunk p99 µs | added chunk p50 / p99 µs | added TTFT p50 / p99 µs | chunk/s | ratio | CPU µs/chunk | allocs/chunk |
-//! |---|---|---|---|---|---|---|---|---|---|
-//! | 1 | direct | 43.2 | 86.7 | | | 109 | | | |
-//! | 1 | tokentap | 196.5 | 362.0 | 153.3 / 275.3 | 231.5 / 392.6 | 109 | 0.999 | 112.59 | 1.299 |
-//! | 1 | tokentap-hyper | 172.4 | 320.7 | 129.3 / 234.0 | 278.5 / 440.7 | 109 | 0.999 | 101.10 | 1.420 |
-//! | 1 | nginx | 134.0 | 278.9 | 90.8 / 192.2 | 143.9 / 286.8 | 109 | 1.000 | 73.53 | - |
-//! | 16 | direct | 6.8 | 72.2 | | | 1743 | | | |
-//! | 16 | tokentap | 134.7 | 592.8 | 127.9 / 520.7 | 283.3 / 2664.0 | 1740 | 0.998 | 41.36 | 1.302 |
-//! | 16 | tokentap-hyper | 112.1 | 620.0 | 105.3 / 547.8 | 487.9 / 4648.8 | 1737 | 0.997 | 41.36 | 1.457 |
-//! | 16 | nginx | 79.7 | 418.8 | 72.9 / 346.6 | 211.8 / 946.0 | 1742 | 1.000 | 25.28 | - |
-//! | 64 | direct | 4.5 | 28.6 | | | 6905 | | | |
-//! | 64 | tokentap | 79.0 | 790.3 | 74.5 / 761.6 | -441.9 / 1198.5 | 6904 | 1.000 | 26.42 | 1.366 |
-//! | 64 | tokentap-hyper | 108.7 | 4917.0 | 104.2 / 4888.4 | 120.4 / 12805.2 | 6845 | 0.991 | 35.62 | 1.581 |
-//! | 64 | nginx | 66.6 | 621.4 | 62.1 / 592.7 | -147.1 / 12881.9 | 6855 | 0.993 | 26.42 | - |
-//! ```
-//! Zero-delay sim (the machine saturated by sim + client + proxy on 2 cores):
-//! `--streams 1,64,512 --tokens 128 --requests 1024 --nginx --hyper`
-//! ```text
-//! | C | path | chunk p50 µs | chunk p99 µs | added chunk p50 / p99 µs | added TTFT p50 / p99 µs | chunk/s | ratio | CPU µs/chunk | allocs/chunk |
-//! |---|---|---|---|---|---|---|---|---|---|
-//! | 1 | direct | 4.1 | 52.8 | | | 90590 | | | |
-//! | 1 | tokentap | 268.4 | 1013.3 | 264.4 / 960.5 | 276.0 / 1177.1 | 86396 | 0.954 | 7.66 | 0.377 |
-//! | 1 | tokentap-hyper | 479.7 | 2328.3 | 475.7 / 2275.5 | 449.0 / 1480.0 | 61046 | 0.674 | 14.87 | 0.402 |
-//! | 1 | nginx | 185.7 | 877.2 | 181.7 / 824.4 | 209.4 / 1039.8 | 102603 | 1.133 | 6.08 | - |
-//! | 64 | direct | 257.1 | 1526.4 | | | 182556 | | | |
-//! | 64 | tokentap | 3422.8 | 17843.0 | 3165.7 / 16316.7 | 7322.2 / 24179.9 | 152808 | 0.837 | 5.11 | 0.368 |
-//! | 64 | tokentap-hyper | 18765.4 | 80823.2 | 18508.3 / 79296.8 | 6856.6 / 13383.3 | 95076 | 0.521 | 11.42 | 0.378 |
-//! | 64 | nginx | 2018.2 | 7795.3 | 1761.2 / 6268.9 | 3292.8 / 20589.5 | 131301 | 0.719 | 5.33 | - |
-//! | 512 | direct | 65.7 | 25153.6 | | | 147678 | | | |
-//! | 512 | tokentap | 6996.8 | 45171.5 | 6931.1 / 20017.8 | 22587.0 / 47370.0 | 85114 | 0.576 | 10.52 | 0.394 |
-//! | 512 | tokentap-hyper | 86981.5 | 582834.3 | 86915.8 / 557680.7 | 59158.9 / 107865.6 | 51417 | 0.348 | 18.89 | 0.432 |
-//! | 512 | nginx | 4435.3 | 44202.3 | 4369.6 / 19048.6 | 12987.1 / 1230674.6 | 75265 | 0.510 | 11.04 | - |
-//!
-//! ```
-//! Extras, after the read buffers were made to take turns (the run above predates it and counted
-//! 0.0302 allocations per extra chunk, a new 16 KiB buffer whenever the old one's frames were still
-//! queued):
-//! ```text
-//! steady path: 0.0099 allocations per extra forwarded chunk (1024 vs 16 tokens/request, 128 requests each; 53 vs 43 allocs per request)
-//! memory: 512 streams in flight through the proxy: RSS 6608 KiB → 31064 KiB, 47.8 KiB per in-flight stream (both connections included)
-//! ALLOC_STREAMS=1024,4096: steady path: 0.0010 allocations per extra forwarded chunk (4096 vs 1024 tokens/request, 128 requests each; 55 vs 52 allocs per request)
-//! ```
-//!
-//! Pinned (`--pin`: sim + client on CPU 0, each proxy alone on CPU 1), zero-delay, same flags
-//! plus `--no-extras` (the direct baseline runs on one core, hence negative "added" values and
-//! ratios above 1 where the proxy relieves that core):
-//! ```text
-//! | C | path | chunk p50 µs | chunk p99 µs | added chunk p50 / p99 µs | added TTFT p50 / p99 µs | chunk/s | ratio | CPU µs/chunk | allocs/chunk |
-//! |---|---|---|---|---|---|---|---|---|---|
-//! | 1 | direct | 231.2 | 799.6 | | | 125437 | | | |
-//! | 1 | tokentap | 224.9 | 956.9 | -6.3 / 157.2 | 43.9 / 218.2 | 101449 | 0.809 | 8.71 | 0.369 |
-//! | 1 | tokentap-hyper | 225.6 | 707.3 | -5.6 / -92.3 | -147.5 / -589.0 | 113228 | 0.903 | 8.26 | 0.369 |
-//! | 1 | nginx | 243.9 | 763.6 | 12.8 / -36.1 | 49.7 / -108.4 | 124159 | 0.990 | 7.21 | - |
-//! | 64 | direct | 12.7 | 1602.1 | | | 105926 | | | |
-//! | 64 | tokentap | 1042.1 | 5742.9 | 1029.4 / 4140.8 | 286.0 / 6612.5 | 100379 | 0.948 | 9.09 | 0.364 |
-//! | 64 | tokentap-hyper | 28836.2 | 126801.9 | 28823.5 / 125199.8 | 2458.6 / 11190.1 | 68419 | 0.646 | 14.57 | 0.377 |
-//! | 64 | nginx | 914.1 | 2366.1 | 901.5 / 764.0 | 321.5 / 26001.5 | 88922 | 0.839 | 8.64 | - |
-//! | 512 | direct | 3038.3 | 117745.0 | | | 57372 | | | |
-//! | 512 | tokentap | 4800.1 | 96788.2 | 1761.8 / -20956.8 | 7843.0 / -69822.5 | 69371 | 1.209 | 13.26 | 0.392 |
-//! | 512 | tokentap-hyper | 18250.8 | 295891.5 | 15212.5 / 178146.5 | 13922.3 / 58191.1 | 55365 | 0.965 | 17.58 | 0.428 |
-//! | 512 | nginx | 3437.9 | 101169.7 | 399.6 / -16575.3 | -818.8 / 921766.6 | 85925 | 1.498 | 11.01 | - |
-//! ```
-//!
-//! Reading: the direct upstream client reads the upstream socket in the task that writes to the
-//! client, so what one read brought leaves in one `writev`; saturated, the proxy now forwards at
-//! nginx's chunk rate and CPU per chunk (hyper-util's client: 0.35–0.67 of direct at 1.5–2.4× the
-//! CPU, because each chunk crossed a channel between two tasks and was written on its own).
-//! Paced, every hop costs the VM's wake-up latency (~80–120 µs to run a woken thread, `perf sched
-//! latency`), and the proxy's hop is 30–50 µs longer than nginx's at the median with the same
-//! syscalls per chunk; the p99 at 16–64 streams is a burst released on one sim tick, forwarded
-//! one after another. The measurement work itself is 1.6 µs per chunk (`benches/body.rs`) with 0
-//! allocations on the steady path.
-//!
+//! Results (every table, the commands that produced them, the date and the machine):
+//! docs/benchmarks.md, "Proxy, end to end".
 
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -150,7 +78,15 @@ fn main() -> anyhow::Result<()> {
         .collect::<Result<_, _>>()?;
     let tokens: u64 = arg(&args, "--tokens").map_or(Ok(128), |s| s.parse())?;
     let requests: usize = arg(&args, "--requests").map_or(Ok(1024), |s| s.parse())?;
-    let decode_ms: f64 = arg(&args, "--decode-ms").map_or(Ok(0.0), |s| s.parse())?;
+    let decode_ms: f64 = match arg(&args, "--decode") {
+        Some(s) => {
+            tokentap_core::duration::parse(&s)
+                .map_err(anyhow::Error::msg)?
+                .as_secs_f64()
+                * 1e3
+        }
+        None => 0.0,
+    };
     let extras = !args.iter().any(|a| a == "--no-extras");
     let peers = Peers {
         nginx: args.iter().any(|a| a == "--nginx"),

@@ -8,26 +8,26 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Every default of the proxy, once: the flags (`default_value_t`) and [`Config::new`] read
-/// them from here. `_S`: seconds.
+/// Every default of the proxy, once: the flags (`default_value_t`, `default_value`) and
+/// [`Config::new`] read them from here. Durations are spelled as on the command line.
 pub mod defaults {
     pub const RECORDS_MAX_BYTES: u64 = 256 << 20;
-    pub const GRACE_S: f64 = 30.0;
-    pub const UPSTREAM_TIMEOUT_S: f64 = 3600.0;
-    pub const UPSTREAM_IDLE_TIMEOUT_S: f64 = 300.0;
-    pub const HEADER_TIMEOUT_S: f64 = 30.0;
-    pub const BODY_TIMEOUT_S: f64 = 60.0;
+    pub const GRACE: &str = "30s";
+    pub const UPSTREAM_TIMEOUT: &str = "1h";
+    pub const UPSTREAM_IDLE_TIMEOUT: &str = "5m";
+    pub const HEADER_TIMEOUT: &str = "30s";
+    pub const BODY_TIMEOUT: &str = "60s";
     pub const MAX_CONNECTIONS: usize = 10_000;
     pub const MAX_CONCURRENT_STREAMS: u32 = 128;
     pub const MAX_UPSTREAM_CONNECTIONS: usize = 1024;
-    pub const UPSTREAM_QUEUE_TIMEOUT_S: f64 = 30.0;
-    pub const CONNECT_TIMEOUT_S: f64 = 5.0;
-    pub const UPSTREAM_KEEPALIVE_S: f64 = 4.0;
+    pub const UPSTREAM_QUEUE_TIMEOUT: &str = "30s";
+    pub const CONNECT_TIMEOUT: &str = "5s";
+    pub const UPSTREAM_KEEPALIVE: &str = "4s";
     pub const MAX_HEADER_BYTES: usize = 64 << 10;
     /// `--max-event-bytes`: as the replay's.
     pub const MAX_EVENT_BYTES: usize = 16 << 20;
     pub const MAX_BODY_BYTES: u64 = 64 << 20;
-    pub const SESSION_TTL_S: f64 = 3600.0;
+    pub const SESSION_TTL: &str = "1h";
     pub const MAX_SESSIONS: usize = 100_000;
     pub const MAX_SESSION_BYTES: u64 = 64 << 20;
     pub const MAX_SESSION_ID_BYTES: usize = 256;
@@ -100,44 +100,46 @@ pub struct Opts {
     /// Extra CA certificate (PEM) trusted for https upstreams, besides the system roots.
     #[arg(long, env = "TOKENTAP_PROXY_UPSTREAM_CA")]
     pub upstream_ca: Option<PathBuf>,
-    /// On SIGTERM (or SIGHUP, Ctrl-C), let in-flight streams finish for this many seconds, then cut them.
-    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_GRACE", default_value_t = defaults::GRACE_S)]
-    pub grace: f64,
-    /// Seconds to wait for upstream response headers before answering 504.
+    /// On SIGTERM (or SIGHUP, Ctrl-C), let in-flight streams finish for this long, then cut them.
+    #[arg(value_parser = tokentap_core::duration::parse, long, env = "TOKENTAP_PROXY_GRACE", default_value = defaults::GRACE)]
+    pub grace: Duration,
+    /// How long to wait for upstream response headers before answering 504.
     #[arg(
-        value_parser = tokentap_core::duration::parse_secs,
+        value_parser = tokentap_core::duration::parse,
         long,
         env = "TOKENTAP_PROXY_UPSTREAM_TIMEOUT",
-        default_value_t = defaults::UPSTREAM_TIMEOUT_S
+        default_value = defaults::UPSTREAM_TIMEOUT
     )]
-    pub upstream_timeout: f64,
-    /// Seconds a streaming response may go without a byte from upstream before the proxy cuts
+    pub upstream_timeout: Duration,
+    /// How long a streaming response may go without a byte from upstream before the proxy cuts
     /// it (recorded `timed_out`, kind `idle_timeout`); 0 disables.
     #[arg(
-        value_parser = tokentap_core::duration::parse_secs,
+        value_parser = tokentap_core::duration::parse,
         long,
         env = "TOKENTAP_PROXY_UPSTREAM_IDLE_TIMEOUT",
-        default_value_t = defaults::UPSTREAM_IDLE_TIMEOUT_S
+        default_value = defaults::UPSTREAM_IDLE_TIMEOUT
     )]
-    pub upstream_idle_timeout: f64,
-    /// Seconds a client connection may take to send a request head: from accept to its first
+    pub upstream_idle_timeout: Duration,
+    /// How long a client connection may take to send a request head: from accept to its first
     /// byte (a connection that never sends one is closed), a TLS handshake, and every later
     /// head on a kept-alive HTTP/1.1 connection (so an idle one is closed too).
-    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_HEADER_TIMEOUT", default_value_t = defaults::HEADER_TIMEOUT_S)]
-    pub header_timeout: f64,
-    /// Seconds a request body may stall (no byte from the client while the proxy waits for
+    #[arg(value_parser = tokentap_core::duration::parse_positive, long, env = "TOKENTAP_PROXY_HEADER_TIMEOUT", default_value = defaults::HEADER_TIMEOUT)]
+    pub header_timeout: Duration,
+    /// How long a request body may stall (no byte from the client while the proxy waits for
     /// one) before the request is answered 408 and recorded.
-    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_BODY_TIMEOUT", default_value_t = defaults::BODY_TIMEOUT_S)]
-    pub body_timeout: f64,
+    #[arg(value_parser = tokentap_core::duration::parse_positive, long, env = "TOKENTAP_PROXY_BODY_TIMEOUT", default_value = defaults::BODY_TIMEOUT)]
+    pub body_timeout: Duration,
     /// Most client connections open at once; one more is closed as soon as it is accepted
     /// (counted), so idle or silent connections cannot take every file descriptor.
-    #[arg(long, env = "TOKENTAP_PROXY_MAX_CONNECTIONS", default_value_t = defaults::MAX_CONNECTIONS)]
+    #[arg(long, env = "TOKENTAP_PROXY_MAX_CONNECTIONS", default_value_t = defaults::MAX_CONNECTIONS,
+        value_parser = tokentap_core::value::positive::<usize>)]
     pub max_connections: usize,
     /// Most concurrent streams per client HTTP/2 connection (nginx's default: 128).
     #[arg(
         long,
         env = "TOKENTAP_PROXY_MAX_CONCURRENT_STREAMS",
-        default_value_t = defaults::MAX_CONCURRENT_STREAMS
+        default_value_t = defaults::MAX_CONCURRENT_STREAMS,
+        value_parser = tokentap_core::value::positive::<u32>
     )]
     pub max_concurrent_streams: u32,
     /// Most requests in flight to one replica (an HTTP/1.1 request holds one upstream
@@ -145,27 +147,28 @@ pub struct Opts {
     #[arg(
         long,
         env = "TOKENTAP_PROXY_MAX_UPSTREAM_CONNECTIONS",
-        default_value_t = defaults::MAX_UPSTREAM_CONNECTIONS
+        default_value_t = defaults::MAX_UPSTREAM_CONNECTIONS,
+        value_parser = tokentap_core::value::positive::<usize>
     )]
     pub max_upstream_connections: usize,
-    /// Seconds a request waits for a free upstream connection before it is answered 503
+    /// How long a request waits for a free upstream connection before it is answered 503
     /// (`upstream_busy`) and recorded.
     #[arg(
-        value_parser = tokentap_core::duration::parse_secs,
+        value_parser = tokentap_core::duration::parse,
         long,
         env = "TOKENTAP_PROXY_UPSTREAM_QUEUE_TIMEOUT",
-        default_value_t = defaults::UPSTREAM_QUEUE_TIMEOUT_S
+        default_value = defaults::UPSTREAM_QUEUE_TIMEOUT
     )]
-    pub upstream_queue_timeout: f64,
-    /// Seconds to wait for an upstream TCP connection before trying the next replica.
-    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_CONNECT_TIMEOUT", default_value_t = defaults::CONNECT_TIMEOUT_S)]
-    pub connect_timeout: f64,
-    /// Seconds an idle pooled upstream connection is kept. Keep it below the server's own
+    pub upstream_queue_timeout: Duration,
+    /// How long to wait for an upstream TCP connection before trying the next replica.
+    #[arg(value_parser = tokentap_core::duration::parse, long, env = "TOKENTAP_PROXY_CONNECT_TIMEOUT", default_value = defaults::CONNECT_TIMEOUT)]
+    pub connect_timeout: Duration,
+    /// How long an idle pooled upstream connection is kept. Keep it below the server's own
     /// keep-alive timeout (uvicorn, under vLLM and SGLang: 5 s; llama.cpp's server: 5 s): a
     /// pooled connection is checked before reuse, and a request that still meets a server
     /// closing it is sent again on a new connection (the direct client; hyper's fails it).
-    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_UPSTREAM_KEEPALIVE", default_value_t = defaults::UPSTREAM_KEEPALIVE_S)]
-    pub upstream_keepalive: f64,
+    #[arg(value_parser = tokentap_core::duration::parse, long, env = "TOKENTAP_PROXY_UPSTREAM_KEEPALIVE", default_value = defaults::UPSTREAM_KEEPALIVE)]
+    pub upstream_keepalive: Duration,
     /// Client for plain `http://` upstreams. `direct`: the proxy's own HTTP/1.1 exchange, the
     /// task that serves the client reads the upstream socket itself (one wake-up per chunk,
     /// everything already read forwarded in one write). `hyper`: hyper-util's pooled client,
@@ -191,9 +194,9 @@ pub struct Opts {
     /// Add `Via: 1.1 tokentap` to requests and responses.
     #[arg(long, env = "TOKENTAP_PROXY_VIA")]
     pub via: bool,
-    /// Forget a session after this many idle seconds.
-    #[arg(value_parser = tokentap_core::duration::parse_secs, long, env = "TOKENTAP_PROXY_SESSION_TTL", default_value_t = defaults::SESSION_TTL_S)]
-    pub session_ttl: f64,
+    /// Forget a session after it has been idle this long.
+    #[arg(value_parser = tokentap_core::duration::parse, long, env = "TOKENTAP_PROXY_SESSION_TTL", default_value = defaults::SESSION_TTL)]
+    pub session_ttl: Duration,
     /// Most sessions kept in the table (the least recently active are evicted).
     #[arg(long, env = "TOKENTAP_PROXY_MAX_SESSIONS", default_value_t = defaults::MAX_SESSIONS)]
     pub max_sessions: usize,
@@ -206,7 +209,8 @@ pub struct Opts {
     #[arg(
         long,
         env = "TOKENTAP_PROXY_MAX_SESSION_ID_BYTES",
-        default_value_t = defaults::MAX_SESSION_ID_BYTES
+        default_value_t = defaults::MAX_SESSION_ID_BYTES,
+        value_parser = tokentap_core::value::at_least_32
     )]
     pub max_session_id_bytes: usize,
 }
@@ -216,8 +220,6 @@ pub struct Opts {
 pub enum ConfigError {
     #[error("--{flag} {name:?} is not a valid header name")]
     HeaderName { flag: &'static str, name: String },
-    #[error("--{flag} must be a finite, non-negative number of seconds, got {value}")]
-    Seconds { flag: &'static str, value: f64 },
 }
 
 /// Everything the proxy runs with.
@@ -275,6 +277,11 @@ pub enum UpstreamClient {
     Hyper,
 }
 
+/// A default duration of [`defaults`] (each one parses: a test says so).
+fn default(s: &str) -> Duration {
+    tokentap_core::duration::parse(s).unwrap_or_default()
+}
+
 impl Config {
     /// Loopback port 0 for clients and admin, in front of `upstreams`, defaults otherwise.
     pub fn new<S: Into<String>>(upstreams: impl IntoIterator<Item = S>) -> Config {
@@ -292,17 +299,17 @@ impl Config {
             record_headers: Vec::new(),
             session_headers: vec![HeaderName::from_static("x-session-id")],
             tls: None,
-            grace: Duration::from_secs_f64(defaults::GRACE_S),
-            upstream_timeout: Duration::from_secs_f64(defaults::UPSTREAM_TIMEOUT_S),
-            upstream_idle_timeout: Duration::from_secs_f64(defaults::UPSTREAM_IDLE_TIMEOUT_S),
-            header_timeout: Duration::from_secs_f64(defaults::HEADER_TIMEOUT_S),
-            body_timeout: Duration::from_secs_f64(defaults::BODY_TIMEOUT_S),
+            grace: default(defaults::GRACE),
+            upstream_timeout: default(defaults::UPSTREAM_TIMEOUT),
+            upstream_idle_timeout: default(defaults::UPSTREAM_IDLE_TIMEOUT),
+            header_timeout: default(defaults::HEADER_TIMEOUT),
+            body_timeout: default(defaults::BODY_TIMEOUT),
             max_connections: defaults::MAX_CONNECTIONS,
             max_concurrent_streams: defaults::MAX_CONCURRENT_STREAMS,
             max_upstream_connections: defaults::MAX_UPSTREAM_CONNECTIONS,
-            upstream_queue_timeout: Duration::from_secs_f64(defaults::UPSTREAM_QUEUE_TIMEOUT_S),
-            connect_timeout: Duration::from_secs_f64(defaults::CONNECT_TIMEOUT_S),
-            upstream_keepalive: Duration::from_secs_f64(defaults::UPSTREAM_KEEPALIVE_S),
+            upstream_queue_timeout: default(defaults::UPSTREAM_QUEUE_TIMEOUT),
+            connect_timeout: default(defaults::CONNECT_TIMEOUT),
+            upstream_keepalive: default(defaults::UPSTREAM_KEEPALIVE),
             max_header_bytes: defaults::MAX_HEADER_BYTES,
             max_body_bytes: defaults::MAX_BODY_BYTES,
             sniff_limit: 16 << 20,
@@ -311,7 +318,7 @@ impl Config {
             preserve_host: false,
             via: false,
             upstream_client: UpstreamClient::Direct,
-            session_ttl: Duration::from_secs_f64(defaults::SESSION_TTL_S),
+            session_ttl: default(defaults::SESSION_TTL),
             max_sessions: defaults::MAX_SESSIONS,
             max_session_bytes: defaults::MAX_SESSION_BYTES,
             max_session_id_bytes: defaults::MAX_SESSION_ID_BYTES,
@@ -320,13 +327,6 @@ impl Config {
 
     /// Validates command-line options.
     pub fn from_opts(o: &Opts) -> Result<Config, ConfigError> {
-        let secs = |flag: &'static str, value: f64| {
-            if value.is_finite() && value >= 0.0 {
-                Ok(Duration::from_secs_f64(value))
-            } else {
-                Err(ConfigError::Seconds { flag, value })
-            }
-        };
         let names = |flag: &'static str, v: &[String]| {
             v.iter()
                 .map(|n| {
@@ -351,17 +351,17 @@ impl Config {
         c.record_headers = names("record-header", &o.record_headers)?;
         c.session_headers = names("session-header", &o.session_headers)?;
         c.tls = o.tls_cert.clone().zip(o.tls_key.clone());
-        c.grace = secs("grace", o.grace)?;
-        c.upstream_timeout = secs("upstream-timeout", o.upstream_timeout)?;
-        c.upstream_idle_timeout = secs("upstream-idle-timeout", o.upstream_idle_timeout)?;
-        c.header_timeout = secs("header-timeout", o.header_timeout)?.max(Duration::from_millis(1));
-        c.body_timeout = secs("body-timeout", o.body_timeout)?.max(Duration::from_millis(1));
-        c.max_connections = o.max_connections.max(1);
-        c.max_concurrent_streams = o.max_concurrent_streams.max(1);
-        c.max_upstream_connections = o.max_upstream_connections.max(1);
-        c.upstream_queue_timeout = secs("upstream-queue-timeout", o.upstream_queue_timeout)?;
-        c.connect_timeout = secs("connect-timeout", o.connect_timeout)?;
-        c.upstream_keepalive = secs("upstream-keepalive", o.upstream_keepalive)?;
+        c.grace = o.grace;
+        c.upstream_timeout = o.upstream_timeout;
+        c.upstream_idle_timeout = o.upstream_idle_timeout;
+        c.header_timeout = o.header_timeout;
+        c.body_timeout = o.body_timeout;
+        c.max_connections = o.max_connections;
+        c.max_concurrent_streams = o.max_concurrent_streams;
+        c.max_upstream_connections = o.max_upstream_connections;
+        c.upstream_queue_timeout = o.upstream_queue_timeout;
+        c.connect_timeout = o.connect_timeout;
+        c.upstream_keepalive = o.upstream_keepalive;
         c.max_header_bytes = o.max_header_bytes;
         c.max_body_bytes = o.max_body_bytes;
         c.inject_usage = o.inject_usage;
@@ -369,10 +369,10 @@ impl Config {
         c.preserve_host = o.preserve_host;
         c.via = o.via;
         c.upstream_client = o.upstream_client;
-        c.session_ttl = secs("session-ttl", o.session_ttl)?;
+        c.session_ttl = o.session_ttl;
         c.max_sessions = o.max_sessions;
         c.max_session_bytes = o.max_session_bytes;
-        c.max_session_id_bytes = o.max_session_id_bytes.max(crate::sessions::MIN_ID_BYTES);
+        c.max_session_id_bytes = o.max_session_id_bytes;
         Ok(c)
     }
 }
@@ -428,6 +428,49 @@ mod tests {
         .unwrap();
         assert_eq!(d.header_timeout, Duration::from_secs(30));
         assert!(Cli::try_parse_from(["x", "--upstream", "http://a:1", "--grace", "soon"]).is_err());
+        // Every default of `defaults` is what the command line gives with no flag.
+        let n = Config::new(["http://a:1"]);
+        assert_eq!(
+            (
+                n.grace,
+                n.upstream_timeout,
+                n.upstream_idle_timeout,
+                n.session_ttl
+            ),
+            (
+                d.grace,
+                d.upstream_timeout,
+                d.upstream_idle_timeout,
+                d.session_ttl
+            )
+        );
+        assert_eq!(
+            (n.header_timeout, n.body_timeout, n.upstream_queue_timeout),
+            (d.header_timeout, d.body_timeout, d.upstream_queue_timeout)
+        );
+        assert_eq!(
+            (n.connect_timeout, n.upstream_keepalive),
+            (d.connect_timeout, d.upstream_keepalive)
+        );
+        assert_eq!(n.upstream_timeout, Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn zero_where_it_cannot_work_is_refused_naming_the_flag() {
+        for (flag, v) in [
+            ("--header-timeout", "0"),
+            ("--body-timeout", "0s"),
+            ("--max-connections", "0"),
+            ("--max-concurrent-streams", "0"),
+            ("--max-upstream-connections", "0"),
+            ("--max-session-id-bytes", "31"),
+        ] {
+            let e = Cli::try_parse_from(["x", "--upstream", "http://a:1", flag, v])
+                .err()
+                .unwrap_or_else(|| panic!("{flag} {v} accepted"))
+                .to_string();
+            assert!(e.contains(flag), "{e}");
+        }
     }
 
     #[test]

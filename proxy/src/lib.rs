@@ -47,7 +47,7 @@
 //! Per chunk in-process: ≈1.6 µs for the metered body (framer + timeline + chunk parse), zero
 //! allocations on the steady path (`benches/body.rs`). End to end on a 2-vCPU VM, side by side
 //! with nginx: about nginx's CPU per chunk (5–11 µs under load) and chunk rate, ≈47 KiB per
-//! in-flight stream (`examples/proxy_overhead.rs`; table in the README).
+//! in-flight stream (`examples/proxy_overhead.rs`; the tables: docs/benchmarks.md).
 //!
 //! ## Clocks
 //! Every instant is raw `CLOCK_MONOTONIC` ns ([`tokentap_core::clock::now`]); a record's
@@ -229,11 +229,6 @@ impl Proxy {
 
     pub fn admin_addr(&self) -> SocketAddr {
         self.admin_addr
-    }
-
-    /// Requests the proxy has seen so far.
-    pub fn records_seen(&self) -> u64 {
-        self.shared.seen.load(Ordering::Relaxed)
     }
 
     /// Records written so far.

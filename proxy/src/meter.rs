@@ -216,11 +216,11 @@ impl Tap {
         let (status, err) = match self.rec.http_status {
             Some(s) if s >= 400 => (
                 Status::Failed,
-                Some(TurnError {
-                    source: ErrorSource::Upstream,
-                    kind: ErrorKind::HttpStatus.as_str().into(),
-                    message: format!("upstream answered {s}"),
-                }),
+                Some(TurnError::new(
+                    ErrorSource::Upstream,
+                    ErrorKind::HttpStatus,
+                    format!("upstream answered {s}"),
+                )),
             ),
             _ => (Status::Ok, None),
         };
@@ -462,11 +462,11 @@ where
                                 let e = BodyError::Idle(idle.limit);
                                 this.tap.fail(
                                     Status::TimedOut,
-                                    TurnError {
-                                        source: ErrorSource::Upstream,
-                                        kind: ErrorKind::IdleTimeout.as_str().into(),
-                                        message: e.to_string(),
-                                    },
+                                    TurnError::new(
+                                        ErrorSource::Upstream,
+                                        ErrorKind::IdleTimeout,
+                                        e.to_string(),
+                                    ),
                                 );
                                 return Poll::Ready(Some(Err(e)));
                             }
@@ -510,11 +510,11 @@ where
                     this.ended = true;
                     this.tap.fail(
                         Status::Failed,
-                        TurnError {
-                            source: ErrorSource::Upstream,
-                            kind: ErrorKind::Reset.as_str().into(),
-                            message: crate::error::chain(&e),
-                        },
+                        TurnError::new(
+                            ErrorSource::Upstream,
+                            ErrorKind::Reset,
+                            crate::error::chain(&e),
+                        ),
                     );
                     // hyper's HTTP/1 server aborts the connection on a body error *without*
                     // flushing what it buffered, and it buffers every frame handed out since

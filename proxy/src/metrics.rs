@@ -1,7 +1,8 @@
 //! The proxy's Prometheus metrics, on a registry of its own (never the global one), served by
 //! the admin listener at `/metrics`. Names, buckets and label rules come from
-//! [`tokentap_core::metrics`] (SPEC §8), shared with the replay client's `--metrics`: every
-//! series here carries the constant label `source="wire"`, the replay's `source="client"`.
+//! [`tokentap_core::metrics`] (docs/benchmark.md#prometheus), shared with the replay client's
+//! `--metrics`: every series here carries the constant label `source="wire"`, the replay's
+//! `source="client"`.
 //!
 //! Cost decisions:
 //! - Latency histograms, token counters and `requests_total` are observed once per request, at

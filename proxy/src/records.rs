@@ -9,8 +9,9 @@
 //! Nothing is lost silently (a read-only or full disk once lost records with `written` still
 //! counting them). The directory is proven writable at start (the first file is created then,
 //! or the proxy does not start). Records are batched in a buffer of whole lines that the writer
-//! owns — no hidden `BufWriter` buffer — and a batch counts as `written` only once `write_all`
-//! returned; when it fails (`ENOSPC`, `EIO`, …) the file is truncated back to its length
+//! owns — no hidden `BufWriter` buffer — and written through core's `linefile` (the writer the
+//! replay and `merge` use too): a batch counts as `written` only once its write returned; when
+//! it fails (`ENOSPC`, `EIO`, …) the file is truncated back to its length
 //! before the batch, so no torn line is left, the batch's records are counted as `failed`, the
 //! error is logged (the first at once, then at most once per [`LOG_EVERY`] with the count) and
 //! kept for `/health`. The next batch tries again (a disk with room again takes records again).
@@ -21,12 +22,11 @@
 //! [`Writer::subscribe`]).
 
 use parking_lot::Mutex;
-use std::fs::File;
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tokentap_core::linefile::{Batch, LineFile};
 use tokentap_core::record::TurnRecord;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -165,8 +165,8 @@ struct Files {
     start: u64,
     n: u32,
     max: u64,
-    /// The open file and its length (bytes known to be whole lines on disk).
-    cur: Option<(File, u64)>,
+    /// The open file (core's [`LineFile`]: whole lines only, a failed write cut back).
+    cur: Option<LineFile>,
 }
 
 impl Files {
@@ -177,45 +177,32 @@ impl Files {
 
     /// Bytes in the current file (0 before the next one is opened).
     fn len(&self) -> u64 {
-        self.cur.as_ref().map_or(0, |c| c.1)
+        self.cur.as_ref().map_or(0, LineFile::len)
     }
 
     fn open(&mut self) -> std::io::Result<()> {
-        let p = self.path();
-        let f = File::options().create(true).append(true).open(&p)?;
-        let len = f.metadata()?.len();
-        self.cur = Some((f, len));
+        self.cur = Some(LineFile::append(&self.path())?);
         Ok(())
     }
 
-    /// Writes one batch of whole lines; on failure the file is cut back to its length before
-    /// the batch (no torn line) and the error returned.
-    fn write_batch(&mut self, batch: &[u8]) -> std::io::Result<()> {
-        if self.cur.as_ref().is_some_and(|(_, len)| *len >= self.max) {
+    /// Writes one batch of whole lines, into a new file once the current one reached
+    /// `--records-max-bytes`; `Ok` = the records written, `Err` = the records not written (none
+    /// of their bytes are in the file).
+    fn write_batch(&mut self, batch: &mut Batch) -> Result<u64, (u64, std::io::Error)> {
+        if self.cur.as_ref().is_some_and(|f| f.len() >= self.max) {
             self.cur = None;
             self.n += 1;
         }
         if self.cur.is_none() {
-            self.open()?;
+            if let Err(e) = self.open() {
+                let n = batch.records();
+                batch.clear();
+                return Err((n, e));
+            }
         }
-        let Some((f, len)) = self.cur.as_mut() else {
-            return Ok(());
-        };
-        match f.write_all(batch) {
-            Ok(()) => {
-                *len += batch.len() as u64;
-                Ok(())
-            }
-            Err(e) => {
-                if let Err(t) = f.set_len(*len) {
-                    // The file may now end in a partial line; say so (a reader skips it).
-                    return Err(std::io::Error::new(
-                        e.kind(),
-                        format!("{e}; and cutting the partial batch back failed too: {t}"),
-                    ));
-                }
-                Err(e)
-            }
+        match self.cur.as_mut() {
+            Some(f) => f.write_batch(batch),
+            None => Ok(0),
         }
     }
 }
@@ -247,10 +234,10 @@ struct Loop {
     keep: bool,
     counts: Arc<Counts>,
     kept: watch::Sender<Vec<TurnRecord>>,
-    /// Whole lines not yet written, and how many records they are.
-    batch: Vec<u8>,
-    in_batch: u64,
-    line: Vec<u8>,
+    /// Whole lines not yet written.
+    batch: Batch,
+    /// Records counted with no directory, not yet reported written.
+    unfiled: u64,
     log: FailLog,
 }
 
@@ -259,18 +246,13 @@ impl Loop {
         match msg {
             Msg::Record(r) => {
                 if self.files.is_some() {
-                    self.line.clear();
                     // TurnRecord has only string-keyed maps, so serialising cannot fail; a
                     // failure would still be counted rather than lost silently.
-                    if serde_json::to_writer(&mut self.line, &*r).is_err() {
+                    if self.batch.push(&*r).is_err() {
                         self.counts.failed.fetch_add(1, Ordering::Relaxed);
-                    } else {
-                        self.line.push(b'\n');
-                        self.batch.extend_from_slice(&self.line);
-                        self.in_batch += 1;
                     }
                 } else {
-                    self.in_batch += 1;
+                    self.unfiled += 1;
                 }
                 if self.keep {
                     self.kept.send_modify(|v| v.push(*r));
@@ -280,8 +262,8 @@ impl Loop {
                 let rotate = self
                     .files
                     .as_ref()
-                    .is_some_and(|f| f.len() + self.batch.len() as u64 >= f.max);
-                if self.batch.len() >= BATCH || rotate {
+                    .is_some_and(|f| f.len() + self.batch.bytes() as u64 >= f.max);
+                if self.batch.bytes() >= BATCH || rotate {
                     self.write();
                 }
             }
@@ -294,27 +276,25 @@ impl Loop {
 
     /// Writes the batch: its records become written or failed, never both, never neither.
     fn write(&mut self) {
-        if self.in_batch == 0 {
-            return;
-        }
-        let n = std::mem::take(&mut self.in_batch);
         let Some(f) = self.files.as_mut() else {
+            let n = std::mem::take(&mut self.unfiled);
             self.counts.written.fetch_add(n, Ordering::Relaxed);
-            self.batch.clear();
             return;
         };
-        match f.write_batch(&self.batch) {
-            Ok(()) => {
+        if self.batch.is_empty() {
+            return;
+        }
+        match f.write_batch(&mut self.batch) {
+            Ok(n) => {
                 self.counts.written.fetch_add(n, Ordering::Relaxed);
             }
-            Err(e) => {
+            Err((n, e)) => {
                 self.counts.failed.fetch_add(n, Ordering::Relaxed);
                 let path = f.path();
                 *self.counts.last_error.lock() = Some(format!("{}: {e}", path.display()));
                 self.log.failed(n, &e, &path);
             }
         }
-        self.batch.clear();
     }
 }
 
@@ -330,9 +310,8 @@ fn writer_loop(
         keep,
         counts,
         kept,
-        batch: Vec::with_capacity(BATCH),
-        in_batch: 0,
-        line: Vec::with_capacity(16 * 1024),
+        batch: Batch::with_capacity(BATCH),
+        unfiled: 0,
         log: FailLog {
             last: None,
             since: 0,

@@ -1,6 +1,7 @@
-//! Every fault of issue 3 §5 with its record: the proxy answers what it must (502/504/431/413
-//! with a JSON error body, or the upstream's own status), the client sees what it would see
-//! without the proxy, and one record per request says whose fault it was.
+//! Every upstream and client fault with its record (refused, reset, silent, error status,
+//! broken or malformed stream, client gone, oversized request): the proxy answers what it must
+//! (502/504/431/413 with a JSON error body, or the upstream's own status), the client sees what
+//! it would see without the proxy, and one record per request says whose fault it was.
 
 use bytes::Bytes;
 use futures_util::StreamExt;

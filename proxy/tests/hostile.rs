@@ -1,4 +1,4 @@
-//! Hostile requests (issue 13), each answered as a front-end server would and recorded: an
+//! Hostile requests, each answered as a front-end server would and recorded: an
 //! HTTP/1.1 request without a Host or with two (400, RFC 9112 §3.2), `CONNECT` (405, no tunnel),
 //! session ids that are not ASCII (byte-exact) or not UTF-8 (percent-encoded), or 60 KB long
 //! (cut, stable, counted), and a session table bounded in bytes that `/sessions` pages through.

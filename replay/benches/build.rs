@@ -12,26 +12,8 @@
 //!
 //! Run: `cargo bench -p tokentap-replay --bench build`
 //!
-//! Measured on the 2-core dev VM while other builds ran (load average ≈ 4.5, so
-//! absolute values are inflated and noisy; the shape is the point). Median per build of the last
-//! turn's body; the label is that body's size and the number of turns before it:
-//!
-//! ```text
-//!  body / turns        incremental   incremental+memcpy   reserialize
-//!  2 KB / 4               6.7 µs           4.5 µs            13.4 µs
-//!  11 KB / 20             6.0 µs           8.2 µs            54.7 µs
-//!  111 KB / 20            6.1 µs          15.9 µs           401 µs
-//!  1.1 MB / 20            5.5 µs          50.4 µs           5.67 ms
-//!  1.1 MB / 200           7.9 µs          70.9 µs           4.19 ms
-//!  11 MB / 20             4.3 µs          1.60 ms           33.4 ms
-//! ```
-//!
-//! The incremental build does not grow with the context: its cost is serializing the new row
-//! (~1 KB of JSON with escapes) plus one refcount per earlier turn (200 turns: +~2 µs). One memcpy
-//! of the whole body into a reused buffer grows linearly (~45 µs per MB, and an 11 MB body falls
-//! out of cache), which is why the body is sent as shared segments — hyper writes them with
-//! `writev`, at most 16 per call — rather than copied into one buffer. Re-serializing the
-//! history every turn (a naive client) costs ~5 ms per MB.
+//! Results (the table, the machine, and what it decided: the body is sent as shared segments):
+//! docs/benchmarks.md, "Replay request build".
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
 use std::time::Duration;

@@ -8,13 +8,14 @@
 //! reading adds to the stamp (a read is stamped with its newest packet; until the first token
 //! the client reads one HTTP chunk at a time, so that is its own packet). The `read` columns add
 //! each turn's `rx_lag_ttft_ns`: the same difference had the client stamped in user space when
-//! its thread read the bytes. Records and sim log are joined by session id + order (SPEC §9).
-//! By default the sim runs as a separate process (this binary re-executed as `serve-sim`, its
-//! log streamed to a JSONL file by the sim's own `chunk_log`): the two share only the 2 cores.
-//! `--in-process` runs it inside this runtime instead. `--flush-each-chunk` makes the sim write
-//! every chunk on its own, so its stamp is that chunk's write (by default a zero-delay sim
-//! stamps up to ~15 ready chunks before hyper writes them in one `writev`, and the difference
-//! includes the rest of that batch). `KEEP=1` copies records and sim log to /tmp/lat{C}-*.jsonl.
+//! its thread read the bytes. Records and sim log are joined by session id + order
+//! (docs/benchmark.md#client-formats). By default the sim runs as a separate process (this binary
+//! re-executed as `serve-sim`, its log streamed to a JSONL file by the sim's own `chunk_log`): the
+//! two share only the 2 cores. `--in-process` runs it inside this runtime instead.
+//! `--flush-each-chunk` makes the sim write every chunk on its own, so its stamp is that chunk's
+//! write (by default a zero-delay sim stamps up to ~15 ready chunks before hyper writes them in one
+//! `writev`, and the difference includes the rest of that batch). `KEEP=1` copies records and sim
+//! log to /tmp/lat{C}-*.jsonl.
 //!
 //! `full`: a 613-trajectory synthetic dataset (`tokentap_dataset::synth`, the official 113:500
 //! mix) replayed once against the separate zero-delay sim: turns/s and this process's peak RSS
@@ -26,53 +27,8 @@
 //! cargo run --release -p tokentap-replay --example replay_overhead -- full --concurrency 64
 //! ```
 //!
-//! Measured on the 2-core dev VM, release build, 64 output tokens per turn and one token per
-//! chunk, zero-delay sim in a separate process, quiet machine (load < 1.3), 2026-11-29; µs:
-//!
-//! ```text
-//!                                   conc  turns   p50    p90     p99   p99.9    max  turns/s  read p50  read p99
-//!  sim batches writes (default)        1   4000  13.6   17.3    41.6    53.6     91     3664      67.4     198.7
-//!                                     64   4000  14.5   19.1   188.2   504.3   1716     5536    2075.5   17058.1
-//!                                    512   4096  15.4  107.0   369.3  4410.8   6207     2511    9337.3   57228.3
-//!  sim writes each chunk               1   4000   4.5    6.1     8.4    45.6    172     1283      27.9     551.3
-//!  (--flush-each-chunk)               64   4000   4.4    5.9    39.7  3597.6   4057     1887     554.1    9072.9
-//!                                    512   4096   3.5    5.7 15814.1 20458.0  20761     1444    1067.6   43333.0
-//! ```
-//!
-//! The same flush-per-chunk runs split (`KEEP=1`, joined in Python): the first turn of each of
-//! the first C trajectories — all sent at once at start-up — against every later turn:
-//!
-//! ```text
-//!  conc   start-up turns  p50 / p90 / p99 / max            later turns  p50 / p90 / p99 / p99.9 / max
-//!    64        64         935 / 3266 / 3964 / 4057             3936     4.4 / 5.9 / 14.2 / 42.8 / 484
-//!   512       512         5.2 / 9808 / 20416 / 20761           3584     3.5 / 5.2 / 9.6 / 34.3 / 16854
-//! ```
-//!
-//! Reading: the client's TTFT is within ~5 µs (p50) and ~10–40 µs (p99) of the server's write
-//! once the run is in its stride, at 1, 64 and 512 conversations; the `read` columns are what a
-//! client stamping in user space would have reported instead (28–67 µs p50, up to 57 ms p99 at
-//! 512). The start-up outliers are not in the client's stamping: the sim log's
-//! `flushed_mono_ns` (when hyper polled the body again after writing a chunk) shows that for
-//! the 251 turns over 100 µs in a 512 run, the kernel stamped the packet's arrival 7–30 ms
-//! *after* the sim had handed it to its socket — the packets waited in loopback TCP while 512
-//! fresh connections started at once (receive windows of sockets the busy client had not read
-//! yet are the likely brake; not proven). With the default batching sim the tail at 512 (p99
-//! 369 µs) is the batch: a chunk stamped early in a 15-frame `writev`.
-//!
-//! Full run (`full`, synth default: 613 trajectories = 113 coding + 500 workflow, 6,469 client
-//! turns, 39.8 MB; sim mean 400 output tokens, σ 0.7; salting on):
-//!
-//! ```text
-//!  conc   ok turns   wall     turns/s   chunks/s (whole system)   peak RSS (replay process)
-//!    64     6469    10.5 s      615        247 k                   170 MB   (quiet, this client)
-//!    64     6469    11.9 s      543        218 k                   182 MB   (quiet, the hyper client before)
-//!     1     6469    19.3 s      335        134 k                   155 MB   (load ≈ 4)
-//!    64     6469    13.7 s      472        189 k                   183 MB   (load ≈ 4)
-//! ```
-//!
-//! Peak RSS: the dataset alone is 113 MB resident (151 MB peak while parsing a 40 MB file into
-//! the dataset crate's `serde_json::Value` rows); the replay adds ~4 MB at concurrency 1 and
-//! ~32 MB at 64 (slot state, sample vectors, channel).
+//! Results (the tables, the commands that produced them, the date and the machine):
+//! docs/benchmarks.md, "Replay client overhead".
 
 use clap::{Parser, Subcommand};
 use serde_json::Value;
@@ -119,10 +75,10 @@ enum Cmd {
         turns: usize,
         #[arg(long)]
         in_process: bool,
-        /// Sim decode time per token, ms (0 = zero-delay sim). A small value keeps the machine
-        /// below saturation, so the number is the receive path rather than CPU queueing.
-        #[arg(long, default_value_t = 0.0)]
-        decode_ms: f64,
+        /// Sim decode time per token, a duration (0 = zero-delay sim). A small value keeps the
+        /// machine below saturation, so the number is the receive path rather than CPU queueing.
+        #[arg(long, default_value = "0", value_parser = tokentap_core::duration::parse)]
+        decode: std::time::Duration,
     },
     /// http vs https (HTTP/1.1 and h2) through a tokentap proxy child (plain or TLS listener, the
     /// test certificates) in front of a sim child, same run: TTFT overhead against the sim's
@@ -158,8 +114,9 @@ enum Cmd {
         mean_tokens: f64,
         #[arg(long, default_value_t = 0.0)]
         sigma: f64,
-        #[arg(long, default_value_t = 0.0)]
-        decode_ms: f64,
+        /// Decode time per token (a duration; 0 = zero-delay).
+        #[arg(long, default_value = "0", value_parser = tokentap_core::duration::parse)]
+        decode: std::time::Duration,
     },
 }
 
@@ -211,7 +168,7 @@ impl SimChild {
                 "--sigma",
                 &sigma.to_string(),
             ])
-            .args(["--decode-ms", &decode_ms.to_string()])
+            .args(["--decode", &format!("{decode_ms}ms")])
             .args(flush_each_chunk().then_some("--flush-each-chunk"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -277,7 +234,7 @@ fn closed_loop_dataset(n: usize, turns: usize) -> Dataset {
             ));
         }
     }
-    // Invariant: the rows above follow every SPEC §2 rule.
+    // Invariant: the rows above follow every rule of docs/benchmark.md#dataset.
     Dataset::parse("closed-loop.jsonl", &s).expect("generated dataset is valid")
 }
 
@@ -677,8 +634,17 @@ fn main() -> anyhow::Result<()> {
                 tokens,
                 turns,
                 in_process,
-                decode_ms,
-            } => latency(concurrency, tokens, turns, in_process, decode_ms).await,
+                decode,
+            } => {
+                latency(
+                    concurrency,
+                    tokens,
+                    turns,
+                    in_process,
+                    decode.as_secs_f64() * 1e3,
+                )
+                .await
+            }
             Cmd::Tls {
                 concurrency,
                 tokens,
@@ -695,8 +661,8 @@ fn main() -> anyhow::Result<()> {
                 log,
                 mean_tokens,
                 sigma,
-                decode_ms,
-            } => serve_sim(log, mean_tokens, sigma, decode_ms).await,
+                decode,
+            } => serve_sim(log, mean_tokens, sigma, decode.as_secs_f64() * 1e3).await,
         }
     })
 }

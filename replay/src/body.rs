@@ -1,4 +1,5 @@
-//! Request bodies, byte-compatible with the MLPerf client (SPEC §3), built incrementally.
+//! Request bodies, byte-compatible with the MLPerf client (docs/benchmark.md#requests), built
+//! incrementally.
 //!
 //! The request for client turn t is `[system] + every row before t + row t`. Consecutive turns of
 //! one trajectory share everything up to the previous turn's last message, so each history
@@ -16,9 +17,9 @@
 //! the serialization of the rows added since turn t−1 plus one refcount increment per earlier turn
 //! — it does not grow with the context size in bytes (measured in `benches/build.rs`).
 //!
-//! Byte rules (from SPEC §3 and the reference client): compact JSON, raw UTF-8, floats in
-//! shortest round-trip form (`1.0` stays `1.0`), dataset values forwarded with their key order.
-//! Body fields in the order `model, messages, temperature, max_completion_tokens, stream,
+//! Byte rules (docs/benchmark.md#requests, from the reference client): compact JSON, raw UTF-8,
+//! floats in shortest round-trip form (`1.0` stays `1.0`), dataset values forwarded with their key
+//! order. Body fields in the order `model, messages, temperature, max_completion_tokens, stream,
 //! [stream_options], seed, top_p, top_k, repetition_penalty, n, stop, presence_penalty,
 //! frequency_penalty, logit_bias, user, chat_template, chat_template_kwargs, tools, tool_choice`,
 //! absent values omitted. Message keys in the reference client's struct order `role, content,
@@ -40,9 +41,10 @@ pub struct RequestSettings {
     pub sampling: Sampling,
     /// Insert `"stream_options":{"include_usage":true}` after `stream`.
     pub include_usage: bool,
-    /// One leading space on the first text of every replayed assistant message (SPEC §4).
+    /// One leading space on the first text of every replayed assistant message
+    /// (docs/benchmark.md#cache-clearing).
     pub clear_generated: bool,
-    /// Salt the system prompt (SPEC §4).
+    /// Salt the system prompt (docs/benchmark.md#salting).
     pub salt: bool,
 }
 

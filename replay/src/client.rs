@@ -317,11 +317,7 @@ impl Conn {
                         format!(
                             "TLS handshake with {} ({addr}) failed: {e}{}",
                             ep.url,
-                            if e.to_string().contains("certificate") {
-                                " (pass --ca FILE with the CA that signed the server's certificate; --insecure skips the check and is reported)"
-                            } else {
-                                ""
-                            }
+                            tokentap_core::tls::handshake_hint(&e.to_string())
                         ),
                     )
                 })?;

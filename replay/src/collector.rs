@@ -2,21 +2,22 @@
 //! aggregates the summary is computed from.
 //!
 //! It runs on a blocking thread (file writes never stall the async workers), receives records
-//! over an unbounded channel (slots never wait on disk), writes each as one JSON line into a
-//! 256 KiB buffer, and flushes it whenever the channel runs empty and at least every
+//! over an unbounded channel (slots never wait on disk), gathers each as one JSON line in a
+//! batch of whole lines, and writes the batch whenever the channel runs empty, at least every
 //! [`FLUSH_EVERY_NS`] (100 ms) under a steady stream — so a `kill -9` loses at most the records
 //! of the last 100 ms — and when the channel closes, at the end of the run, including after a
-//! shutdown, so nothing recorded is lost on a clean stop. Records are not kept in memory: only
-//! the raw samples the published percentiles need (SPEC §7: exact, from every sample).
+//! shutdown, so nothing recorded is lost on a clean stop. The file holds whole lines only
+//! (core's `linefile`, as the proxy's records): a failed write is cut back and its records
+//! counted in `summary.json` (`run.records_failed`), and the run exits 1. Records are not kept in memory: only
+//! the raw samples the published percentiles need (exact: docs/benchmark.md#percentiles).
 
 use crate::progress::Counters;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::Arc;
 use tokentap_core::clock::MonoNs;
+use tokentap_core::linefile::{Batch, LineFile};
 use tokentap_core::record::{Status, TurnRecord};
 use tokentap_core::stats::Samples;
 use tokentap_core::timeline::TokenSource;
@@ -28,8 +29,9 @@ use tokio::sync::mpsc::UnboundedReceiver;
 pub struct ReplayRecord {
     #[serde(flatten)]
     pub record: TurnRecord,
-    /// The reference scorer's score of this turn (SPEC §10.3), 0..1, unrounded; present for
-    /// every issued scorable turn — failed, timed-out and aborted ones score 0.
+    /// The reference scorer's score of this turn (docs/benchmark.md#inline-accuracy), 0..1,
+    /// unrounded; present for every issued scorable turn — failed, timed-out and aborted ones
+    /// score 0.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub accuracy: Option<f64>,
     /// The turn as the reference sees it (not written: it feeds scores.json and
@@ -56,11 +58,6 @@ pub(crate) enum Msg {
     Record(Box<ReplayRecord>),
 }
 
-/// Status → index into the count arrays ([`Status::index`]).
-pub(crate) fn status_index(s: Status) -> usize {
-    s.index()
-}
-
 /// Mean of scores.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Mean {
@@ -82,8 +79,8 @@ impl Mean {
 #[derive(Debug, Default)]
 pub(crate) struct Aggregate {
     pub records: u64,
-    pub by_status: [u64; 5],
-    pub in_window_by_status: [u64; 5],
+    pub by_status: [u64; Status::ALL.len()],
+    pub in_window_by_status: [u64; Status::ALL.len()],
     /// In-window ok turns, ns.
     pub ttfb: Samples,
     pub ttft: Samples,
@@ -107,15 +104,21 @@ pub(crate) struct Aggregate {
     pub window_last_end: Option<MonoNs>,
     /// All ok turns (the accuracy population).
     pub ok_output_tokens: Mean,
-    pub ok_output_sources: [u64; 5],
+    pub ok_output_sources: [u64; TokenSource::ALL.len()],
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
     pub cache_turns: u64,
     pub first_start: Option<MonoNs>,
     pub last_end: Option<MonoNs>,
     pub request_bytes: Mean,
+    /// The first error writing records.jsonl (creating it, or a write cut back out of it).
     pub write_error: Option<String>,
+    /// Records on disk, and records lost to a write error (none of their bytes on disk).
+    pub records_written: u64,
+    pub records_failed: u64,
     pub reference: Reference,
+    /// Turns not `ok`, by `error.kind`: how many, and the first one's message.
+    pub errors: BTreeMap<String, (u64, String)>,
     /// Per endpoint (the record's `upstream`; "" when the run has one endpoint).
     pub by_endpoint: BTreeMap<String, EndpointCounts>,
 }
@@ -129,24 +132,6 @@ pub(crate) struct EndpointCounts {
     pub turns: u64,
     pub ok: u64,
 }
-
-pub(crate) fn source_index(s: TokenSource) -> usize {
-    match s {
-        TokenSource::ContinuousUsage => 0,
-        TokenSource::Usage => 1,
-        TokenSource::SpreadUsage => 2,
-        TokenSource::Tokenizer => 3,
-        TokenSource::Chunks => 4,
-    }
-}
-
-pub(crate) const SOURCES: [&str; 5] = [
-    "continuous_usage",
-    "usage",
-    "spread_usage",
-    "tokenizer",
-    "chunks",
-];
 
 impl Aggregate {
     fn fold(&mut self, rr: &ReplayRecord, counters: &Counters, scorer: Option<&Scorer>) {
@@ -178,7 +163,7 @@ impl Aggregate {
             e.ok += u64::from(r.status == Status::Ok);
             e.trajectories += u64::from(r.turn_index == 0);
         }
-        let si = status_index(r.status);
+        let si = r.status.index();
         self.by_status[si] += 1;
         if r.status != Status::Aborted {
             self.first_start = Some(
@@ -198,11 +183,19 @@ impl Aggregate {
             self.in_window_by_status[si] += 1;
         }
         if r.status != Status::Ok {
+            if let Some(e) = &r.error {
+                match self.errors.get_mut(&e.kind) {
+                    Some(t) => t.0 += 1,
+                    None => {
+                        self.errors.insert(e.kind.clone(), (1, e.message.clone()));
+                    }
+                }
+            }
             return;
         }
         if let Some(o) = m.output_tokens {
             self.ok_output_tokens.push(o as f64);
-            self.ok_output_sources[source_index(m.output_tokens_source)] += 1;
+            self.ok_output_sources[m.output_tokens_source.index()] += 1;
         }
         if let (Some(p), Some(c)) = (m.prompt_tokens, m.cached_tokens) {
             self.prompt_tokens += p;
@@ -251,6 +244,11 @@ pub const FLUSH_EVERY_NS: u64 = 100_000_000;
 
 /// Runs the collector until every sender is dropped. Blocking: call from `spawn_blocking`.
 /// `scorer`: the measured run's scorer (`None` for the warmup, which is not scored).
+///
+/// Records reach `records_path` through core's [`LineFile`]: whole lines only. A write that
+/// fails (a full disk, an I/O error) is cut back out of the file, its records counted in
+/// [`Aggregate::records_failed`] and the error kept; the next batch tries again, so a disk that
+/// has room again takes records again.
 pub(crate) fn collect(
     mut rx: UnboundedReceiver<Msg>,
     records_path: Option<&Path>,
@@ -258,39 +256,71 @@ pub(crate) fn collect(
     scorer: Option<Arc<Scorer>>,
 ) -> Aggregate {
     let mut agg = Aggregate::default();
-    let mut out = match records_path.map(File::create) {
-        Some(Ok(f)) => Some(BufWriter::with_capacity(256 * 1024, f)),
+    let mut out = match records_path.map(LineFile::create) {
+        Some(Ok(f)) => Some(f),
         Some(Err(e)) => {
-            agg.write_error = Some(format!("cannot create records file: {e}"));
+            let path = records_path
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            agg.write_error = Some(format!("cannot create {path}: {e}"));
             None
         }
         None => None,
     };
+    let mut batch = Batch::with_capacity(BATCH_BYTES);
     let mut flushed = tokentap_core::clock::now();
     while let Some(msg) = rx.blocking_recv() {
         let Msg::Record(rr) = msg;
-        if let Some(w) = &mut out {
-            let mut res = serde_json::to_writer(&mut *w, &*rr)
-                .map_err(std::io::Error::from)
-                .and_then(|()| w.write_all(b"\n"));
-            let now = tokentap_core::clock::now();
-            if res.is_ok() && (rx.is_empty() || now.saturating_sub(flushed) >= FLUSH_EVERY_NS) {
-                res = w.flush();
-                flushed = now;
+        match &mut out {
+            Some(f) => {
+                if batch.push(&*rr).is_err() {
+                    // Every field is string-keyed: this cannot happen, and is still counted.
+                    agg.records_failed += 1;
+                    agg.write_error
+                        .get_or_insert_with(|| "a record could not be serialised".into());
+                }
+                let now = tokentap_core::clock::now();
+                if rx.is_empty()
+                    || now.saturating_sub(flushed) >= FLUSH_EVERY_NS
+                    || batch.bytes() >= BATCH_BYTES
+                {
+                    agg.write(f, &mut batch);
+                    flushed = now;
+                }
             }
-            if let Err(e) = res {
-                agg.write_error
-                    .get_or_insert(format!("writing records: {e}"));
-                out = None;
-            }
+            // No file (none asked for, or it could not be created): a record is lost only when
+            // one was asked for.
+            None if records_path.is_some() => agg.records_failed += 1,
+            None => {}
         }
         agg.fold(&rr, &counters, scorer.as_deref());
     }
-    if let Some(mut w) = out {
-        if let Err(e) = w.flush() {
-            agg.write_error
-                .get_or_insert(format!("flushing records: {e}"));
-        }
+    if let Some(f) = &mut out {
+        agg.write(f, &mut batch);
     }
     agg
+}
+
+/// Bytes of whole lines gathered before a write (a batch is written sooner when the channel
+/// runs empty or [`FLUSH_EVERY_NS`] has passed).
+const BATCH_BYTES: usize = 256 * 1024;
+
+impl Aggregate {
+    /// Writes `batch`: its records become written or failed, never both, never neither.
+    fn write(&mut self, f: &mut LineFile, batch: &mut Batch) {
+        if batch.is_empty() {
+            return;
+        }
+        match f.write_batch(batch) {
+            Ok(n) => self.records_written += n,
+            Err((n, e)) => {
+                self.records_failed += n;
+                let msg = format!("{}: {e}", f.path().display());
+                if self.write_error.is_none() {
+                    tracing::error!("records NOT written: {msg} (counted; the run will exit 1)");
+                }
+                self.write_error.get_or_insert(msg);
+            }
+        }
+    }
 }

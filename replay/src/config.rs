@@ -7,11 +7,12 @@
 //! debug-prints as `"<redacted>"`.
 //!
 //! Decisions:
-//! - Presets carry the official sampling settings of SPEC §3 and the official turn timeouts of
-//!   SPEC §5; an explicit flag always wins over the preset value.
-//! - Model name: `--model`, else the run needs every client row to carry its own `model`
-//!   override; otherwise resolution fails with a message that says to pass `--model` (there is
-//!   no silent default model name, because a wrong name is a 404 on a real server).
+//! - Presets carry the official sampling settings (docs/benchmark.md#requests) and the official
+//!   turn timeouts (docs/benchmark.md#load); an explicit flag always wins over the preset value.
+//! - Model name: `--model`, else every client row's own `model`, else the one model every
+//!   endpoint lists at `/v1/models` (`crate::models`, before the run); when none of these gives
+//!   one, the run fails with a message that says to pass `--model` (there is no silent default
+//!   model name, because a wrong name is a 404 on a real server — `tokentap sim` included).
 //! - Turn timeout: the preset's official value (Kimi 86,400 s, Qwen 14,400 s), else 86,400 s.
 //! - `--routing-header` replaces the default `X-Session-ID` when given; repeat it to send several
 //!   (`--routing-header X-Session-ID --routing-header X-SMG-Routing-Key`).
@@ -20,7 +21,7 @@
 
 use crate::error::ReplayError;
 use http::uri::{PathAndQuery, Scheme, Uri};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use std::fmt;
 use std::path::PathBuf;
@@ -183,45 +184,14 @@ impl FromStr for Shard {
     }
 }
 
-/// Parses a duration ([`tokentap_core::duration::parse`]): humantime (`30s`, `1h30m`, `250ms`)
-/// or a plain number of seconds (`1.5`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    tokentap_core::duration::parse(s)
-}
-
 fn parse_json(s: &str) -> Result<Value, String> {
     serde_json::from_str(s).map_err(|e| format!("expected JSON: {e}"))
-}
-
-fn secs<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64())
-}
-
-fn opt_secs<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-    match d {
-        Some(d) => s.serialize_some(&d.as_secs_f64()),
-        None => s.serialize_none(),
-    }
-}
-
-fn de_secs<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let v = f64::deserialize(d)?;
-    Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
-}
-
-fn de_opt_secs<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    match Option::<f64>::deserialize(d)? {
-        Some(v) => Duration::try_from_secs_f64(v)
-            .map(Some)
-            .map_err(serde::de::Error::custom),
-        None => Ok(None),
-    }
 }
 
 /// `--delay-scale` default: the dataset's delays as recorded.
 pub const DEFAULT_DELAY_SCALE: f64 = 1.0;
 
-/// `--routing-header` default (SPEC §5).
+/// `--routing-header` default (docs/benchmark.md#load).
 pub const DEFAULT_ROUTING_HEADER: &str = "X-Session-ID";
 
 /// `--turn-timeout` default without a preset: a day (the reference's Kimi default).
@@ -242,24 +212,40 @@ pub struct Opts {
     /// https://llm.example.com (requests go to /v1/chat/completions under it). Repeat it for
     /// several endpoints: each conversation stays on one, chosen by its id (rendezvous hashing,
     /// as a session-affine router — and `tokentap proxy` — would).
-    #[arg(long, env = "TOKENTAP_REPLAY_ENDPOINT", required = true, num_args = 1)]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_ENDPOINT",
+        required = true,
+        num_args = 1,
+        help_heading = "Server"
+    )]
     pub endpoint: Vec<String>,
     /// Trust the CA certificates in this PEM file for https endpoints (besides the system's).
-    #[arg(long, env = "TOKENTAP_REPLAY_CA", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_CA",
+        value_name = "FILE",
+        help_heading = "Server"
+    )]
     pub ca: Option<PathBuf>,
     /// Do not check https endpoints' certificates (test rigs only; the summary says so).
-    #[arg(long, env = "TOKENTAP_REPLAY_INSECURE")]
+    #[arg(long, env = "TOKENTAP_REPLAY_INSECURE", help_heading = "Server")]
     pub insecure: bool,
     /// HTTP/2 only: prior knowledge on http:// (h2c), ALPN `h2` alone on https://. Without it,
     /// https:// uses HTTP/2 when the server's ALPN picks it, http:// uses HTTP/1.1. One stream
     /// per turn on one connection per conversation slot: the closed loop is unchanged.
-    #[arg(long, env = "TOKENTAP_REPLAY_HTTP2", conflicts_with = "http1")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_HTTP2",
+        conflicts_with = "http1",
+        help_heading = "Server"
+    )]
     pub http2: bool,
     /// HTTP/1.1 only, also on https:// (ALPN `http/1.1`), as the MLPerf reference client.
-    #[arg(long, env = "TOKENTAP_REPLAY_HTTP1")]
+    #[arg(long, env = "TOKENTAP_REPLAY_HTTP1", help_heading = "Server")]
     pub http1: bool,
     /// MLPerf agentic dataset (JSONL, one row per message).
-    #[arg(long, env = "TOKENTAP_REPLAY_DATASET")]
+    #[arg(long, env = "TOKENTAP_REPLAY_DATASET", help_heading = "Load")]
     pub dataset: PathBuf,
     /// Target concurrency: number of active conversations (closed loop). Default 1.
     /// `tokentap sweep` takes a list (`1,4,16,64`): one measurement point each.
@@ -268,157 +254,257 @@ pub struct Opts {
         env = "TOKENTAP_REPLAY_CONCURRENCY",
         value_delimiter = ',',
         num_args = 1,
-        value_name = "N"
+        value_name = "N",
+        help_heading = "Load"
     )]
     pub concurrency: Vec<usize>,
     /// Trajectories to issue (official: a multiple of the dataset size). Default: one pass.
-    #[arg(long, env = "TOKENTAP_REPLAY_TRAJECTORIES")]
+    #[arg(long, env = "TOKENTAP_REPLAY_TRAJECTORIES", help_heading = "Load")]
     pub trajectories: Option<u64>,
-    /// Salt the system prompt per pass and per conversation (SPEC §4; official runs salt).
-    #[arg(long, env = "TOKENTAP_REPLAY_SALT")]
+    /// Salt the system prompt per pass and per conversation (docs/benchmark.md#salting; official
+    /// runs salt).
+    #[arg(long, env = "TOKENTAP_REPLAY_SALT", help_heading = "Load")]
     pub salt: bool,
     /// Sleep each row's `delay_seconds` before issuing it (excluded from latency).
-    #[arg(long, env = "TOKENTAP_REPLAY_DELAYS")]
+    #[arg(long, env = "TOKENTAP_REPLAY_DELAYS", help_heading = "Load")]
     pub delays: bool,
     /// Multiplier applied to `delay_seconds` when --delays is on.
-    #[arg(long, env = "TOKENTAP_REPLAY_DELAY_SCALE", default_value_t = DEFAULT_DELAY_SCALE)]
+    #[arg(long, env = "TOKENTAP_REPLAY_DELAY_SCALE", default_value_t = DEFAULT_DELAY_SCALE, help_heading = "Load")]
     pub delay_scale: f64,
     /// Prefix a space to the first text of every replayed assistant message (generated-token
-    /// cache clearing, SPEC §4). Changes the bodies: off in byte-compatible mode.
-    #[arg(long, env = "TOKENTAP_REPLAY_CLEAR_GENERATED")]
+    /// cache clearing, docs/benchmark.md#cache-clearing). Changes the bodies: off in
+    /// byte-compatible mode.
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_CLEAR_GENERATED",
+        help_heading = "Request body"
+    )]
     pub clear_generated: bool,
     /// Ask for a final usage chunk (`stream_options.include_usage`): exact token counts, but the
     /// body is no longer byte-compatible with the MLPerf client.
-    #[arg(long, env = "TOKENTAP_REPLAY_INCLUDE_USAGE")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_INCLUDE_USAGE",
+        help_heading = "Request body"
+    )]
     pub include_usage: bool,
     /// Model name sent in every request (a row's own `model` overrides it).
-    #[arg(long, env = "TOKENTAP_REPLAY_MODEL")]
+    #[arg(long, env = "TOKENTAP_REPLAY_MODEL", help_heading = "Server")]
     pub model: Option<String>,
     /// Run-level `max_completion_tokens` (a row's `max_new_tokens` / `max_completion_tokens`
     /// overrides it).
-    #[arg(long, env = "TOKENTAP_REPLAY_MAX_TOKENS")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_MAX_TOKENS",
+        help_heading = "Request body"
+    )]
     pub max_tokens: Option<u64>,
     /// Official sampling settings, timeout and validity gates of one model.
-    #[arg(long, env = "TOKENTAP_REPLAY_PRESET", value_enum)]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_PRESET",
+        value_enum,
+        help_heading = "Request body"
+    )]
     pub preset: Option<Preset>,
     /// Run-level `temperature` sent in every request (over the preset's; a row's own wins).
-    #[arg(long, env = "TOKENTAP_REPLAY_TEMPERATURE")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_TEMPERATURE",
+        help_heading = "Request body"
+    )]
     pub temperature: Option<f64>,
     /// Run-level `top_p` (over the preset's; a row's own wins).
-    #[arg(long, env = "TOKENTAP_REPLAY_TOP_P")]
+    #[arg(long, env = "TOKENTAP_REPLAY_TOP_P", help_heading = "Request body")]
     pub top_p: Option<f64>,
     /// Run-level `top_k` (over the preset's; a row's own wins; -1 = off, as vLLM reads it).
-    #[arg(long, env = "TOKENTAP_REPLAY_TOP_K", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_TOP_K",
+        allow_negative_numbers = true,
+        help_heading = "Request body"
+    )]
     pub top_k: Option<i64>,
     /// Run-level `presence_penalty` (over the preset's; a row's own wins).
-    #[arg(long, env = "TOKENTAP_REPLAY_PRESENCE_PENALTY")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_PRESENCE_PENALTY",
+        help_heading = "Request body"
+    )]
     pub presence_penalty: Option<f64>,
     /// Run-level `repetition_penalty` (over the preset's; a row's own wins).
-    #[arg(long, env = "TOKENTAP_REPLAY_REPETITION_PENALTY")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_REPETITION_PENALTY",
+        help_heading = "Request body"
+    )]
     pub repetition_penalty: Option<f64>,
     /// Run-level `frequency_penalty` (over the preset's; a row's own wins).
-    #[arg(long, env = "TOKENTAP_REPLAY_FREQUENCY_PENALTY")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_FREQUENCY_PENALTY",
+        help_heading = "Request body"
+    )]
     pub frequency_penalty: Option<f64>,
     /// Run-level sampling `seed` sent in every request (none by default, as the reference).
-    #[arg(long, env = "TOKENTAP_REPLAY_SEED", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_SEED",
+        allow_negative_numbers = true,
+        help_heading = "Request body"
+    )]
     pub seed: Option<i64>,
     /// JSON object sent as `chat_template_kwargs`.
-    #[arg(long, env = "TOKENTAP_REPLAY_CHAT_TEMPLATE_KWARGS", value_parser = parse_json)]
+    #[arg(long, env = "TOKENTAP_REPLAY_CHAT_TEMPLATE_KWARGS", value_parser = parse_json, help_heading = "Request body")]
     pub chat_template_kwargs: Option<Value>,
     /// Header(s) carrying the logical conversation id; repeatable. Giving any replaces the
     /// default X-Session-ID.
-    #[arg(long = "routing-header", env = "TOKENTAP_REPLAY_ROUTING_HEADER", value_name = "NAME", default_values_t = [String::from(DEFAULT_ROUTING_HEADER)])]
+    #[arg(long = "routing-header", env = "TOKENTAP_REPLAY_ROUTING_HEADER", value_name = "NAME", default_values_t = [String::from(DEFAULT_ROUTING_HEADER)], help_heading = "Server")]
     pub routing_headers: Vec<String>,
     /// Sent as `Authorization: Bearer KEY`; never logged or recorded.
-    #[arg(long, env = "TOKENTAP_API_KEY", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "TOKENTAP_API_KEY",
+        hide_env_values = true,
+        help_heading = "Server"
+    )]
     pub api_key: Option<Secret>,
     /// Per-turn timeout (e.g. 600s, 4h). Default: the preset's official value, else 86400s.
-    #[arg(long, env = "TOKENTAP_REPLAY_TURN_TIMEOUT", value_parser = parse_duration)]
-    #[serde(serialize_with = "opt_secs")]
+    #[arg(long, env = "TOKENTAP_REPLAY_TURN_TIMEOUT", value_parser = tokentap_core::duration::parse, help_heading = "Load")]
+    #[serde(with = "tokentap_core::duration::opt_secs")]
     pub turn_timeout: Option<Duration>,
     /// Stop issuing when the first slot finds no trajectory left (tuning runs; official: off).
-    #[arg(long, env = "TOKENTAP_REPLAY_STOP_ISSUING_ON_FIRST_USER_COMPLETE")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_STOP_ISSUING_ON_FIRST_USER_COMPLETE",
+        help_heading = "Load"
+    )]
     pub stop_issuing_on_first_user_complete: bool,
     /// Stop issuing after this long, then drain in-flight turns.
-    #[arg(long, env = "TOKENTAP_REPLAY_MAX_DURATION", value_parser = parse_duration)]
-    #[serde(serialize_with = "opt_secs")]
+    #[arg(long, env = "TOKENTAP_REPLAY_MAX_DURATION", value_parser = tokentap_core::duration::parse, help_heading = "Load")]
+    #[serde(with = "tokentap_core::duration::opt_secs")]
     pub max_duration: Option<Duration>,
     /// Directory for records.jsonl, summary.json and config.json (created if missing).
-    #[arg(long, env = "TOKENTAP_REPLAY_OUT")]
+    #[arg(long, env = "TOKENTAP_REPLAY_OUT", help_heading = "Output")]
     pub out: Option<PathBuf>,
     /// Run only trajectories k with k mod N == I (N machines together issue the single-machine
     /// set).
-    #[arg(long, env = "TOKENTAP_REPLAY_SHARD", value_name = "I/N")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_SHARD",
+        value_name = "I/N",
+        help_heading = "Load"
+    )]
     pub shard: Option<Shard>,
     /// No live progress line.
-    #[arg(long, env = "TOKENTAP_REPLAY_QUIET")]
+    #[arg(long, env = "TOKENTAP_REPLAY_QUIET", help_heading = "Output")]
     pub quiet: bool,
     /// Stamp response arrivals when this process reads them instead of with the kernel's
     /// receive timestamp (the default: arrival at the host, independent of the client's
     /// scheduling; the difference is recorded per turn as `rx_lag_*`).
-    #[arg(long, env = "TOKENTAP_REPLAY_USER_RX_TIMESTAMPS")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_USER_RX_TIMESTAMPS",
+        help_heading = "Server"
+    )]
     pub user_rx_timestamps: bool,
     /// The model's Hugging Face tokenizer folder (tokenizer.json, and the chat template in
     /// chat_template.jinja or tokenizer_config.json): count OSL, the TPOT denominator and ISL
     /// exactly as the MLPerf reference does. Read locally; nothing is downloaded. Without it,
     /// output tokens come from server usage or chunk counts and the OSL gate is not evaluated.
-    #[arg(long, env = "TOKENTAP_REPLAY_TOKENIZER", value_name = "DIR")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_TOKENIZER",
+        value_name = "DIR",
+        help_heading = "Benchmark rules"
+    )]
     pub tokenizer: Option<PathBuf>,
     /// Keep every turn's output in its record (`content.output`, in the reference's
     /// `sample.complete` shape) so `tokentap report --tokenizer` can count it later. Off: outputs
     /// are never written.
-    #[arg(long, env = "TOKENTAP_REPLAY_RECORD_OUTPUTS")]
+    #[arg(long, env = "TOKENTAP_REPLAY_RECORD_OUTPUTS", help_heading = "Output")]
     pub record_outputs: bool,
     /// The curve's C_min (1–32; docs/rules.md): names the point's region in its files. The
     /// minimum duration does not depend on it: 600 s at concurrency ≤ 32, 2,400 s above.
-    #[arg(long, env = "TOKENTAP_REPLAY_C_MIN", value_name = "N")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_C_MIN",
+        value_name = "N",
+        help_heading = "Benchmark rules"
+    )]
     pub c_min: Option<u64>,
     /// Run for at least the rules' minimum duration of the point's concurrency (600 s at
     /// concurrency ≤ 32, 2,400 s above) times F: whole passes of the dataset are issued until it
     /// has elapsed. F = 1 is the official length; anything else marks the point not official
     /// (tuning runs). Without it the run is `--trajectories` long and the rule only checked.
-    #[arg(long, env = "TOKENTAP_REPLAY_MIN_DURATION_SCALE", value_name = "F")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_MIN_DURATION_SCALE",
+        value_name = "F",
+        help_heading = "Benchmark rules"
+    )]
     pub min_duration_scale: Option<f64>,
     /// Bind the run to a published seed set by its id (docs/rules.md), e.g. `A`: its
     /// `model_seed` is sent as every request's `seed` (as the reference sends its model seed; a
     /// row's own `seed`, or `--seed`, wins), and its three seeds are recorded in the run's files
     /// and a submission's `point.yaml`. The checker's own sets are bundled.
-    #[arg(long, env = "TOKENTAP_REPLAY_SEED_SET", value_name = "ID")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_SEED_SET",
+        value_name = "ID",
+        help_heading = "Benchmark rules"
+    )]
     pub seed_set: Option<String>,
     /// A newer seed-set file (the checker's `seed_sets.yaml` shape) to find `--seed-set` in.
     #[arg(
         long,
         env = "TOKENTAP_REPLAY_SEED_SETS",
         value_name = "FILE",
-        requires = "seed_set"
+        requires = "seed_set",
+        help_heading = "Benchmark rules"
     )]
     pub seed_sets: Option<PathBuf>,
     /// Largest SSE event (or line) a response may send, in bytes; a longer one fails the turn
     /// (`event_too_large`) instead of growing the client's buffer without bound.
-    #[arg(long, env = "TOKENTAP_REPLAY_MAX_EVENT_BYTES", value_name = "BYTES", default_value_t = DEFAULT_MAX_EVENT_BYTES)]
+    #[arg(long, env = "TOKENTAP_REPLAY_MAX_EVENT_BYTES", value_name = "BYTES", default_value_t = DEFAULT_MAX_EVENT_BYTES, help_heading = "Server")]
     pub max_event_bytes: usize,
-    /// Exit 0 whenever the run ran, whatever its turns and verdict (the exit codes before they
-    /// told failed turns and invalid points apart).
-    #[arg(long, env = "TOKENTAP_REPLAY_EXIT_ZERO")]
+    /// Exit 0 whenever the run ran and its records are whole, whatever its turns and verdict
+    /// (lost records still exit 1, an interrupted run 130).
+    #[arg(long, env = "TOKENTAP_REPLAY_EXIT_ZERO", help_heading = "Output")]
     pub exit_zero: bool,
     /// Warmup: issue this many trajectories before performance tracking starts (excluded from
     /// every result, recorded in warmup.jsonl and declared in the summary).
-    #[arg(long, env = "TOKENTAP_REPLAY_WARMUP_TRAJECTORIES", value_name = "N")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_WARMUP_TRAJECTORIES",
+        value_name = "N",
+        help_heading = "Warmup"
+    )]
     pub warmup_trajectories: Option<u64>,
     /// Warmup: issue for this long (e.g. 5m), then let the started turns finish.
-    #[arg(long, env = "TOKENTAP_REPLAY_WARMUP_DURATION", value_parser = parse_duration, value_name = "DURATION")]
-    #[serde(serialize_with = "opt_secs")]
+    #[arg(long, env = "TOKENTAP_REPLAY_WARMUP_DURATION", value_parser = tokentap_core::duration::parse, value_name = "DURATION", help_heading = "Warmup")]
+    #[serde(with = "tokentap_core::duration::opt_secs")]
     pub warmup_duration: Option<Duration>,
     /// Dataset for the warmup (default: the performance dataset). Warmup requests are always
     /// salted with a tag of their own, so no KV-cache entry carries over into the measurement.
-    #[arg(long, env = "TOKENTAP_REPLAY_WARMUP_DATASET", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_WARMUP_DATASET",
+        value_name = "FILE",
+        help_heading = "Warmup"
+    )]
     pub warmup_dataset: Option<PathBuf>,
     /// Concurrency of the warmup (default: --concurrency).
-    #[arg(long, env = "TOKENTAP_REPLAY_WARMUP_CONCURRENCY", value_name = "N")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_WARMUP_CONCURRENCY",
+        value_name = "N",
+        help_heading = "Warmup"
+    )]
     pub warmup_concurrency: Option<usize>,
     /// Serve the client's live metrics (Prometheus text, `source="client"`) at
     /// `http://ADDR/metrics` during the run. `PORT` alone means 127.0.0.1:PORT.
-    #[arg(long, env = "TOKENTAP_REPLAY_METRICS", value_name = "ADDR", value_parser = crate::metrics::parse_addr)]
+    #[arg(long, env = "TOKENTAP_REPLAY_METRICS", value_name = "ADDR", value_parser = crate::metrics::parse_addr, help_heading = "Server")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics: Option<std::net::SocketAddr>,
 }
@@ -532,14 +618,13 @@ pub struct DatasetInfo {
     pub client_turns: usize,
 }
 
-/// The warmup phase (SPEC §10.4: declared, excluded from the metrics).
+/// The warmup phase (docs/benchmark.md#validity: declared, excluded from the metrics).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WarmupConfig {
     /// Trajectories to issue (`None`: as many as `duration` allows).
     pub trajectories: Option<u64>,
     #[serde(
-        serialize_with = "opt_secs",
-        deserialize_with = "de_opt_secs",
+        with = "tokentap_core::duration::opt_secs",
         default,
         rename = "duration_s"
     )]
@@ -585,16 +670,11 @@ pub struct ReplayConfig {
     pub api_key: Option<Secret>,
     /// True when an API key was given (the key itself is never recorded).
     pub api_key_set: bool,
-    #[serde(
-        serialize_with = "secs",
-        deserialize_with = "de_secs",
-        rename = "turn_timeout_s"
-    )]
+    #[serde(with = "tokentap_core::duration::secs", rename = "turn_timeout_s")]
     pub turn_timeout: Duration,
     pub stop_issuing_on_first_user_complete: bool,
     #[serde(
-        serialize_with = "opt_secs",
-        deserialize_with = "de_opt_secs",
+        with = "tokentap_core::duration::opt_secs",
         default,
         rename = "max_duration_s"
     )]
@@ -1067,10 +1147,19 @@ mod tests {
 
     #[test]
     fn durations_and_shards() {
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
-        assert!(parse_duration("-1s").is_err());
+        assert_eq!(
+            tokentap_core::duration::parse("250ms").unwrap(),
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            tokentap_core::duration::parse("2m").unwrap(),
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            tokentap_core::duration::parse("1.5").unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert!(tokentap_core::duration::parse("-1s").is_err());
         assert_eq!(
             "1/4".parse::<Shard>().unwrap(),
             Shard { index: 1, count: 4 }

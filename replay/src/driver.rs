@@ -1,5 +1,5 @@
-//! The closed loop of SPEC §5: slots, the trajectory FIFO, delays, timeouts, the performance
-//! window, and stopping.
+//! The closed loop of docs/benchmark.md#load: slots, the trajectory FIFO, delays, timeouts, the
+//! performance window, and stopping.
 //!
 //! ```text
 //!            next: AtomicU64 (FIFO claim counter)
@@ -13,8 +13,8 @@
 //! Each slot is one task with its own connection; it holds at most one request in flight, and
 //! takes the next trajectory the moment its current one ends. Claims are a single atomic
 //! increment, so the k-th trajectory started is the k-th claim, exactly the FIFO numbering of
-//! SPEC §5; with `--shard I/N` a process claims only k ≡ I (mod N), so N processes together
-//! issue exactly the single-process set.
+//! docs/benchmark.md#load; with `--shard I/N` a process claims only k ≡ I (mod N), so N processes
+//! together issue exactly the single-process set.
 //!
 //! Performance window: open from the run's start. The first time a slot that has just finished a
 //! trajectory finds nothing left to claim, the window closes (and, with
@@ -210,7 +210,7 @@ pub(crate) async fn slot(run: Arc<Run>, slot: u32) {
         }
         let Some(k) = run.claim() else {
             if finished_one {
-                // "The first user has completed its last trajectory" (SPEC §5).
+                // "The first user has completed its last trajectory" (docs/benchmark.md#window).
                 run.close_window();
                 if run.cfg.stop_issuing_on_first_user_complete {
                     run.stop(StopReason::FirstUserComplete);
@@ -389,14 +389,14 @@ async fn trajectory(run: &Run, slot: u32, k: u64, conn: &mut Conn, scratch: &mut
         };
         guard.next = ti + 1;
         if status != Status::Ok {
-            let e = TurnError {
-                source: ErrorSource::Internal,
-                kind: ErrorKind::PreviousTurnFailed.as_str().into(),
-                message: format!(
+            let e = TurnError::new(
+                ErrorSource::Internal,
+                ErrorKind::PreviousTurnFailed,
+                format!(
                     "turn {ti} of this trajectory ended {}; the rest is not sent",
                     status.as_str()
                 ),
-            };
+            );
             t.abort_from(run, ti + 1, e);
             guard.next = t.turns.len();
             break;
@@ -583,24 +583,24 @@ fn conclude(run: &Run, rec: &mut TurnRecord, ended: Ended, conn: &mut Conn, scra
             conn.reset();
             rec.http_status = scratch.http_status;
             rec.status = Status::TimedOut;
-            rec.error = Some(TurnError {
-                source: ErrorSource::Internal,
-                kind: ErrorKind::TurnTimeout.as_str().into(),
-                message: format!(
+            rec.error = Some(TurnError::new(
+                ErrorSource::Internal,
+                ErrorKind::TurnTimeout,
+                format!(
                     "turn timeout of {:?} elapsed; request cancelled",
                     run.cfg.turn_timeout
                 ),
-            });
+            ));
         }
         Ended::Cancelled => {
             conn.reset();
             rec.http_status = scratch.http_status;
             rec.status = Status::Cancelled;
-            rec.error = Some(TurnError {
-                source: ErrorSource::Internal,
-                kind: ErrorKind::Cancelled.as_str().into(),
-                message: "the run was stopped while the turn was in flight".into(),
-            });
+            rec.error = Some(TurnError::new(
+                ErrorSource::Internal,
+                ErrorKind::Cancelled,
+                "the run was stopped while the turn was in flight",
+            ));
         }
     }
 }
@@ -617,11 +617,11 @@ fn stopped(run: &Run) -> TurnError {
         Some(StopReason::MaxDuration) => "max_duration",
         Some(StopReason::Shutdown) | None => "shutdown",
     };
-    TurnError {
-        source: ErrorSource::Internal,
-        kind: ErrorKind::Stopped.as_str().into(),
-        message: format!("issuing stopped ({why}) before this turn was sent"),
-    }
+    TurnError::new(
+        ErrorSource::Internal,
+        ErrorKind::Stopped,
+        format!("issuing stopped ({why}) before this turn was sent"),
+    )
 }
 
 fn send(run: &Run, job: Job) {

@@ -13,8 +13,9 @@ pub enum ReplayError {
     /// (Not a `#[source]`: the message already holds every error, which `{:#}` would repeat.)
     #[error("dataset:\n{0}")]
     Dataset(DatasetErrors),
-    /// SPEC §4: with salting on, a conversation without a system prompt is a hard error.
-    #[error("{}:{line}: conversation {conversation:?} has no system prompt, and --salt needs one (SPEC §4: the salt is written around the system prompt)", path.display())]
+    /// docs/benchmark.md#salting: with salting on, a conversation without a system prompt is a hard
+    /// error.
+    #[error("{}:{line}: conversation {conversation:?} has no system prompt, and --salt needs one (the salt is written around the system prompt: docs/benchmark.md#salting)", path.display())]
     NoSystemPrompt {
         path: PathBuf,
         line: usize,

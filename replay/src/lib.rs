@@ -1,16 +1,16 @@
 //! # tokentap-replay — the MLPerf-exact closed-loop replay client
 //!
 //! Replays MLPerf Agentic Inference trajectories against an OpenAI-compatible endpoint exactly as
-//! the benchmark defines them (SPEC §2–§6) and measures every streamed token of every turn.
-//! `tokentap replay` is a thin wrapper over [`run`]; tests and the demo call [`run_with`] with a
-//! dataset already in memory.
+//! the benchmark defines them (docs/benchmark.md, the sections #dataset to #gates) and measures
+//! every streamed token of every turn. `tokentap replay` is a thin wrapper over [`run`]; tests
+//! and the demo call [`run_with`] with a dataset already in memory.
 //!
 //! ## Layout
 //! - [`config`]: `Opts` (the flags) → [`ReplayConfig`] (presets, overrides, endpoint, dataset
 //!   checks). Written to `config.json` and embedded in `summary.json`.
 //! - [`body`]: byte-compatible request bodies built incrementally (each history message
 //!   serialized once per trajectory; the body is a list of shared segments).
-//! - [`salt`]: BLAKE2b-2 salt tags (SPEC §4).
+//! - [`salt`]: BLAKE2b-2 salt tags (docs/benchmark.md#salting).
 //! - [`merge`]: `tokentap merge` — the shards of one run joined into that run.
 //! - [`models`]: without `--model`, the one model the endpoints list at `/v1/models`.
 //! - [`client`]: one keep-alive connection per slot (TCP or TLS; HTTP/1.1 read by hand); one
@@ -50,8 +50,8 @@
 //!
 //! ## Measured costs
 //! See `benches/build.rs` (request build time vs context size) and `examples/replay_overhead.rs`
-//! (client TTFT − the sim's first-chunk write time, turns/s, peak RSS); numbers are pasted
-//! there and in the crate's report.
+//! (client TTFT − the sim's first-chunk write time, turns/s, peak RSS); the numbers are in
+//! docs/benchmarks.md.
 #![forbid(unsafe_code)]
 
 pub mod body;
@@ -109,12 +109,19 @@ pub mod exit {
     pub const TURNS_FAILED: u8 = 4;
     /// Stopped by Ctrl-C, SIGTERM or SIGHUP; everything recorded was written.
     pub const INTERRUPTED: u8 = 130;
+    /// Records could not be written to `records.jsonl` (`run.records_failed` in
+    /// `summary.json`): the run's data is incomplete, whatever else happened. Takes precedence
+    /// over every other code, `--exit-zero` included.
+    pub const RECORDS_LOST: u8 = 1;
 }
 
 impl RunOutcome {
     /// The exit code for this outcome ([`exit`]); `exit_zero` (`--exit-zero`) turns every
     /// outcome of a run that ran, interrupted aside, into 0.
     pub fn exit_code(&self, exit_zero: bool) -> u8 {
+        if self.summary.run.records_failed > 0 || self.summary.run.records_error.is_some() {
+            return exit::RECORDS_LOST;
+        }
         if self.interrupted {
             return exit::INTERRUPTED;
         }
@@ -447,7 +454,7 @@ impl Warmup<'_> {
         .run(target, shutdown, None, &CancellationToken::new())
         .await?;
         let a = &ran.agg;
-        let aborted = a.by_status[collector::status_index(tokentap_core::record::Status::Aborted)];
+        let aborted = a.by_status[tokentap_core::record::Status::Aborted.index()];
         Ok(summary::WarmupDeclaration {
             duration_s: ran.end.mono_ns.saturating_sub(ran.start.mono_ns) as f64 / 1e9,
             requests_issued: a.records - aborted,

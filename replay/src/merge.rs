@@ -12,12 +12,12 @@
 //!   unchanged, instants of different shards compare by their hosts' wall clocks. How far those
 //!   clocks can disagree is bounded from the servers' `Date` headers the records carry
 //!   ([`clock_bound`]) and reported.
-//! - **One performance window**, the single-machine rule (SPEC §5) applied to the union:
-//!   tracking starts when the first shard starts; the budget is exhausted when the last shard
-//!   claims its last trajectory; tracking stops at the first trajectory completion, on any shard,
-//!   after that instant. A record is in the window when it was issued before the stop (the shard
-//!   whose own window closed at that instant keeps its own flags, so one shard merged alone is
-//!   exactly that shard's run).
+//! - **One performance window**, the single-machine rule (docs/benchmark.md#window) applied to the
+//!   union: tracking starts when the first shard starts; the budget is exhausted when the last
+//!   shard claims its last trajectory; tracking stops at the first trajectory completion, on any
+//!   shard, after that instant. A record is in the window when it was issued before the stop (the
+//!   shard whose own window closed at that instant keeps its own flags, so one shard merged alone
+//!   is exactly that shard's run).
 //! - **Numbers recomputed from the union**: the records are folded again through the same
 //!   aggregation as a live run (exact percentiles from all raw samples, counts, token totals,
 //!   the reference's `result_summary.json` samples); accuracy is the mean of the records'
@@ -34,9 +34,9 @@ use crate::RunOutcome;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use tokentap_core::clock::Anchor;
+use tokentap_core::linefile::{Batch, LineFile};
 use tokentap_core::record::{Status, TurnRecord};
 use tokentap_mlperf::scorer::{Domain, ExcludedTurn, ScoreSums, Scores, TurnScore};
 
@@ -211,8 +211,9 @@ struct Close {
     own: Option<usize>,
 }
 
-/// SPEC §5 on the union: the budget is exhausted when the last shard claims its last
-/// trajectory; tracking stops at the first trajectory completion on any shard after that.
+/// The window rule (docs/benchmark.md#window) on the union: the budget is exhausted when the last
+/// shard claims its last trajectory; tracking stops at the first trajectory completion on any shard
+/// after that.
 fn union_window(shards: &[ShardRun]) -> Result<UnionWindow, ReplayError> {
     let mut exhausted: Option<(u64, usize)> = None;
     for (i, s) in shards.iter().enumerate() {
@@ -379,14 +380,21 @@ fn write(
     };
     let rec_path = out.join("records.jsonl");
     {
-        let f = std::fs::File::create(&rec_path).map_err(io("cannot create", &rec_path))?;
-        let mut w = BufWriter::with_capacity(256 << 10, f);
+        // Whole lines only (core's linefile): a failed write leaves no torn line, and the
+        // merge fails naming the file.
+        let mut f = LineFile::create(&rec_path).map_err(io("cannot create", &rec_path))?;
+        let mut batch = Batch::with_capacity(256 << 10);
         for l in lines {
-            serde_json::to_writer(&mut w, l)
+            batch
+                .push(l)
                 .map_err(|e| io("cannot write", &rec_path)(e.into()))?;
-            w.write_all(b"\n").map_err(io("cannot write", &rec_path))?;
+            if batch.bytes() >= 256 << 10 {
+                f.write_batch(&mut batch)
+                    .map_err(|(_, e)| io("cannot write", &rec_path)(e))?;
+            }
         }
-        w.flush().map_err(io("cannot write", &rec_path))?;
+        f.write_batch(&mut batch)
+            .map_err(|(_, e)| io("cannot write", &rec_path)(e))?;
     }
     crate::write_json(out, "config.json", config)?;
     crate::write_json(out, "summary.json", &built.summary)?;

@@ -1,7 +1,7 @@
 //! `tokentap replay --metrics ADDR`: the client's view, live, in Prometheus text at
 //! `http://ADDR/metrics`. Same names, buckets and label rules as the proxy
-//! ([`tokentap_core::metrics`], SPEC §8) with the constant label `source="client"`, so a
-//! dashboard can put client and wire side by side.
+//! ([`tokentap_core::metrics`], docs/benchmark.md#prometheus) with the constant label
+//! `source="client"`, so a dashboard can put client and wire side by side.
 //!
 //! Cost: nothing here runs inside the timed part of a turn. A turn's histograms are observed in
 //! [`ClientMetrics::turn_recorded`], called after the record is complete (every timestamp

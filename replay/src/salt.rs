@@ -1,4 +1,4 @@
-//! Cache salting (SPEC §4).
+//! Cache salting (docs/benchmark.md#salting).
 //!
 //! With salting on, the first system message of every request becomes
 //! `"[salt: R]\n\n" + system + "\n\n[salt: C]"`: R is a tag of the pass over the dataset, C a tag
@@ -66,7 +66,7 @@ impl fmt::Display for Salted<'_> {
 mod tests {
     use super::*;
 
-    /// The test vectors of SPEC §4.
+    /// The test vectors of docs/benchmark.md#salting.
     #[test]
     fn spec_vectors() {
         for (input, want) in [

@@ -2,9 +2,9 @@
 //!
 //! Two kinds of numbers, labelled as such:
 //! - **The benchmark's own** (`mlperf`, `accuracy`, `validity`): computed as the MLPerf
-//!   Endpoints reference computes them (SPEC §10) — primary metrics over the performance
-//!   window's issued turns, the reference's TPOT, tokens counted with the model's tokenizer
-//!   (`--tokenizer`; otherwise `mlperf.osl_source` says what was counted instead), the
+//!   Endpoints reference computes them (docs/benchmark.md#reference) — primary metrics over the
+//!   performance window's issued turns, the reference's TPOT, tokens counted with the model's
+//!   tokenizer (`--tokenizer`; otherwise `mlperf.osl_source` says what was counted instead), the
 //!   reference inline scorer over every issued scorable turn, the official validity rules. The
 //!   same numbers are in `result_summary.json` and `scores.json`, in the reference's schema.
 //! - **tokentap's own** (`latency_ms`, `throughput`, `tokens`, `client`): wire-exact per-token
@@ -14,7 +14,7 @@
 //!
 //! Every field is described in `docs/records.md`.
 
-use crate::collector::{Aggregate, SOURCES};
+use crate::collector::Aggregate;
 use crate::config::ReplayConfig;
 use crate::driver::StopReason;
 use serde::Serialize;
@@ -61,7 +61,8 @@ pub struct Summary {
 /// The benchmark's primary metrics of this point and how their tokens were counted.
 #[derive(Debug, Clone, Serialize)]
 pub struct Mlperf {
-    /// Whose definitions: the reference client pinned at ea33275 (SPEC §10.2).
+    /// Whose definitions: the reference client pinned at ea33275
+    /// (docs/benchmark.md#primary-metrics).
     pub definitions: &'static str,
     #[serde(flatten)]
     pub primary: Primary,
@@ -91,7 +92,7 @@ pub struct Mlperf {
     pub result_summary: &'static str,
 }
 
-/// The declared warmup (SPEC §10.4).
+/// The declared warmup (docs/benchmark.md#validity).
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct WarmupDeclaration {
     pub duration_s: f64,
@@ -124,6 +125,10 @@ pub struct Validity {
     pub gates: Option<Official>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct RunInfo {
     /// Run start (before the first issue), both clocks.
@@ -141,9 +146,13 @@ pub struct RunInfo {
     pub trajectories_finished: u64,
     /// Mean request body size, bytes.
     pub mean_request_bytes: Option<f64>,
-    /// Problem writing records.jsonl, if any.
+    /// The first problem writing records.jsonl, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub records_error: Option<String>,
+    /// Records not written to records.jsonl (a write error; none of their bytes are in the
+    /// file). Non-zero makes the run exit 1.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub records_failed: u64,
     /// Sampling fields that dataset rows override (other than `model`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub row_overrides: Vec<String>,
@@ -173,6 +182,34 @@ pub struct Counts {
     /// Records of turns issued inside the window, by status.
     pub in_window: BTreeMap<&'static str, u64>,
     pub total: u64,
+    /// The turns that did not end `ok`, by `error.kind`: how many, and the first one's message
+    /// (most turns first).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<ErrorCount>,
+}
+
+/// The turns that ended with one `error.kind`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorCount {
+    pub kind: String,
+    pub turns: u64,
+    pub first_message: String,
+}
+
+impl Counts {
+    fn errors(agg: &Aggregate) -> Vec<ErrorCount> {
+        let mut v: Vec<ErrorCount> = agg
+            .errors
+            .iter()
+            .map(|(k, (n, m))| ErrorCount {
+                kind: k.clone(),
+                turns: *n,
+                first_message: m.clone(),
+            })
+            .collect();
+        v.sort_by(|a, b| b.turns.cmp(&a.turns).then_with(|| a.kind.cmp(&b.kind)));
+        v
+    }
 }
 
 /// One endpoint's share of the run (turns that were sent: aborted ones are not).
@@ -324,11 +361,11 @@ impl Tokens {
         Tokens {
             mean_output_tokens_per_turn: agg.ok_output_tokens.value(),
             mean_output_tokens_per_turn_window: mean_window,
-            output_tokens_source: SOURCES
+            output_tokens_source: tokentap_core::timeline::TokenSource::ALL
                 .iter()
                 .zip(agg.ok_output_sources)
                 .filter(|(_, n)| *n > 0)
-                .map(|(s, n)| (*s, n))
+                .map(|(s, n)| (s.as_str(), n))
                 .collect(),
             cached_token_share: (agg.prompt_tokens > 0)
                 .then(|| agg.cached_tokens as f64 / agg.prompt_tokens as f64),
@@ -388,7 +425,7 @@ impl Mlperf {
         };
         let mlperf = Mlperf {
             definitions:
-                "MLPerf Endpoints reference client (mlcommons/endpoints ea33275), SPEC §10",
+                "MLPerf Endpoints reference client (mlcommons/endpoints ea33275), docs/benchmark.md#reference",
             primary,
             samples_issued: inputs.issued,
             samples_completed: inputs.completed,
@@ -487,6 +524,7 @@ impl Summary {
                 trajectories_finished: f.trajectories_finished,
                 mean_request_bytes: agg.request_bytes.value(),
                 records_error: agg.write_error.clone(),
+                records_failed: agg.records_failed,
                 row_overrides: f.row_overrides.clone(),
             },
             window: Window {
@@ -502,6 +540,7 @@ impl Summary {
                 turns: by_status(&agg.by_status),
                 in_window: by_status(&agg.in_window_by_status),
                 total: agg.records,
+                errors: Counts::errors(&agg),
             },
             endpoints: EndpointShare::all(&cfg, &agg),
             latency_ms: latency,
@@ -531,6 +570,18 @@ impl Summary {
     pub fn render_text(&self) -> String {
         let mut s = String::new();
         self.text_headline(&mut s);
+        let ok = self.counts.turns.get("ok").copied().unwrap_or(0);
+        if ok == 0 && self.counts.total > 0 {
+            // Nothing to measure: say so first, with the cause, and print no empty tables.
+            let _ = writeln!(
+                s,
+                "NO TURN COMPLETED: {} turns recorded, none ok",
+                self.counts.total
+            );
+            self.text_errors(&mut s);
+            self.text_counts(&mut s);
+            return s;
+        }
         self.text_mlperf(&mut s);
         self.text_verdict(&mut s);
         self.text_own(&mut s);
@@ -541,6 +592,13 @@ impl Summary {
     /// Where the run went: endpoints, TLS trust, the merge, the model.
     fn text_headline(&self, s: &mut String) {
         let _ = writeln!(s, "tokentap replay — {}", self.config.endpoint_urls());
+        if let Some(e) = &self.run.records_error {
+            let _ = writeln!(
+                s,
+                "  RECORDS LOST: {} records NOT written to records.jsonl ({e}); the file holds whole lines only",
+                self.run.records_failed
+            );
+        }
         if self.config.insecure {
             let _ = writeln!(
                 s,
@@ -718,9 +776,27 @@ impl Summary {
         }
     }
 
+    /// Why turns did not end `ok`: each error kind, its count and its first message.
+    fn text_errors(&self, s: &mut String) {
+        if self.counts.errors.is_empty() {
+            return;
+        }
+        let _ = writeln!(s, "turns not ok, by error (the first message of each):");
+        for e in &self.counts.errors {
+            let _ = writeln!(s, "  {} × {}: {}", e.turns, e.kind, e.first_message);
+        }
+    }
+
     /// tokentap's own numbers: counts, window, latency table.
     fn text_own(&self, s: &mut String) {
         let _ = writeln!(s, "tokentap's own measurements (wire-exact):");
+        self.text_counts(s);
+        self.text_errors(s);
+        self.text_latency(s);
+    }
+
+    /// The run line: duration, trajectories, turns by status.
+    fn text_counts(&self, s: &mut String) {
         let c = &self.counts.turns;
         let _ = writeln!(
             s,
@@ -738,6 +814,10 @@ impl Summary {
             c["aborted"],
             c["cancelled"],
         );
+    }
+
+    /// The window and the latency table.
+    fn text_latency(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "window: {} s, {} ok turns in window",
@@ -846,7 +926,7 @@ fn validity(
     m: &Mlperf,
 ) -> Validity {
     let official = cfg.preset.map(|p| p.official());
-    let n = |s: Status| agg.by_status[crate::collector::status_index(s)];
+    let n = |s: Status| agg.by_status[s.index()];
     let stopped_early = match (f.interrupted, f.stopped_by) {
         (true, _) => Some("interrupted".to_string()),
         (false, Some(StopReason::MaxDuration)) => Some("--max-duration".to_string()),

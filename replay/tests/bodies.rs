@@ -1,5 +1,6 @@
 //! Request bodies and headers as the server received them (captured by the real sim), compared
-//! byte for byte with bodies written out by hand from SPEC §3/§4.
+//! byte for byte with bodies written out by hand from docs/benchmark.md#requests
+//! and docs/benchmark.md#salting.
 
 use std::collections::BTreeMap;
 use tokentap_replay::{Preset, ReplayConfig};
@@ -7,7 +8,7 @@ use tokentap_testkit::replay::*;
 
 /// Parallel tool results, reasoning, non-ASCII text, a named assistant, per-row overrides, a
 /// conversation that ends on a tool row; a workflow conversation; two one-turn conversations
-/// whose ids are SPEC §4 salt vectors.
+/// whose ids are salt vectors of docs/benchmark.md#salting.
 const DATASET: &str = r#"{"_type":"dataset_metadata","source":"handcrafted"}
 {"conversation_id":"c1","turn":1,"role":"user","content":"Fix the bug ünïcode","system":"You are an agent.","tools":[{"type":"function","function":{"name":"bash","parameters":{"type":"object","properties":{"command":{"type":"string"}}}}}]}
 {"conversation_id":"c1","turn":2,"role":"assistant","reasoning_content":"Let me look.","tool_calls":[{"id":"a","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}},{"id":"b","type":"function","function":{"name":"bash","arguments":"{\"command\":\"cat f\"}"}}]}
@@ -121,9 +122,9 @@ async fn salt_vectors_and_second_pass() {
     let (_, recs) = run(c, ds).await;
     assert!(recs.iter().all(|r| status(r) == "ok"));
     let got = bodies_by_session(&sim);
-    // SPEC §4 vectors: pass "1" → 4461, "2" → ba75; ids c1 → 6d82, sim_000001 → 1bd4,
-    // django__django-16899 → edc0, conv1 → e643. The id hashed is the source id, without
-    // `__repeat_2`.
+    // Salt vectors (docs/benchmark.md#salting): pass "1" → 4461, "2" → ba75; ids c1 → 6d82,
+    // sim_000001 → 1bd4, django__django-16899 → edc0, conv1 → e643. The id hashed is the source id,
+    // without `__repeat_2`.
     for (id, tag, sys) in [
         ("c1", "6d82", "You are an agent."),
         ("sim_000001", "1bd4", "Support rules."),

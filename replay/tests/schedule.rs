@@ -1,5 +1,5 @@
-//! The closed loop of SPEC §5 against the real sim: concurrency, one turn in flight per
-//! conversation, delays, timeouts and failures, the performance window, stopping.
+//! The closed loop of docs/benchmark.md#load against the real sim: concurrency, one turn in flight
+//! per conversation, delays, timeouts and failures, the performance window, stopping.
 
 use std::time::Duration;
 use tokentap_replay::StopReason;

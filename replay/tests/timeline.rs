@@ -51,7 +51,7 @@ async fn pairs(
     log.sort_by_key(|r| r.seq);
     let recs = sorted(recs);
     assert_eq!(recs.len(), log.len());
-    // Join rule (SPEC §9): session header + order inside the session.
+    // Join rule (docs/benchmark.md#client-formats): session header + order inside the session.
     let mut out = Vec::new();
     for rec in recs {
         let nth = out

@@ -84,8 +84,8 @@ pub fn render(run: &Run) -> String {
     o
 }
 
-/// The benchmark's primary metrics, first (SPEC §10.2): the reference's definitions, and
-/// where the tokens came from.
+/// The benchmark's primary metrics, first (docs/benchmark.md#primary-metrics): the reference's
+/// definitions, and where the tokens came from.
 fn mlperf_section(o: &mut String, run: &Run) {
     let m = &run.summary["mlperf"];
     if !m.is_object() {
@@ -451,7 +451,7 @@ fn swimlane(run: &Run) -> String {
     .render()
 }
 
-/// Issue 5 hook: when `tokentap compare --json RUN_DIR/compare.json` (schema
+/// The client-vs-wire section: when `tokentap compare --json RUN_DIR/compare.json` (schema
 /// `tokentap-compare/1`, docs/compare.md) left its comparison in the run directory, show its
 /// verdict and reasons, the claims table (`metrics[].claims[]`) and the client-vs-wire TTFT
 /// scatter (`pairs[].client.ttft_ms` against `pairs[].wire.ttft_ms`).

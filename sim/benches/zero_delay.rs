@@ -8,17 +8,11 @@
 //!
 //! Run: `cargo bench -p tokentap-sim --bench zero_delay`
 //!
-//! Measured (2-core dev VM shared with other builds, so noisy; bench profile, 2026-11):
-//!   stream_20k_chunks      35.5–41.7 ms/iter  ≈ 480–560 k chunks/s  (≈ 2 µs per chunk, k = 1)
-//!   stream_20k_tokens_k4   12.5–15.1 ms/iter  ≈ 330–400 k chunks/s  (≈ 1.3–1.6 M tokens/s)
-//! (ranges: two runs while other packages were building on the same 2 cores).
-//! A benchmark against the sim is limited by the client long before this.
-//!
 //! After the benches, a counting global allocator reports allocations per chunk over one
-//! 20k-chunk stream, whole process (sim + this client; the client allocates only per request):
-//!   allocations over one 20000-chunk stream: 692 (0.0346/chunk)
-//! i.e. the 16 KiB event arena refilling every ~80 chunks; nothing per chunk.
+//! 20k-chunk stream, whole process (sim + this client; the client allocates only per request).
 //!
+//! Results (the runs, the date and the machine): docs/benchmarks.md, "Simulated server
+//! throughput".
 
 use criterion::{criterion_group, Criterion, Throughput};
 use std::io::{Read, Write};

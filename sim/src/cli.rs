@@ -10,7 +10,8 @@ use anyhow::Context as _;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use tokentap_core::duration::parse_ms;
+use std::time::Duration;
+use tokentap_core::duration::parse;
 use tokentap_core::value::{non_negative, share};
 
 /// Base timing when no profile is given.
@@ -49,9 +50,13 @@ pub struct Opts {
     /// Seed of all random draws.
     #[arg(long, env = "TOKENTAP_SIM_SEED")]
     pub seed: Option<u64>,
-    /// Model name served.
+    /// Model name served (listed at /v1/models); a request for another model gets 404, as from
+    /// vLLM, unless --any-model.
     #[arg(long, env = "TOKENTAP_SIM_MODEL")]
     pub model: Option<String>,
+    /// Answer requests for any model name, not only --model's.
+    #[arg(long, env = "TOKENTAP_SIM_ANY_MODEL")]
+    pub any_model: bool,
     /// Keep the exact request bodies in the request log.
     #[arg(long, env = "TOKENTAP_SIM_CAPTURE_BODIES")]
     pub capture_bodies: bool,
@@ -59,24 +64,22 @@ pub struct Opts {
     #[arg(long, env = "TOKENTAP_SIM_ENGINE_METRICS", value_enum)]
     pub engine_metrics: Option<EngineFlavor>,
 
-    // Timing. Durations: `20ms`, `50us`, `1.5s`; a bare number is milliseconds (the spelling
-    // of the `--*-ms` names, still accepted).
-    /// Fixed prefill time (20ms; a bare number is ms).
-    #[arg(long = "prefill-base", visible_alias = "prefill-base-ms", value_name = "DURATION",
-        env = "TOKENTAP_SIM_PREFILL_BASE_MS", value_parser = parse_ms, help_heading = "Timing")]
-    pub prefill_base_ms: Option<f64>,
-    /// Prefill time per uncached prompt token (50us; a bare number is ms).
-    #[arg(long = "prefill-per-token", visible_alias = "prefill-per-token-ms",
-        value_name = "DURATION", env = "TOKENTAP_SIM_PREFILL_PER_TOKEN_MS", value_parser = parse_ms,
+    // Timing. Durations as on every command: `20ms`, `50us`, `1.5s`; a bare number is seconds.
+    /// Fixed prefill time (e.g. 20ms).
+    #[arg(long, value_name = "DURATION", env = "TOKENTAP_SIM_PREFILL_BASE", value_parser = parse,
         help_heading = "Timing")]
-    pub prefill_per_token_ms: Option<f64>,
+    pub prefill_base: Option<Duration>,
+    /// Prefill time per uncached prompt token (e.g. 50us).
+    #[arg(long, value_name = "DURATION", env = "TOKENTAP_SIM_PREFILL_PER_TOKEN",
+        value_parser = parse, help_heading = "Timing")]
+    pub prefill_per_token: Option<Duration>,
     /// Concurrent prefills (0 = unlimited; otherwise requests queue for a lane).
     #[arg(long, env = "TOKENTAP_SIM_PREFILL_LANES", help_heading = "Timing")]
     pub prefill_lanes: Option<u32>,
-    /// Decode time per token with one request decoding (8ms; a bare number is ms).
-    #[arg(long = "decode", visible_alias = "decode-ms", value_name = "DURATION",
-        env = "TOKENTAP_SIM_DECODE_MS", value_parser = parse_ms, help_heading = "Timing")]
-    pub decode_ms: Option<f64>,
+    /// Decode time per token with one request decoding (e.g. 8ms).
+    #[arg(long, value_name = "DURATION", env = "TOKENTAP_SIM_DECODE", value_parser = parse,
+        help_heading = "Timing")]
+    pub decode: Option<Duration>,
     /// Decode slowdown per extra concurrent decode (0.05 = +5 %).
     #[arg(long, env = "TOKENTAP_SIM_DECODE_SLOWDOWN", value_parser = non_negative,
         help_heading = "Timing")]
@@ -159,10 +162,10 @@ pub struct Opts {
     /// Share of streams that stall once (0 to 1).
     #[arg(long, env = "TOKENTAP_SIM_STALL_RATE", value_parser = share, help_heading = "Faults")]
     pub stall_rate: Option<f64>,
-    /// Stall length (2s; a bare number is ms).
-    #[arg(long = "stall", visible_alias = "stall-ms", value_name = "DURATION",
-        env = "TOKENTAP_SIM_STALL_MS", value_parser = whole_ms, help_heading = "Faults")]
-    pub stall_ms: Option<u64>,
+    /// Stall length (e.g. 2s; kept to the millisecond).
+    #[arg(long, value_name = "DURATION", env = "TOKENTAP_SIM_STALL", value_parser = parse,
+        help_heading = "Faults")]
+    pub stall: Option<Duration>,
     /// Share of streams cut mid-way (0 to 1).
     #[arg(long, env = "TOKENTAP_SIM_DISCONNECT_RATE", value_parser = share,
         help_heading = "Faults")]
@@ -173,9 +176,9 @@ pub struct Opts {
     pub malformed_rate: Option<f64>,
 }
 
-/// `--stall`: a duration as whole milliseconds (a bare number is ms).
-fn whole_ms(s: &str) -> Result<u64, String> {
-    parse_ms(s).map(|v| v.round() as u64)
+/// A duration as the profile's milliseconds.
+fn ms(d: &Option<Duration>) -> Option<f64> {
+    d.map(|d| d.as_nanos() as f64 / 1e6)
 }
 
 impl Opts {
@@ -203,6 +206,7 @@ impl Opts {
         }
         set(&mut c.seed, &self.seed);
         set(&mut c.model, &self.model);
+        c.refuse_other_models = !self.any_model;
         set(&mut c.engine_metrics, &self.engine_metrics);
         if self.chunk_log.is_some() {
             c.chunk_log = self.chunk_log.clone();
@@ -212,10 +216,10 @@ impl Opts {
         }
         c.capture_bodies |= self.capture_bodies;
         let t = &mut c.timing;
-        set(&mut t.prefill_base_ms, &self.prefill_base_ms);
-        set(&mut t.prefill_per_token_ms, &self.prefill_per_token_ms);
+        set(&mut t.prefill_base_ms, &ms(&self.prefill_base));
+        set(&mut t.prefill_per_token_ms, &ms(&self.prefill_per_token));
         set(&mut t.prefill_lanes, &self.prefill_lanes);
-        set(&mut t.decode_ms, &self.decode_ms);
+        set(&mut t.decode_ms, &ms(&self.decode));
         set(&mut t.decode_slowdown, &self.decode_slowdown);
         t.flush_each_chunk |= self.flush_each_chunk;
         if self.no_cache {
@@ -240,7 +244,7 @@ impl Opts {
         set(&mut f.error_rate, &self.error_rate);
         set(&mut f.error_statuses, &self.error_statuses);
         set(&mut f.stall_rate, &self.stall_rate);
-        set(&mut f.stall_ms, &self.stall_ms);
+        set(&mut f.stall_ms, &self.stall.map(|d| d.as_millis() as u64));
         set(&mut f.disconnect_rate, &self.disconnect_rate);
         set(&mut f.malformed_rate, &self.malformed_rate);
         c.validate()?;
@@ -307,8 +311,8 @@ mod tests {
             "x",
             "--profile",
             profile.to_str().unwrap(),
-            "--decode-ms",
-            "4",
+            "--decode",
+            "4ms",
             "--role-prelude",
             "false",
             "--error-statuses",
@@ -336,15 +340,19 @@ mod tests {
     }
 
     #[test]
-    fn durations_take_units_and_bare_milliseconds() {
+    fn durations_take_units_and_bare_seconds() {
         let c = Cli::parse_from(["x", "--decode", "8ms", "--prefill-per-token", "50us"]);
-        assert_eq!(c.opts.decode_ms, Some(8.0));
-        assert_eq!(c.opts.prefill_per_token_ms, Some(0.05));
-        let c = Cli::parse_from(["x", "--decode-ms", "1.5", "--stall-ms", "250"]);
-        assert_eq!(c.opts.decode_ms, Some(1.5));
-        assert_eq!(c.opts.stall_ms, Some(250));
-        let c = Cli::parse_from(["x", "--stall", "2s"]);
-        assert_eq!(c.opts.stall_ms, Some(2000));
+        let b = c.opts.build_config().unwrap();
+        assert_eq!(b.timing.decode_ms, 8.0);
+        assert_eq!(b.timing.prefill_per_token_ms, 0.05);
+        // A bare number is seconds, as on every other command.
+        let c = Cli::parse_from(["x", "--decode", "0.0015", "--stall", "2"]);
+        let b = c.opts.build_config().unwrap();
+        assert!((b.timing.decode_ms - 1.5).abs() < 1e-9);
+        assert_eq!(b.faults.stall_ms, 2000);
+        // The old `-ms` names are gone.
+        assert!(Cli::try_parse_from(["x", "--decode-ms", "1"]).is_err());
+        assert!(Cli::try_parse_from(["x", "--stall-ms", "1"]).is_err());
         for bad in [
             &["x", "--stall-rate", "2"][..],
             &["x", "--decode=-1"],

@@ -20,6 +20,10 @@ use std::time::Duration;
 pub struct SimConfig {
     /// Model name listed by `/v1/models` and echoed when a request names none.
     pub model: String,
+    /// Answer a request that names another model with 404 and an OpenAI error body, as vLLM
+    /// does ("The model `x` does not exist."). `tokentap sim` sets it unless `--any-model`; the
+    /// library's configurations answer any name.
+    pub refuse_other_models: bool,
     /// Seed of every random draw (output lengths, text, modes, faults).
     pub seed: u64,
     pub timing: TimingConfig,
@@ -90,8 +94,8 @@ pub struct CacheConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OutputConfig {
-    /// Mean of the lognormal output-length distribution, tokens (MLPerf agentic runs average
-    /// 355–475 output tokens per turn, SPEC §6).
+    /// Mean of the lognormal output-length distribution, tokens (the official OSL gates of
+    /// Kimi K3 and Qwen3.6 lie between 344 and 520 tokens per turn, docs/benchmark.md#gates).
     pub mean_tokens: f64,
     /// Sigma of the underlying normal (spread); 0 = every output exactly `mean_tokens`.
     pub sigma: f64,
@@ -164,6 +168,7 @@ impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
             model: "tokentap-sim".to_string(),
+            refuse_other_models: false,
             seed: 0,
             timing: TimingConfig::default(),
             cache: CacheConfig::default(),

@@ -57,7 +57,7 @@
 //!   moment the request head arrived.
 //! - A chunk with k tokens after the first is due k × `decode_ms` × (1 + `decode_slowdown` ×
 //!   other requests decoding) after the previous chunk's due time. The first chunk carries k
-//!   tokens at TTFT (the k − 1 extra tokens give no ITL sample, SPEC §7).
+//!   tokens at TTFT (the k − 1 extra tokens give no ITL sample, docs/benchmark.md#metrics).
 //! - Due times are absolute (`tokio::time::sleep_until`), so lateness never accumulates.
 //!   tokio's timer has 1 ms granularity: chunks are never early, and usually < 1.5 ms late.
 //!
@@ -67,27 +67,28 @@
 //! rendered as the next request will render the assistant message (`<think>reasoning</think>content…`) are
 //! cached too, so a next turn whose recorded assistant text starts like the generated text hits
 //! them. Generated reasoning starts with [`tokentap_core::text::REASONING_PREAMBLE`], which is
-//! what makes SPEC §4's generated-token cache clearing visible in `cached_tokens`.
+//! what makes generated-token cache clearing (docs/benchmark.md#cache-clearing) visible in
+//! `cached_tokens`.
 //!
 //! ## Engine metrics: the sim plays vLLM
 //! A real vLLM serves `vllm:*` Prometheus series on its API port; the sim does the same on its
 //! own listener (`GET /metrics`, text format, a non-global registry per server), with vLLM's
-//! label `model_name` = `SimConfig::model`: TTFT, per-token ITL and E2E histograms (SPEC §8
-//! buckets), prefix-cache queries/hits and prompt/generation token counters (tokens), and the
-//! running-requests gauge. The sim is our simulated vLLM, so its engine view is legitimate test
-//! data for the "Proxy vs engine" dashboard (`tests/observability.rs` scrapes it). With
-//! `engine_metrics: sglang` (`--engine-metrics sglang`) it plays SGLang instead and serves the
-//! `sglang:*` equivalents (same label), so the SGLang panels are tested the same way. Latencies
-//! are taken from the same chunk stamps as [`RequestLog`], once per request when its body ends
-//! (definitions in [`metrics`]); nothing is done per chunk. Unlike vLLM, whose TTFT starts at
-//! tokenization, the sim's starts when the request head arrived (it has no separate
+//! label `model_name` = `SimConfig::model`: TTFT, per-token ITL and E2E histograms
+//! (docs/benchmark.md#prometheus buckets), prefix-cache queries/hits and prompt/generation token
+//! counters (tokens), and the running-requests gauge. The sim is our simulated vLLM, so its engine
+//! view is legitimate test data for the "Proxy vs engine" dashboard (`tests/observability.rs`
+//! scrapes it). With `engine_metrics: sglang` (`--engine-metrics sglang`) it plays SGLang instead
+//! and serves the `sglang:*` equivalents (same label), so the SGLang panels are tested the same
+//! way. Latencies are taken from the same chunk stamps as [`RequestLog`], once per request when its
+//! body ends (definitions in [`metrics`]); nothing is done per chunk. Unlike vLLM, whose TTFT
+//! starts at tokenization, the sim's starts when the request head arrived (it has no separate
 //! tokenizer step), and non-streaming responses give no TTFT/ITL sample.
 //!
 //! ## Measured
 //! Zero-delay mode, one raw HTTP/1.1 client over loopback, sim on one current-thread runtime:
 //! ≈ 480–560 k one-token chunks/s (≈ 2 µs per chunk including hyper, formatting, the stamp and
 //! the in-memory log), 0.035 allocations per chunk for the whole process;
-//! `cargo bench -p tokentap-sim --bench zero_delay`, details in the bench.
+//! `cargo bench -p tokentap-sim --bench zero_delay`, details in docs/benchmarks.md.
 #![forbid(unsafe_code)]
 
 pub mod answers;

@@ -8,8 +8,9 @@
 //! Layout: [`EngineMetrics`] owns a non-global `prometheus::Registry` (one per server, so
 //! several sims in one process never share series), with the constant label
 //! `model_name` = `SimConfig::model` (vLLM's label name). Names are in
-//! [`tokentap_core::metrics::ENGINE_NAMES`]; TTFT/ITL/E2E use the SPEC §8 bucket lists
-//! ([`tokentap_core::metrics::buckets`]), which contain vLLM's own. [`VLLM_NAMES`] and
+//! [`tokentap_core::metrics::ENGINE_NAMES`]; TTFT/ITL/E2E use the bucket lists of
+//! docs/benchmark.md#prometheus ([`tokentap_core::metrics::buckets`]), which contain vLLM's own.
+//! [`VLLM_NAMES`] and
 //! [`SGLANG_NAMES`] list what each flavor exports; SGLang has no prefix-cache *queries* counter
 //! (its hits are `sglang:cached_tokens_total`) and calls the running gauge
 //! `sglang:num_running_reqs`.
@@ -22,7 +23,7 @@
 //!   (reasoning, content or tool call) handed to hyper. Streaming responses only: a
 //!   non-streaming body has no first-token stamp.
 //! - ITL: per token; a token chunk of k tokens written g after the previous token chunk gives k
-//!   observations of g/k (the first chunk's extra tokens give none, SPEC §7).
+//!   observations of g/k (the first chunk's extra tokens give none, docs/benchmark.md#metrics).
 //! - E2E: arrival → last frame written; only for responses that ended normally.
 //! - prompt/generation tokens, prefix-cache queries (prompt tokens looked up) and hits (cached
 //!   tokens): every admitted completion, counted when it ends (generation = tokens written).
@@ -69,8 +70,8 @@ const SGLANG: Names = Names {
     generation_tokens: SGLANG_NAMES[6],
 };
 
-/// Every name the sim exports as vLLM, and as SGLang: the engine names of SPEC §8 as core lists
-/// them.
+/// Every name the sim exports as vLLM, and as SGLang: the engine names of
+/// docs/benchmark.md#prometheus as core lists them.
 pub use tokentap_core::metrics::{
     ENGINE_SGLANG_NAMES as SGLANG_NAMES, ENGINE_VLLM_NAMES as VLLM_NAMES,
 };

@@ -52,6 +52,16 @@ pub(crate) enum Parsed {
     Completion(CompletionRequest),
 }
 
+impl Parsed {
+    /// The model the request names, if it names one.
+    pub(crate) fn model(&self) -> Option<&str> {
+        match self {
+            Parsed::Chat(r) => r.model.as_deref(),
+            Parsed::Completion(r) => r.model.as_deref(),
+        }
+    }
+}
+
 /// A piece of the output, streamed in chunks of at most k tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SegKind {

@@ -17,8 +17,8 @@
 //!
 //! JSON parts are `serde_json` compact serializations of the request's own values, so the same
 //! value always renders to the same bytes. Tools come first, as in Kimi K2's template, so a
-//! salted system prompt (SPEC §4) still shares the tool-definition blocks across passes, while
-//! everything from the system message on is private to the pass.
+//! salted system prompt (docs/benchmark.md#salting) still shares the tool-definition blocks across
+//! passes, while everything from the system message on is private to the pass.
 //!
 //! The rendering is prefix-stable: a request that repeats the previous request's messages and
 //! appends more shares the previous rendering up to its final `<|assistant|>\n`, and the

@@ -233,6 +233,12 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResBody
         Ok(p) => p,
         Err((status, why)) => return error(&shared, entry, status, &why),
     };
+    if shared.config.refuse_other_models {
+        if let Some(m) = parsed.model().filter(|m| *m != shared.config.model) {
+            let why = format!("The model `{m}` does not exist.");
+            return not_found_model(&shared, entry, &why);
+        }
+    }
     let created = received.wall_ns / 1_000_000_000;
     let mut plan = match plan::build(
         &shared.config,
@@ -410,6 +416,24 @@ fn simple(
         header::HeaderValue::from_static(content_type),
     );
     res
+}
+
+/// vLLM's answer to a request for a model it does not serve: 404, type `NotFoundError`,
+/// `param` "model".
+fn not_found_model(shared: &Shared, entry: RequestLog, message: &str) -> Response<ResBody> {
+    let body = serde_json::json!({"error": {
+        "message": message,
+        "type": "NotFoundError",
+        "param": "model",
+        "code": 404,
+    }});
+    simple(
+        shared,
+        entry,
+        StatusCode::NOT_FOUND,
+        &body.to_string(),
+        "application/json",
+    )
 }
 
 /// An OpenAI-style error response.

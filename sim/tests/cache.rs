@@ -1,6 +1,6 @@
 //! The prefix KV cache as a client sees it through `usage.prompt_tokens_details.cached_tokens`:
-//! repeats, growing conversations, salting (SPEC §4), and the reuse of generated tokens that
-//! generated-token cache clearing removes.
+//! repeats, growing conversations, salting (docs/benchmark.md#salting), and the reuse of generated
+//! tokens that generated-token cache clearing removes.
 
 use serde_json::{json, Value};
 use tokentap_core::tokenize;
@@ -149,7 +149,7 @@ async fn tools_render_first_so_salted_passes_share_only_tool_blocks() {
 async fn generated_tokens_hit_unless_cleared_with_a_leading_space() {
     // The next turn replays the recorded assistant message. When it starts with exactly what
     // the sim generated (here: it *is* what the sim generated), the blocks of the generated
-    // output hit; with SPEC §4 clearing (one leading space) they do not.
+    // output hit; with clearing (docs/benchmark.md#cache-clearing: one leading space) they do not.
     for clear in [false, true] {
         let s = sim(|c| {
             c.modes.reasoning_fraction = 0.5;

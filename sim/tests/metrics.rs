@@ -91,7 +91,8 @@ async fn metrics_match_the_request_log() {
     assert_eq!(n("vllm:prefix_cache_hits_total"), cached as f64);
     assert_eq!(n("vllm:num_requests_running"), 0.0);
 
-    // SPEC §8 buckets (which contain vLLM's): the TTFT list ends at 2560 s.
+    // The buckets of docs/benchmark.md#prometheus (which contain vLLM's): the TTFT list ends at
+    // 2560 s.
     assert!(
         m.contains("vllm:time_to_first_token_seconds_bucket{model_name=\"sim-model\",le=\"2560\"}")
     );

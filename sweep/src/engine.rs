@@ -8,8 +8,8 @@
 //!
 //! Quantiles from histogram buckets interpolate linearly inside the bucket, as PromQL's
 //! `histogram_quantile` does; they are as coarse as the engine's buckets. The engine's TTFT
-//! starts at tokenization and excludes HTTP and network time (SPEC §8): the client's TTFT minus
-//! the engine's is the time spent outside the engine.
+//! starts at tokenization and excludes HTTP and network time (docs/benchmark.md#prometheus): the
+//! client's TTFT minus the engine's is the time spent outside the engine.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Empty};

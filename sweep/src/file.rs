@@ -54,7 +54,7 @@ pub struct Point {
     pub started_wall_ns: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_wall_ns: Option<u64>,
-    /// The rules' primary metrics (MLPerf definitions, SPEC §10.2).
+    /// The rules' primary metrics (MLPerf definitions, docs/benchmark.md#primary-metrics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub primary: Option<Primary>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

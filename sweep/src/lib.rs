@@ -2,9 +2,9 @@
 //!
 //! An MLPerf Endpoints submission is a Pareto curve, not a number: 7 to 32 measurement points,
 //! each a full replay at one target concurrency, placed in regions computed from the
-//! submitter's C_min and C_max (SPEC §10.5). `tokentap sweep` runs that curve: it plans the
-//! points (or takes them), prints the regions, runs every point as `tokentap replay` would
-//! (same options, same meaning, each point measured the benchmark's way), judges the curve,
+//! submitter's C_min and C_max (docs/benchmark.md#pareto). `tokentap sweep` runs that curve: it
+//! plans the points (or takes them), prints the regions, runs every point as `tokentap replay`
+//! would (same options, same meaning, each point measured the benchmark's way), judges the curve,
 //! and draws it.
 //!
 //! ## Layout
@@ -63,7 +63,10 @@ use tokio_util::sync::CancellationToken;
 pub const EXIT_NOT_VALID: i32 = 3;
 
 /// `tokentap sweep` options: every `tokentap replay` option with the same meaning (per point),
-/// plus the points.
+/// plus the points. Environment variables follow one rule: an option reads
+/// `TOKENTAP_<COMMAND>_<FLAG>` of the command that declares it, so a replay option keeps its
+/// `TOKENTAP_REPLAY_*` name under `tokentap sweep` (one name per option, whichever command
+/// runs it), and the sweep's own options read `TOKENTAP_SWEEP_*`.
 #[derive(clap::Args, Debug, Clone)]
 #[group(id = "SweepOpts")]
 pub struct Opts {
@@ -71,13 +74,23 @@ pub struct Opts {
     pub run: tokentap_replay::Opts,
     /// The submission's C_max. With --c-min and without --concurrency: a plan is proposed
     /// (one ultra-low point and the rest spread evenly over low, medium and high).
-    #[arg(long, env = "TOKENTAP_SWEEP_C_MAX", value_name = "N")]
+    #[arg(
+        long,
+        env = "TOKENTAP_SWEEP_C_MAX",
+        value_name = "N",
+        help_heading = "Sweep"
+    )]
     pub c_max: Option<u64>,
     /// Points of the proposed plan (7 to 32; default 7, the minimum).
-    #[arg(long, env = "TOKENTAP_SWEEP_POINTS", value_name = "K")]
+    #[arg(
+        long,
+        env = "TOKENTAP_SWEEP_POINTS",
+        value_name = "K",
+        help_heading = "Sweep"
+    )]
     pub points: Option<usize>,
     /// Print the regions and the plan, write OUT/sweep.json, and run nothing.
-    #[arg(long, env = "TOKENTAP_SWEEP_PLAN")]
+    #[arg(long, env = "TOKENTAP_SWEEP_PLAN", help_heading = "Sweep")]
     pub plan: bool,
     /// The server's Prometheus endpoint (vLLM `vllm:*`, SGLang `sglang:*`), e.g.
     /// http://127.0.0.1:8000/metrics; repeatable (one per replica). Scraped at the start and end
@@ -85,33 +98,49 @@ pub struct Opts {
     #[arg(
         long = "engine-metrics",
         env = "TOKENTAP_SWEEP_ENGINE_METRICS",
-        value_name = "URL"
+        value_name = "URL",
+        help_heading = "Sweep"
     )]
     pub engine_metrics: Vec<String>,
     /// Time between engine scrapes within a point.
-    #[arg(long, env = "TOKENTAP_SWEEP_ENGINE_INTERVAL", value_parser = tokentap_replay::config::parse_duration, default_value = "5s", value_name = "DURATION")]
+    #[arg(long, env = "TOKENTAP_SWEEP_ENGINE_INTERVAL", value_parser = tokentap_core::duration::parse, default_value = "5s", value_name = "DURATION", help_heading = "Sweep")]
     pub engine_interval: Duration,
     /// The records directory of a tokentap proxy in the path (`tokentap proxy --records DIR`):
     /// the wire's TTFT p90 is shown beside the client's per point. Repeat it for a proxy beside
     /// each replica: their records are one wire view.
-    #[arg(long, env = "TOKENTAP_SWEEP_WIRE", value_name = "DIR")]
+    #[arg(
+        long,
+        env = "TOKENTAP_SWEEP_WIRE",
+        value_name = "DIR",
+        help_heading = "Sweep"
+    )]
     pub wire: Vec<PathBuf>,
     /// SWE-bench accuracy of the run in a mandatory region (from the separate SWE-bench phase),
     /// e.g. `ultra_low=0.95`; one per region (comma-separated or repeated). Their mean decides
     /// the curve's SWE-bench gate.
-    #[arg(long = "swe-bench-accuracy", env = "TOKENTAP_SWEEP_SWE_BENCH_ACCURACY", value_name = "REGION=FRACTION", value_delimiter = ',', value_parser = parse_swe)]
+    #[arg(long = "swe-bench-accuracy", env = "TOKENTAP_SWEEP_SWE_BENCH_ACCURACY", value_name = "REGION=FRACTION", value_delimiter = ',', value_parser = parse_swe, help_heading = "Sweep")]
     pub swe_bench: Vec<(RegionName, f64)>,
     /// With --shard I/N: a directory every shard can write (the shared volume). Before each
     /// point, each shard leaves a marker there and waits for all N, so the shards of a point
     /// start together and no shard's point overlaps another's. Then `tokentap merge` joins the
     /// N sweep directories point by point.
-    #[arg(long, env = "TOKENTAP_SWEEP_BARRIER", value_name = "DIR")]
+    #[arg(
+        long,
+        env = "TOKENTAP_SWEEP_BARRIER",
+        value_name = "DIR",
+        help_heading = "Sweep"
+    )]
     pub barrier: Option<PathBuf>,
     /// Write the curve as the submission tree the official checker reads, under DIR
     /// (`DIR/<organization>/<submission>/results/<system>/<model>/r<C>/`), after every point;
     /// rerunning a finished sweep with it writes the tree without running anything.
     /// docs/submission.md.
-    #[arg(long, env = "TOKENTAP_SWEEP_SUBMISSION", value_name = "DIR")]
+    #[arg(
+        long,
+        env = "TOKENTAP_SWEEP_SUBMISSION",
+        value_name = "DIR",
+        help_heading = "Sweep"
+    )]
     pub submission: Option<PathBuf>,
     /// The submitter file (YAML): what only the submitter knows — organisation, system,
     /// division, model precision, links, cohort, system description, power
@@ -121,7 +150,8 @@ pub struct Opts {
         long,
         env = "TOKENTAP_SWEEP_SUBMITTER",
         value_name = "FILE",
-        requires = "submission"
+        requires = "submission",
+        help_heading = "Sweep"
     )]
     pub submitter: Option<PathBuf>,
 }

@@ -93,13 +93,21 @@ pub(crate) async fn run_point(
         Ok(o) => o,
         Err(e) => {
             p.status = PointStatus::Failed;
-            p.error = Some(format!("{e:#}"));
+            p.error = Some(tokentap_core::error::report(e.as_ref()));
             return (false, Err(e.context(format!("point r{c}"))));
         }
     };
     let s = &outcome.summary;
     let ok = s.counts.turns.get("ok").copied().unwrap_or(0);
-    p.status = if outcome.interrupted {
+    let records_lost = s.run.records_error.as_ref().map(|e| {
+        format!(
+            "{} records of concurrency {c} NOT written ({e}): the point is incomplete",
+            s.run.records_failed
+        )
+    });
+    p.status = if records_lost.is_some() {
+        PointStatus::Failed
+    } else if outcome.interrupted {
         PointStatus::Interrupted
     } else if ok == 0 {
         // Nothing completed (a dead endpoint, a wrong model name): the next points would
@@ -128,9 +136,14 @@ pub(crate) async fn run_point(
         return (outcome.interrupted, Err(e));
     }
     if status == PointStatus::Failed {
-        let why =
-            first_error(&dir.join("records.jsonl")).unwrap_or_else(|| "no turn was issued".into());
-        let msg = format!("no turn completed at concurrency {c}; first error: {why}");
+        let why = first_error(&dir.join("records.jsonl"))
+            .or_else(|| {
+                let e = s.counts.errors.first()?;
+                Some(format!("{}: {}", e.kind, e.first_message))
+            })
+            .unwrap_or_else(|| "no turn was issued".into());
+        let msg = records_lost
+            .unwrap_or_else(|| format!("no turn completed at concurrency {c}; first error: {why}"));
         f.point_mut(c).expect("the point is in the file").error = Some(msg.clone());
         return (false, Err(anyhow::anyhow!(msg)));
     }
@@ -138,7 +151,7 @@ pub(crate) async fn run_point(
         let p = f.point_mut(c).expect("the point is in the file");
         match wire::load(&sweep.wire).and_then(|recs| wire::view(p, &dir, &recs)) {
             Ok(v) => p.wire = v,
-            Err(e) => tracing::warn!("--wire: {e:#}"),
+            Err(e) => tracing::warn!("--wire: {}", tokentap_core::error::report(e.as_ref())),
         }
     }
     (outcome.interrupted, Ok(()))

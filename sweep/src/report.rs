@@ -1,11 +1,11 @@
 //! The sweep report: one self-contained HTML page (the run report's style, inline SVG, the same
 //! self-check script), Markdown and JSON, and the terminal's curve table and verdict screen.
 //!
-//! Plots (SPEC §10.5): the agentic Pareto curve `system_tps` against `e2e_interactivity` as the
-//! official step function, each point labelled by concurrency and region; `system_tps` against
-//! `tps_per_user` (also steps); `system_tps`, `ttft_p90_ms` (with the wire's and the engine's
-//! beside the client's when known) and `tps_per_user` against concurrency on a log axis with
-//! the regions shaded. Every number comes from `sweep.json`.
+//! Plots (docs/benchmark.md#pareto): the agentic Pareto curve `system_tps` against
+//! `e2e_interactivity` as the official step function, each point labelled by concurrency and
+//! region; `system_tps` against `tps_per_user` (also steps); `system_tps`, `ttft_p90_ms` (with the
+//! wire's and the engine's beside the client's when known) and `tps_per_user` against concurrency
+//! on a log axis with the regions shaded. Every number comes from `sweep.json`.
 
 use crate::file::{Point, PointStatus, SweepFile};
 use std::fmt::Write as _;
@@ -331,7 +331,7 @@ fn table(o: &mut String, file: &SweepFile) {
             esc(&p.dir)
         );
     }
-    o.push_str("</table><p class=\"muted\">Primary metrics as the MLPerf reference defines them (SPEC §10.2), per point over its performance window. The wire column is tokentap's own: the proxy's TTFT p90 over the same tracked turns (linear-interpolated quantile).</p>");
+    o.push_str("</table><p class=\"muted\">Primary metrics as the MLPerf reference defines them (docs/benchmark.md#primary-metrics), per point over its performance window. The wire column is tokentap's own: the proxy's TTFT p90 over the same tracked turns (linear-interpolated quantile).</p>");
 }
 
 fn engine_table(o: &mut String, file: &SweepFile) {
@@ -378,7 +378,7 @@ fn engine_table(o: &mut String, file: &SweepFile) {
             e.cost.bytes
         );
     }
-    o.push_str("</table><p class=\"muted\">From the engine's own Prometheus histograms, the change over each point: means exact (sum / count), quantiles interpolated inside the engine's buckets as PromQL does, so only as fine as its buckets. The engine's TTFT starts at tokenization and leaves out HTTP and the network (SPEC §8); the client's mean is over the point's tracked turns, the engine's over every request it served during the point.</p>");
+    o.push_str("</table><p class=\"muted\">From the engine's own Prometheus histograms, the change over each point: means exact (sum / count), quantiles interpolated inside the engine's buckets as PromQL does, so only as fine as its buckets. The engine's TTFT starts at tokenization and leaves out HTTP and the network (docs/benchmark.md#prometheus); the client's mean is over the point's tracked turns, the engine's over every request it served during the point.</p>");
 }
 
 /// Markdown: the verdict and the table.

@@ -1,5 +1,5 @@
-//! MLPerf Endpoints `events.jsonl` (SPEC §9) and, beside it, what the client published:
-//! `performance/result_summary.json` and `scores.json`.
+//! MLPerf Endpoints `events.jsonl` (docs/benchmark.md#client-formats) and, beside it, what the
+//! client published: `performance/result_summary.json` and `scores.json`.
 //!
 //! Per sample, from the events: TTFT = `sample.recv_first` − `sample.issued`; E2E =
 //! `sample.complete` − `sample.issued`; the chunk gap = the mean gap between the sample's

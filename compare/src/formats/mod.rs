@@ -1,5 +1,5 @@
 //! Parsers of third-party client outputs, one module per format, each producing a
-//! [`ClientRun`]. The formats and their clocks (SPEC §9):
+//! [`ClientRun`]. The formats and their clocks (docs/benchmark.md#client-formats):
 //!
 //! | format | file | start instant | join keys |
 //! |---|---|---|---|

@@ -1,0 +1,75 @@
+//! Closed vocabularies declared once: [`vocabulary!`] turns one enum declaration — each
+//! variant with its one-line doc comment and the name written in files — into the enum, its
+//! list in declaration order (`ALL`), its name (`as_str`), its meaning (`meaning`, the doc
+//! comment's text) and its position (`index`). docs/records.md's tables are tested against
+//! these lists, so a name or a meaning is written in one place.
+
+/// Declares a fieldless enum whose variants each have one `///` line and a name:
+///
+/// ```
+/// tokentap_core::vocabulary! {
+///     #[derive(Debug, Clone, Copy, PartialEq)]
+///     pub enum Fruit {
+///         /// round and red
+///         Apple = "apple",
+///         /// long and yellow
+///         Banana = "banana",
+///     }
+/// }
+/// assert_eq!(Fruit::ALL, [Fruit::Apple, Fruit::Banana]);
+/// assert_eq!(Fruit::Banana.as_str(), "banana");
+/// assert_eq!(Fruit::Apple.meaning(), "round and red");
+/// assert_eq!(Fruit::parse("banana"), Some(Fruit::Banana));
+/// assert_eq!(Fruit::Banana.index(), 1);
+/// ```
+#[macro_export]
+macro_rules! vocabulary {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $(
+                #[doc = $doc:literal]
+                $(#[$vmeta:meta])*
+                $variant:ident = $text:literal,
+            )+
+        }
+    ) => {
+        $(#[$meta])*
+        $vis enum $name {
+            $(
+                #[doc = $doc]
+                $(#[$vmeta])*
+                $variant,
+            )+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: [$name; [$(stringify!($variant)),+].len()] = [$($name::$variant),+];
+
+            /// The name written in files and used as a metric label.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+
+            /// What it means, in one line (its doc comment).
+            pub fn meaning(self) -> &'static str {
+                match self {
+                    $($name::$variant => $doc.trim_start(),)+
+                }
+            }
+
+            /// Its position in [`Self::ALL`] (for count arrays).
+            pub fn index(self) -> usize {
+                self as usize
+            }
+
+            /// The value named `s`, if it is one of the vocabulary.
+            pub fn parse(s: &str) -> Option<$name> {
+                Self::ALL.into_iter().find(|v| v.as_str() == s)
+            }
+        }
+    };
+}
