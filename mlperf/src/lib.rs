@@ -17,7 +17,8 @@
 //! - [`result_summary`]: `result_summary.json` — series rollups, percentiles (`lower`),
 //!   histograms, early-stopping estimates ([`early_stopping`]), `qps`, `tps`.
 //! - [`validity`]: the official rules of a measurement point and the model presets' gates.
-//! - [`metrics`]: the rules' primary metrics (`system_tps`, `tps_per_user`, …).
+//! - [`result_summary`] also derives the rules' primary metrics ([`Primary`]: `system_tps`,
+//!   `tps_per_user`, …) from the same inputs.
 //! - [`pareto`]: the curve — regions from C_min/C_max, a proposed plan, the curve's verdict.
 //! - [`seeds`]: the published seed sets a submission binds (the checker's file bundled).
 //! - [`window`]: the performance window's samples folded from turn records (replay, report).
@@ -29,7 +30,7 @@
 //!  request body ──► tokenizer::PromptInput ──────────┼─► tokenizer: ISL ─────────────┤
 //!                                                    └─► scorer ──► scores.json      │
 //!            per-turn stamps (replay / proxy records, or a reference events.jsonl) ──┴─►
-//!                     result_summary::Inputs ──► result_summary.json, metrics::Primary
+//!                     result_summary::Inputs ──► result_summary.json, result_summary::Primary
 //!                                                           └─► validity::evaluate
 //! ```
 //!
@@ -38,7 +39,6 @@
 #![forbid(unsafe_code)]
 
 pub mod early_stopping;
-pub mod metrics;
 pub mod output;
 pub mod pareto;
 pub mod pyjson;
@@ -51,9 +51,9 @@ pub mod tokenizer;
 pub mod validity;
 pub mod window;
 
-pub use metrics::Primary;
 pub use output::{Accumulator, MessageParts, ModelOutput};
 pub use result_summary::Inputs as ResultInputs;
+pub use result_summary::Primary;
 pub use scorer::{ScoreSet, Scorer, Scores};
 pub use tokenizer::{Count, PromptInput, RefTokenizer, TokenizerError};
 pub use validity::{Official, Validity, Verdict};

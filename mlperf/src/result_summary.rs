@@ -16,9 +16,12 @@
 //! log-spaced histogram — with the reference's float arithmetic: integer totals divided
 //! exactly, `sum_sq` carried as a float, glibc's `log`/`exp` for the bucket edges. `qps` =
 //! completed / tracked duration, `tps` = Σ OSL / tracked duration.
+//!
+//! The rules' primary metrics of the point ([`Primary`]) are derived here from the same inputs.
 
 use crate::early_stopping;
 use crate::pyjson;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// The reference's percentile grid, in its order.
@@ -349,7 +352,7 @@ pub struct Inputs {
     pub run_config: Value,
     /// Σ OSL and Σ latency of the tracked turns that completed with output (the v1.0
     /// `output_tokens_per_turn_total`, `e2e_turn_time_seconds_total`).
-    pub interactivity: crate::metrics::Interactivity,
+    pub interactivity: Interactivity,
 }
 
 /// The keys the v1.0 rules added to `result_summary.json`, after the reference's at ea33275
@@ -476,7 +479,7 @@ impl Inputs {
     /// metrics with the sums `e2e_avg_interactivity` is derived from. Undefined values are
     /// `null`.
     fn insert_v1(&self, o: &mut Map<String, Value>) {
-        let p = crate::metrics::Primary::compute(self);
+        let p = Primary::compute(self);
         let mut full = Map::new();
         full.insert(
             "output_sequence_lengths".into(),
@@ -533,6 +536,75 @@ pub fn run_config(concurrency: usize, warmup: Option<(u64, bool)>) -> Value {
         "scheduler_random_seed": null,
         "dataloader_random_seed": null,
     })
+}
+
+// The primary metrics of a measurement point (docs/benchmark.md#primary-metrics, the MLPerf
+// Endpoints rules' Pareto axes), derived from the same samples as `result_summary.json`:
+// - `ttft_p90_ms`: p90 (numpy `lower`) of the tracked TTFTs.
+// - `tps_per_user` = 1000 / `tpot_p90_ms`, TPOT being the reference's (time after the first
+//   chunk over the tokens after it, counted with the reference tokenizer).
+// - `e2e_interactivity` = Σ OSL / Σ turn latency in seconds, over the tracked turns that
+//   completed with output (a failed turn has no output tokens; counting its latency would make
+//   failures look like slowness). tokentap's decision: the rules name the quantity, not the
+//   population.
+// - `system_tps` = Σ OSL / tracked duration (= `result_summary.json` `tps`);
+//   `qps` = completed / tracked duration (`qps`).
+
+/// The rules' primary metrics of one point.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Primary {
+    pub system_tps: Option<f64>,
+    pub tps_per_user: Option<f64>,
+    pub e2e_interactivity: Option<f64>,
+    pub ttft_p90_ms: Option<f64>,
+    pub qps: Option<f64>,
+    /// The TPOT p90 behind `tps_per_user`, ms.
+    pub tpot_p90_ms: Option<f64>,
+    /// The tracked duration the rates are over, s.
+    pub tracked_duration_s: Option<f64>,
+    /// Mean OSL per tracked turn (the OSL gate's value), tokens.
+    pub osl_mean: Option<f64>,
+}
+
+/// Σ output tokens and Σ latency (ns) of the tracked turns that completed with output.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Interactivity {
+    pub tokens: u64,
+    pub latency_ns: u128,
+}
+
+impl Interactivity {
+    pub fn add(&mut self, tokens: u64, latency_ns: u64) {
+        self.tokens += tokens;
+        self.latency_ns += u128::from(latency_ns);
+    }
+
+    pub fn value(&self) -> Option<f64> {
+        (self.latency_ns > 0).then(|| self.tokens as f64 / (self.latency_ns as f64 / 1e9))
+    }
+}
+
+impl Primary {
+    pub fn compute(inputs: &Inputs) -> Primary {
+        let t = inputs.throughput();
+        let ttft = Series::Int(inputs.ttft_ns.clone()).rollup();
+        let tpot = Series::Float(inputs.tpot_ns.clone()).rollup();
+        let osl = Series::Int(inputs.osl.clone()).rollup();
+        let tpot_p90_ms = tpot.and_then(|r| r.percentile(90.0)).map(|v| v / 1e6);
+        Primary {
+            system_tps: t.tps,
+            tps_per_user: tpot_p90_ms.filter(|v| *v > 0.0).map(|v| 1000.0 / v),
+            e2e_interactivity: inputs.interactivity.value(),
+            ttft_p90_ms: ttft.and_then(|r| r.percentile(90.0)).map(|v| v / 1e6),
+            qps: t.qps,
+            tpot_p90_ms,
+            tracked_duration_s: inputs
+                .duration_ns
+                .filter(|d| *d > 0)
+                .map(|d| d as f64 / 1e9),
+            osl_mean: osl.map(|r| r.avg),
+        }
+    }
 }
 
 #[cfg(test)]

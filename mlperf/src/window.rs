@@ -5,7 +5,7 @@
 //! a failure (the reference issues those and completes them at once with an error) — and it was
 //! issued while the window was open. A turn never sent because issuing stopped is not.
 
-use crate::metrics::Primary;
+use crate::result_summary::Primary;
 use crate::result_summary::{self, Inputs};
 use std::collections::BTreeMap;
 use tokentap_core::clock::MonoNs;

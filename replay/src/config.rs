@@ -618,6 +618,18 @@ pub struct DatasetInfo {
     pub client_turns: usize,
 }
 
+impl DatasetInfo {
+    /// What identifies `ds` (`hash`: of the file's bytes, when the run read them).
+    pub fn of(ds: &Dataset, hash: Option<String>) -> DatasetInfo {
+        DatasetInfo {
+            path: ds.path.clone(),
+            hash,
+            conversations: ds.conversations.len(),
+            client_turns: ds.client_turns(),
+        }
+    }
+}
+
 /// The warmup phase (docs/benchmark.md#validity: declared, excluded from the metrics).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WarmupConfig {
@@ -1021,12 +1033,7 @@ impl ReplayConfig {
                 }
             }
         }
-        self.dataset = Some(DatasetInfo {
-            path: ds.path.clone(),
-            hash,
-            conversations: ds.conversations.len(),
-            client_turns: ds.client_turns(),
-        });
+        self.dataset = Some(DatasetInfo::of(ds, hash));
         Ok(())
     }
 

@@ -144,8 +144,9 @@ impl RunOutcome {
 pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Result<RunOutcome> {
     let mut config = ReplayConfig::from_opts(&opts)?;
     let (dataset, hash) = load_dataset(&opts.dataset).await?;
-    models::discover(&mut config, &dataset).await?;
-    config.bind_dataset(&dataset, Some(hash))?;
+    // The model is discovered and the dataset bound once, by `run_with_hooks`; the hash rides
+    // along in the config.
+    config.dataset = Some(config::DatasetInfo::of(&dataset, Some(hash)));
     let progress = if opts.quiet {
         ProgressMode::Off
     } else {

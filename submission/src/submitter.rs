@@ -12,6 +12,28 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
+/// The `point.yaml` fields tokentap writes from the run; a submitter file may not set them.
+pub const POINT_KEYS_TOKENTAP_WRITES: [&str; 18] = [
+    "concurrency",
+    "region",
+    "dataset",
+    "runtime_settings",
+    "warmup",
+    "division",
+    "max_supported_concurrency",
+    "model_name",
+    "model_precision",
+    "link_to_model",
+    "dataset_name",
+    "dataset_type",
+    "dataset_link",
+    "shared_src",
+    "shared_docs",
+    "seed_set",
+    "target_cohort",
+    "steady_state",
+];
+
 /// The divisions of the rules.
 pub const DIVISIONS: [&str; 3] = ["Standardized", "Serviced", "RDI"];
 
@@ -179,7 +201,7 @@ impl Submitter {
             }
         }
         for k in self.point.keys() {
-            if crate::tree::POINT_KEYS_TOKENTAP_WRITES.contains(&k.as_str()) {
+            if POINT_KEYS_TOKENTAP_WRITES.contains(&k.as_str()) {
                 out.push(format!(
                     "`point.{k}`: tokentap writes this field of point.yaml from the run itself"
                 ));

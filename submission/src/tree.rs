@@ -8,28 +8,6 @@ use std::path::{Path, PathBuf};
 use tokentap_mlperf::pareto::{self, RegionName};
 use tokentap_mlperf::validity::{min_duration_s, ULTRA_LOW_CONCURRENCY_MAX};
 
-/// The `point.yaml` fields tokentap writes from the run; a submitter file may not set them.
-pub const POINT_KEYS_TOKENTAP_WRITES: [&str; 18] = [
-    "concurrency",
-    "region",
-    "dataset",
-    "runtime_settings",
-    "warmup",
-    "division",
-    "max_supported_concurrency",
-    "model_name",
-    "model_precision",
-    "link_to_model",
-    "dataset_name",
-    "dataset_type",
-    "dataset_link",
-    "shared_src",
-    "shared_docs",
-    "seed_set",
-    "target_cohort",
-    "steady_state",
-];
-
 /// Where tokentap's own implementation notes go, under the submission's `src/`.
 pub const SRC_DIR: &str = "src/tokentap";
 pub const DOCS_DIR: &str = "docs";
