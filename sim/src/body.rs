@@ -21,7 +21,7 @@
 //! the last token is due.
 
 use crate::frame::{self, ChunkWriter};
-use crate::plan::{FaultKind, Plan, SegKind};
+use crate::plan::{FaultKind, Plan, SegKind, Segment};
 use crate::shared::Shared;
 use crate::{ChunkKind, ChunkLog, RequestLog};
 use bytes::Bytes;
@@ -218,10 +218,10 @@ impl SimBody {
         }
     }
 
-    fn emit(&mut self, bytes: Bytes, tokens: u32, kind: ChunkKind) -> PollFrame {
+    fn emit(&mut self, bytes: Bytes, tokens: u32, kind: ChunkKind) -> Poll<Step> {
         self.stamp(tokens, kind);
         self.flush_next = self.shared.config.timing.flush_each_chunk;
-        Poll::Ready(Some(Ok(Frame::data(bytes))))
+        Poll::Ready(Step::Frame(Some(Ok(Frame::data(bytes)))))
     }
 
     /// Usage for a chunk when continuous usage is on.
@@ -251,6 +251,214 @@ impl SimBody {
 
 type PollFrame = Poll<Option<Result<Frame<Bytes>, SimBodyError>>>;
 
+/// What one step of the schedule did: hand hyper a frame (or the end), or move to the next phase.
+enum Step {
+    Frame(Option<Result<Frame<Bytes>, SimBodyError>>),
+    Next,
+}
+
+impl SimBody {
+    /// Returns `Pending` once so hyper writes the frame it holds (`flush_each_chunk`).
+    #[inline]
+    fn yield_for_flush(&mut self, cx: &mut Context<'_>) -> PollFrame {
+        // hyper writes what it holds when the body is not ready.
+        self.flush_next = false;
+        self.flushed_pending = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// Stamps `flushed_mono_ns` on the previous chunk when the last `Pending` let hyper write it.
+    #[inline]
+    fn stamp_flushed(&mut self) {
+        if std::mem::take(&mut self.flushed_pending) {
+            // Polled again: the previous chunk has been written.
+            let now = clock::now();
+            if let Some(c) = self.log.as_mut().and_then(|l| l.chunks.last_mut()) {
+                c.flushed_mono_ns = Some(now);
+            }
+        }
+    }
+
+    /// The role prelude (with the first token, or at once with `prelude_early`), if there is one.
+    #[inline]
+    fn poll_prelude(&mut self, cx: &mut Context<'_>) -> Poll<Step> {
+        if !(self.plan.stream && self.plan.role_prelude) {
+            self.phase = Phase::Tokens;
+            return Poll::Ready(Step::Next);
+        }
+        let due = match self.first_token_at {
+            Some(t) if !self.plan.prelude_early => Due::At(t),
+            _ => Due::Now,
+        };
+        ready!(self.wait(due, cx));
+        self.phase = Phase::Tokens;
+        let bytes = self.writer.prelude(self.running_usage());
+        self.emit(bytes, 0, ChunkKind::Prelude)
+    }
+
+    /// The next token chunk, or an injected fault due at it, or the move to the tail.
+    #[inline]
+    fn poll_tokens(&mut self, cx: &mut Context<'_>) -> Poll<Step> {
+        match self.fault_here() {
+            Some(FaultKind::Disconnect) => return self.poll_disconnect(cx),
+            Some(FaultKind::Malformed) if self.plan.stream => return self.poll_malformed(cx),
+            // Stall: folded into the due time. Malformed non-streaming: the body was cut at
+            // construction.
+            _ => {}
+        }
+        let Some(seg) = self.plan.output.segments.get(self.seg).copied() else {
+            self.end_tokens();
+            return Poll::Ready(Step::Next);
+        };
+        let due = self.token_due();
+        ready!(self.wait(due, cx));
+        let tokens = self.next_chunk_tokens();
+        let (start, end) = self.advance(seg, tokens, due);
+        if !self.plan.stream {
+            return Poll::Ready(Step::Next);
+        }
+        self.emit_piece(seg, start, end, tokens)
+    }
+
+    /// The kind of the fault pending at this chunk, if one is.
+    #[inline]
+    fn fault_here(&self) -> Option<FaultKind> {
+        match self.plan.fault {
+            Some(f) if self.fault_pending && f.at_chunk == self.chunk_index => Some(f.kind),
+            _ => None,
+        }
+    }
+
+    /// An injected disconnect when its chunk is due: one flush first, then the error that cuts
+    /// the connection.
+    #[inline]
+    fn poll_disconnect(&mut self, cx: &mut Context<'_>) -> Poll<Step> {
+        let due = self.token_due();
+        ready!(self.wait(due, cx));
+        if !self.yielded_before_cut {
+            // Return Pending once so hyper flushes the chunks already written: the client must
+            // receive them and then see the broken stream (without this, a zero-delay stream is
+            // cut before its head is sent).
+            self.yielded_before_cut = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        self.fault_pending = false;
+        self.phase = Phase::End;
+        self.finalize(false);
+        Poll::Ready(Step::Frame(Some(Err(SimBodyError::InjectedDisconnect))))
+    }
+
+    /// An injected malformed event when its chunk is due (streaming).
+    #[inline]
+    fn poll_malformed(&mut self, cx: &mut Context<'_>) -> Poll<Step> {
+        let due = self.token_due();
+        ready!(self.wait(due, cx));
+        self.fault_pending = false;
+        self.emit(
+            Bytes::from_static(frame::MALFORMED),
+            0,
+            ChunkKind::Malformed,
+        )
+    }
+
+    /// After the last token chunk: caches the output blocks and moves to the tail.
+    #[inline]
+    fn end_tokens(&mut self) {
+        // Cache the output blocks before the client can see the end of the response, so its
+        // next turn (on any connection) finds them.
+        if !self.plan.output_keys.is_empty() {
+            self.shared.cache_insert(&self.plan.output_keys);
+        }
+        self.phase = Phase::Tail;
+    }
+
+    /// Moves the cursor past one chunk of `tokens` in `seg` and counts it; returns the chunk's
+    /// byte range in the output text.
+    #[inline]
+    fn advance(&mut self, seg: Segment, tokens: u64, due: Due) -> (usize, usize) {
+        let start = seg.start + self.off;
+        let end = match seg.kind {
+            SegKind::ToolHeader => start,
+            // At the segment's token position, moved forward to a character boundary (recorded
+            // answers are any UTF-8; generated text is ASCII).
+            _ => {
+                let done = seg.tokens - self.seg_tokens_left + tokens;
+                let text = &self.plan.output.text;
+                let mut e = (seg.start + done as usize * BYTES_PER_TOKEN)
+                    .min(seg.end)
+                    .max(start);
+                while !text.is_char_boundary(e) {
+                    e += 1;
+                }
+                e
+            }
+        };
+        self.off = end - seg.start;
+        self.seg_tokens_left -= tokens;
+        if self.seg_tokens_left == 0 {
+            self.seg += 1;
+            self.off = 0;
+            self.seg_tokens_left = self
+                .plan
+                .output
+                .segments
+                .get(self.seg)
+                .map_or(0, |s| s.tokens);
+        }
+        self.chunk_index += 1;
+        self.tokens_done += tokens;
+        self.next_due = None;
+        if let Due::At(t) = due {
+            self.last_due = Some(t);
+        }
+        if !self.decoding {
+            self.decoding = true;
+            self.shared.active_decodes.fetch_add(1, Ordering::Relaxed);
+        }
+        (start, end)
+    }
+
+    /// Writes and emits the streaming event of one token chunk (`start..end` of `seg`).
+    #[inline]
+    fn emit_piece(&mut self, seg: Segment, start: usize, end: usize, tokens: u64) -> Poll<Step> {
+        let last = self.seg >= self.plan.output.segments.len();
+        let finish = last.then_some(self.plan.output.finish);
+        let usage = self.running_usage();
+        let o = &self.plan.output;
+        let tool = o
+            .tools
+            .get(seg.tool)
+            .map_or((0, "", ""), |t| (seg.tool, t.id.as_str(), t.name.as_str()));
+        let bytes = self
+            .writer
+            .piece(seg.kind, &o.text[start..end], tool, finish, usage);
+        let kind = match seg.kind {
+            SegKind::Reasoning => ChunkKind::Reasoning,
+            SegKind::Content => ChunkKind::Content,
+            SegKind::ToolHeader | SegKind::ToolArgs => ChunkKind::ToolCall,
+        };
+        self.emit(bytes, tokens as u32, kind)
+    }
+
+    /// The usage chunk (streaming, when asked for) or the whole non-streaming body.
+    #[inline]
+    fn poll_tail(&mut self) -> Poll<Step> {
+        if self.plan.stream {
+            self.phase = Phase::Done;
+            if self.plan.include_usage {
+                let bytes = self.writer.usage(self.tokens_done);
+                return self.emit(bytes, 0, ChunkKind::Usage);
+            }
+            return Poll::Ready(Step::Next);
+        }
+        self.phase = Phase::End;
+        let body = self.full.take().unwrap_or_default();
+        self.emit(body, self.tokens_done as u32, ChunkKind::Body)
+    }
+}
+
 impl http_body::Body for SimBody {
     type Data = Bytes;
     type Error = SimBodyError;
@@ -258,167 +466,26 @@ impl http_body::Body for SimBody {
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> PollFrame {
         let this = &mut *self;
         if this.flush_next {
-            // hyper writes what it holds when the body is not ready.
-            this.flush_next = false;
-            this.flushed_pending = true;
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
+            return this.yield_for_flush(cx);
         }
-        if std::mem::take(&mut this.flushed_pending) {
-            // Polled again: the previous chunk has been written.
-            let now = clock::now();
-            if let Some(c) = this.log.as_mut().and_then(|l| l.chunks.last_mut()) {
-                c.flushed_mono_ns = Some(now);
-            }
-        }
+        this.stamp_flushed();
         loop {
-            match this.phase {
-                Phase::Prelude => {
-                    if !(this.plan.stream && this.plan.role_prelude) {
-                        this.phase = Phase::Tokens;
-                        continue;
-                    }
-                    let due = match this.first_token_at {
-                        Some(t) if !this.plan.prelude_early => Due::At(t),
-                        _ => Due::Now,
-                    };
-                    ready!(this.wait(due, cx));
-                    this.phase = Phase::Tokens;
-                    let bytes = this.writer.prelude(this.running_usage());
-                    return this.emit(bytes, 0, ChunkKind::Prelude);
-                }
-                Phase::Tokens => {
-                    if let Some(f) = this.plan.fault {
-                        if this.fault_pending && f.at_chunk == this.chunk_index {
-                            match f.kind {
-                                FaultKind::Disconnect => {
-                                    let due = this.token_due();
-                                    ready!(this.wait(due, cx));
-                                    if !this.yielded_before_cut {
-                                        // Return Pending once so hyper flushes the chunks
-                                        // already written: the client must receive them and
-                                        // then see the broken stream (without this, a
-                                        // zero-delay stream is cut before its head is sent).
-                                        this.yielded_before_cut = true;
-                                        cx.waker().wake_by_ref();
-                                        return Poll::Pending;
-                                    }
-                                    this.fault_pending = false;
-                                    this.phase = Phase::End;
-                                    this.finalize(false);
-                                    return Poll::Ready(Some(Err(
-                                        SimBodyError::InjectedDisconnect,
-                                    )));
-                                }
-                                FaultKind::Malformed if this.plan.stream => {
-                                    let due = this.token_due();
-                                    ready!(this.wait(due, cx));
-                                    this.fault_pending = false;
-                                    return this.emit(
-                                        Bytes::from_static(frame::MALFORMED),
-                                        0,
-                                        ChunkKind::Malformed,
-                                    );
-                                }
-                                // Stall: folded into the due time. Malformed non-streaming:
-                                // the body was cut at construction.
-                                _ => {}
-                            }
-                        }
-                    }
-                    let Some(seg) = this.plan.output.segments.get(this.seg).copied() else {
-                        // Cache the output blocks before the client can see the end of the
-                        // response, so its next turn (on any connection) finds them.
-                        if !this.plan.output_keys.is_empty() {
-                            this.shared.cache_insert(&this.plan.output_keys);
-                        }
-                        this.phase = Phase::Tail;
-                        continue;
-                    };
-                    let due = this.token_due();
-                    ready!(this.wait(due, cx));
-                    let tokens = this.next_chunk_tokens();
-                    let start = seg.start + this.off;
-                    let end = match seg.kind {
-                        SegKind::ToolHeader => start,
-                        // At the segment's token position, moved forward to a character
-                        // boundary (recorded answers are any UTF-8; generated text is ASCII).
-                        _ => {
-                            let done = seg.tokens - this.seg_tokens_left + tokens;
-                            let text = &this.plan.output.text;
-                            let mut e = (seg.start + done as usize * BYTES_PER_TOKEN)
-                                .min(seg.end)
-                                .max(start);
-                            while !text.is_char_boundary(e) {
-                                e += 1;
-                            }
-                            e
-                        }
-                    };
-                    this.off = end - seg.start;
-                    this.seg_tokens_left -= tokens;
-                    if this.seg_tokens_left == 0 {
-                        this.seg += 1;
-                        this.off = 0;
-                        this.seg_tokens_left = this
-                            .plan
-                            .output
-                            .segments
-                            .get(this.seg)
-                            .map_or(0, |s| s.tokens);
-                    }
-                    this.chunk_index += 1;
-                    this.tokens_done += tokens;
-                    this.next_due = None;
-                    if let Due::At(t) = due {
-                        this.last_due = Some(t);
-                    }
-                    if !this.decoding {
-                        this.decoding = true;
-                        this.shared.active_decodes.fetch_add(1, Ordering::Relaxed);
-                    }
-                    if !this.plan.stream {
-                        continue;
-                    }
-                    let last = this.seg >= this.plan.output.segments.len();
-                    let finish = last.then_some(this.plan.output.finish);
-                    let usage = this.running_usage();
-                    let o = &this.plan.output;
-                    let tool = o
-                        .tools
-                        .get(seg.tool)
-                        .map_or((0, "", ""), |t| (seg.tool, t.id.as_str(), t.name.as_str()));
-                    let bytes =
-                        this.writer
-                            .piece(seg.kind, &o.text[start..end], tool, finish, usage);
-                    let kind = match seg.kind {
-                        SegKind::Reasoning => ChunkKind::Reasoning,
-                        SegKind::Content => ChunkKind::Content,
-                        SegKind::ToolHeader | SegKind::ToolArgs => ChunkKind::ToolCall,
-                    };
-                    return this.emit(bytes, tokens as u32, kind);
-                }
-                Phase::Tail => {
-                    if this.plan.stream {
-                        this.phase = Phase::Done;
-                        if this.plan.include_usage {
-                            let bytes = this.writer.usage(this.tokens_done);
-                            return this.emit(bytes, 0, ChunkKind::Usage);
-                        }
-                        continue;
-                    }
-                    this.phase = Phase::End;
-                    let body = this.full.take().unwrap_or_default();
-                    return this.emit(body, this.tokens_done as u32, ChunkKind::Body);
-                }
+            let step = match this.phase {
+                Phase::Prelude => this.poll_prelude(cx),
+                Phase::Tokens => this.poll_tokens(cx),
+                Phase::Tail => this.poll_tail(),
                 Phase::Done => {
                     this.phase = Phase::End;
-                    return this.emit(Bytes::from_static(frame::DONE), 0, ChunkKind::Done);
+                    this.emit(Bytes::from_static(frame::DONE), 0, ChunkKind::Done)
                 }
                 Phase::End => {
                     this.finalize(true);
                     return Poll::Ready(None);
                 }
+            };
+            match ready!(step) {
+                Step::Frame(frame) => return Poll::Ready(frame),
+                Step::Next => {}
             }
         }
     }
