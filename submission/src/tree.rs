@@ -295,68 +295,17 @@ pub(crate) fn write_tree(plan: &Plan) -> Result<Written, SubmissionError> {
             rule: "max-concurrency-declared",
         });
     }
-    let mut points = Vec::new();
-    let mut skipped = Vec::new();
-    for p in sweep["points"].as_array().into_iter().flatten() {
-        let c = p["concurrency"].as_u64().unwrap_or(0);
-        if p["status"] != "done" {
-            skipped.push((c, format!("status {}", p["status"])));
-            continue;
-        }
-        let dir = plan
-            .sweep_dir
-            .join(p["dir"].as_str().unwrap_or(&format!("r{c}")));
-        let result_summary = read_json(&dir.join("result_summary.json"))?;
-        points.push(Point {
-            concurrency: c,
-            summary: read_json(&dir.join("summary.json"))?,
-            system_tps: derived_system_tps(&result_summary),
-            result_summary,
-            dir,
-        });
-    }
-    if points.is_empty() {
-        return Err(SubmissionError::NoPoints(
-            plan.sweep_dir.join("sweep.json").display().to_string(),
-        ));
-    }
-    let preset = points[0].summary["config"]["preset"].as_str();
-    let model = match model_dir_name(preset) {
-        Some(m) => m.to_string(),
-        None => {
-            missing.push(Missing {
-                fact: "one of the official models (--preset kimi|qwen|deepseek)".into(),
-                rule: "model-name-valid",
-            });
-            canonical_model_name(
-                points[0].summary["config"]["model"]
-                    .as_str()
-                    .unwrap_or("model"),
-            )
-        }
-    };
+    let (points, skipped) = read_points(plan.sweep_dir, &sweep)?;
+    let model = model_name(&points, &mut missing);
     let s = plan.submitter;
     if s.is_none() {
         missing.extend(crate::submitter::missing_without_submitter());
     }
-    let name = |f: fn(&Submitter) -> &String, default: &str| {
-        s.map_or(default.to_string(), |s| f(s).clone())
-    };
-    let root = plan
-        .out
-        .join(name(|s| &s.organization, "unnamed-organization"))
-        .join(name(|s| &s.submission, "unnamed-submission"));
-    let system = name(|s| &s.system, "unnamed-system");
+    let (root, system) = submission_root(plan.out, s);
     let curve = root.join("results").join(&system).join(&model);
 
     let concurrencies: Vec<u64> = points.iter().map(|p| p.concurrency).collect();
-    let given: Vec<(RegionName, f64)> = sweep["swe_bench"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| Some((serde_json::from_value(e[0].clone()).ok()?, e[1].as_f64()?)))
-        .collect();
-    let (swe, swe_missing) = place_swe_bench(&concurrencies, c_max, &given);
+    let (swe, swe_missing) = place_swe_bench(&concurrencies, c_max, &swe_bench_given(&sweep));
     missing.extend(swe_missing);
     if points
         .iter()
@@ -371,60 +320,191 @@ pub(crate) fn write_tree(plan: &Plan) -> Result<Written, SubmissionError> {
         .iter()
         .filter_map(|p| p.system_tps)
         .fold(0.0f64, f64::max);
-    let regions = sweep["regions"].clone();
-    let region_of = |c: u64| -> Option<RegionName> {
-        let r: pareto::Regions = serde_json::from_value(regions.clone()).ok()?;
-        r.region_of(c)
+    let curve_facts = CurveFacts {
+        model: &model,
+        c_max,
+        regions: &sweep["regions"],
+        submitter: s,
+        max_tps,
     };
-
     for p in &points {
-        let dir = curve.join(format!("r{}", p.concurrency));
         let swe_here = swe
             .iter()
             .find(|(c, _)| *c == p.concurrency)
             .map(|(_, v)| *v);
-        write(&dir.join("result_summary.json"), &pretty(&p.result_summary))?;
-        write(
-            &dir.join("config.yaml"),
-            &yaml(&config_yaml(p, &model, swe_here)),
-        )?;
-        write(
-            &dir.join("accuracy_results.json"),
-            &pretty(&accuracy_results(p, swe_here)),
-        )?;
-        write(
-            &dir.join("point.yaml"),
-            &yaml(&point_yaml(p, &model, c_max, region_of(p.concurrency), s)),
-        )?;
-        write(
-            &dir.join("system_desc.json"),
-            &pretty(&system_desc(s, c_max, p, max_tps)),
-        )?;
-        let configs = dir.join("server_configs");
-        std::fs::create_dir_all(&configs).map_err(|e| SubmissionError::write(&configs, e))?;
-        let engine = p.dir.join("engine-metrics.jsonl");
-        if engine.is_file() {
-            copy(&engine, &configs.join("engine-metrics.jsonl"))?;
+        write_point(&curve, p, &curve_facts, swe_here)?;
+    }
+    write_submission_files(&root, &system, &sweep, &points, s)?;
+    Ok(Written {
+        submission_dir: root,
+        curve_dir: curve,
+        points: concurrencies,
+        skipped,
+        missing,
+    })
+}
+
+/// The finished points of the sweep, read back from their directories, and the points skipped
+/// (with why); an error when none is finished.
+fn read_points(
+    sweep_dir: &Path,
+    sweep: &Value,
+) -> Result<(Vec<Point>, Vec<(u64, String)>), SubmissionError> {
+    let mut points = Vec::new();
+    let mut skipped = Vec::new();
+    for p in sweep["points"].as_array().into_iter().flatten() {
+        let c = p["concurrency"].as_u64().unwrap_or(0);
+        if p["status"] != "done" {
+            skipped.push((c, format!("status {}", p["status"])));
+            continue;
         }
-        for f in s.map(|s| s.server_configs.as_slice()).unwrap_or_default() {
-            if let Some(n) = f.file_name() {
-                copy(f, &configs.join(n))?;
-            }
-        }
-        let warm = p.dir.join("warmup.jsonl");
-        if warm.is_file() {
-            copy(&warm, &dir.join("warmup.jsonl"))?;
+        let dir = sweep_dir.join(p["dir"].as_str().unwrap_or(&format!("r{c}")));
+        let result_summary = read_json(&dir.join("result_summary.json"))?;
+        points.push(Point {
+            concurrency: c,
+            summary: read_json(&dir.join("summary.json"))?,
+            system_tps: derived_system_tps(&result_summary),
+            result_summary,
+            dir,
+        });
+    }
+    if points.is_empty() {
+        return Err(SubmissionError::NoPoints(
+            sweep_dir.join("sweep.json").display().to_string(),
+        ));
+    }
+    Ok((points, skipped))
+}
+
+/// The curve's model directory name: the official one of the preset, else the canonical
+/// spelling of the served model's (and a missing fact).
+fn model_name(points: &[Point], missing: &mut Vec<Missing>) -> String {
+    let preset = points[0].summary["config"]["preset"].as_str();
+    match model_dir_name(preset) {
+        Some(m) => m.to_string(),
+        None => {
+            missing.push(Missing {
+                fact: "one of the official models (--preset kimi|qwen|deepseek)".into(),
+                rule: "model-name-valid",
+            });
+            canonical_model_name(
+                points[0].summary["config"]["model"]
+                    .as_str()
+                    .unwrap_or("model"),
+            )
         }
     }
+}
+
+/// The submission's directory (`out/<organization>/<submission>`) and its system's name, with
+/// placeholders when no submitter is given.
+fn submission_root(out: &Path, s: Option<&Submitter>) -> (PathBuf, String) {
+    let name = |f: fn(&Submitter) -> &String, default: &str| {
+        s.map_or(default.to_string(), |s| f(s).clone())
+    };
+    let root = out
+        .join(name(|s| &s.organization, "unnamed-organization"))
+        .join(name(|s| &s.submission, "unnamed-submission"));
+    (root, name(|s| &s.system, "unnamed-system"))
+}
+
+/// The SWE-bench scores the sweep was given, as (region, score).
+fn swe_bench_given(sweep: &Value) -> Vec<(RegionName, f64)> {
+    sweep["swe_bench"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((serde_json::from_value(e[0].clone()).ok()?, e[1].as_f64()?)))
+        .collect()
+}
+
+/// What every point of the curve is written with.
+struct CurveFacts<'a> {
+    model: &'a str,
+    c_max: Option<u64>,
+    /// The sweep's `regions` object.
+    regions: &'a Value,
+    submitter: Option<&'a Submitter>,
+    max_tps: f64,
+}
+
+impl CurveFacts<'_> {
+    /// The region of concurrency `c` on the curve, if the sweep declared its regions.
+    fn region_of(&self, c: u64) -> Option<RegionName> {
+        let r: pareto::Regions = serde_json::from_value(self.regions.clone()).ok()?;
+        r.region_of(c)
+    }
+}
+
+/// Writes one point's directory `curve/r<C>`: its summary, config, accuracy, point and system
+/// files, its server configs and its warmup records.
+fn write_point(
+    curve: &Path,
+    p: &Point,
+    f: &CurveFacts,
+    swe_here: Option<f64>,
+) -> Result<(), SubmissionError> {
+    let s = f.submitter;
+    let dir = curve.join(format!("r{}", p.concurrency));
+    write(&dir.join("result_summary.json"), &pretty(&p.result_summary))?;
+    write(
+        &dir.join("config.yaml"),
+        &yaml(&config_yaml(p, f.model, swe_here)),
+    )?;
+    write(
+        &dir.join("accuracy_results.json"),
+        &pretty(&accuracy_results(p, swe_here)),
+    )?;
+    write(
+        &dir.join("point.yaml"),
+        &yaml(&point_yaml(
+            p,
+            f.model,
+            f.c_max,
+            f.region_of(p.concurrency),
+            s,
+        )),
+    )?;
+    write(
+        &dir.join("system_desc.json"),
+        &pretty(&system_desc(s, f.c_max, p, f.max_tps)),
+    )?;
+    let configs = dir.join("server_configs");
+    std::fs::create_dir_all(&configs).map_err(|e| SubmissionError::write(&configs, e))?;
+    let engine = p.dir.join("engine-metrics.jsonl");
+    if engine.is_file() {
+        copy(&engine, &configs.join("engine-metrics.jsonl"))?;
+    }
+    for file in s.map(|s| s.server_configs.as_slice()).unwrap_or_default() {
+        if let Some(n) = file.file_name() {
+            copy(file, &configs.join(n))?;
+        }
+    }
+    let warm = p.dir.join("warmup.jsonl");
+    if warm.is_file() {
+        copy(&warm, &dir.join("warmup.jsonl"))?;
+    }
+    Ok(())
+}
+
+/// Writes the files of the submission beside its curves: the system's power, tokentap's notes
+/// under `src/`, and the docs.
+fn write_submission_files(
+    root: &Path,
+    system: &str,
+    sweep: &Value,
+    points: &[Point],
+    s: Option<&Submitter>,
+) -> Result<(), SubmissionError> {
     if let Some(power) = s.and_then(|s| s.system_power.as_ref()) {
         write(
-            &root.join("results").join(&system).join("system_power.json"),
+            &root.join("results").join(system).join("system_power.json"),
             &pretty(&Value::Object(power.clone())),
         )?;
     }
     write(
         &root.join(SRC_DIR).join("README.md"),
-        src_readme(&sweep, &points).as_bytes(),
+        src_readme(sweep, points).as_bytes(),
     )?;
     match s.and_then(|s| s.docs.as_ref()) {
         Some(d) => copy_dir(d, &root.join(DOCS_DIR))?,
@@ -433,13 +513,7 @@ pub(crate) fn write_tree(plan: &Plan) -> Result<Written, SubmissionError> {
                 .map_err(|e| SubmissionError::write(&root.join(DOCS_DIR), e))?;
         }
     }
-    Ok(Written {
-        submission_dir: root,
-        curve_dir: curve,
-        points: concurrencies,
-        skipped,
-        missing,
-    })
+    Ok(())
 }
 
 fn point_yaml(
