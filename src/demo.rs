@@ -18,9 +18,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokentap_core::record::{Status, TurnRecord};
 use tokentap_core::stats::Samples;
-use tokentap_dataset::synth::{synth, SynthConfig};
-use tokentap_proxy::Proxy;
+use tokentap_dataset::synth::{synth, SynthConfig, SynthSummary};
+use tokentap_proxy::{Proxy, ShutdownReport};
 use tokentap_sim::{SimConfig, SimServer};
+use tokentap_sweep::SweepFile;
 
 #[derive(clap::Args, Debug)]
 pub struct Opts {
@@ -73,6 +74,60 @@ pub async fn run(
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating {}", opts.out.display()))?;
     let dataset_path = opts.out.join("dataset.jsonl");
+    let made = write_dataset(&opts, &dataset_path)?;
+    let (sim, proxy, proxy_dir) = start_servers(&opts, &dataset_path).await?;
+    let points: Vec<String> = opts.concurrency.iter().map(usize::to_string).collect();
+    print_setup(
+        &opts,
+        &dataset_path,
+        &made,
+        &sim,
+        &proxy,
+        &proxy_dir,
+        &points,
+    );
+
+    let out_sweep = opts.out.join("sweep");
+    // A rerun of the demo is a new sweep, not a resumed one.
+    let _ = std::fs::remove_dir_all(&out_sweep);
+    let args = sweep_args(&opts, &dataset_path, &sim, &proxy, &points, &out_sweep);
+    let sweep_opts = tokentap_sweep::Opts::try_parse_from_args(&args)
+        .map_err(|e| anyhow::anyhow!("building the demo's sweep options: {e}"))?;
+    let sweep = tokentap_sweep::Sweep::from_opts(&sweep_opts).await?;
+    println!("{}", sweep.plan.describe());
+    let outcome = tokentap_sweep::run_with(sweep, shutdown).await;
+    let wire = proxy.records();
+    let report = proxy.shutdown(Duration::from_secs(5)).await;
+    sim.shutdown().await;
+    let outcome = outcome?;
+    // The proxy's records are complete now: put the wire beside every point.
+    let file = match tokentap_sweep::attach_wire(&out_sweep, std::slice::from_ref(&proxy_dir)) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!(
+                "warning: the wire's view was not attached: {}",
+                tokentap_core::error::report(e.as_ref())
+            );
+            outcome.file.clone()
+        }
+    };
+    println!("\n{}", tokentap_sweep::report::terminal(&file));
+    print_last_point(&file, &out_sweep, &wire)?;
+    print_proxy_report(&report);
+    println!(
+        "report: {} (open it in a browser; each point links its own)",
+        out_sweep.join("report.html").display()
+    );
+    println!(
+        "\nThe simulated server is not a real model and the demo is a tuning sweep (scaled delays,\n\
+         one pass per point), so the verdict above is expected. Point `tokentap sweep --endpoint`\n\
+         at a real server next, with --c-min/--c-max and a model preset."
+    );
+    Ok(if outcome.interrupted { 130 } else { 0 })
+}
+
+/// Synthesizes the demo's dataset (both trajectory shapes) into `path`.
+fn write_dataset(opts: &Opts, path: &Path) -> anyhow::Result<SynthSummary> {
     let synth_cfg = SynthConfig {
         seed: opts.seed,
         coding: opts.coding,
@@ -80,17 +135,25 @@ pub async fn run(
         scale: opts.scale,
         ..SynthConfig::default()
     };
-    let file = std::fs::File::create(&dataset_path)
-        .with_context(|| format!("creating {}", dataset_path.display()))?;
+    let file =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut w = std::io::BufWriter::new(file);
     let made = synth(&synth_cfg, &mut w).context("synthesizing the demo dataset")?;
     std::io::Write::flush(&mut w).context("writing the demo dataset")?;
     drop(w);
+    Ok(made)
+}
 
+/// Starts the simulated server (answering from the dataset) and the proxy in front of it,
+/// writing its records to a fresh `proxy/`; returns both and that directory.
+async fn start_servers(
+    opts: &Opts,
+    dataset_path: &Path,
+) -> anyhow::Result<(SimServer, Proxy, PathBuf)> {
     // The sim answers every turn with the dataset's recorded assistant message, as a model that
     // agrees with the dataset would: inline accuracy and output lengths are the recording's.
-    let mut sim_cfg = sim_config(&opts);
-    sim_cfg.answer_from = Some(dataset_path.clone());
+    let mut sim_cfg = sim_config(opts);
+    sim_cfg.answer_from = Some(dataset_path.to_path_buf());
     let sim = SimServer::start(sim_cfg)
         .await
         .context("starting the simulated server")?;
@@ -107,7 +170,19 @@ pub async fn run(
             return Err(e).context("starting the proxy");
         }
     };
-    let points: Vec<String> = opts.concurrency.iter().map(usize::to_string).collect();
+    Ok((sim, proxy, proxy_dir))
+}
+
+/// Prints what the demo set up: the dataset, the server, the proxy and the sweep's points.
+fn print_setup(
+    opts: &Opts,
+    dataset_path: &Path,
+    made: &SynthSummary,
+    sim: &SimServer,
+    proxy: &Proxy,
+    proxy_dir: &Path,
+    points: &[String],
+) {
     println!("tokentap demo");
     println!(
         "  dataset   {} ({} trajectories: {} coding, {} workflow; {} client turns)",
@@ -132,11 +207,19 @@ pub async fn run(
         points.join(", "),
         opts.delay_scale
     );
+}
 
-    let out_sweep = opts.out.join("sweep");
-    // A rerun of the demo is a new sweep, not a resumed one.
-    let _ = std::fs::remove_dir_all(&out_sweep);
-    let args: Vec<String> = vec![
+/// The demo's sweep command line: through the proxy, salting and scaled delays on, one pass per
+/// point, the sim's metrics scraped.
+fn sweep_args(
+    opts: &Opts,
+    dataset_path: &Path,
+    sim: &SimServer,
+    proxy: &Proxy,
+    points: &[String],
+    out_sweep: &Path,
+) -> Vec<String> {
+    vec![
         "--endpoint".into(),
         proxy.base_url(),
         "--dataset".into(),
@@ -159,32 +242,15 @@ pub async fn run(
         "2s".into(),
         "--out".into(),
         out_sweep.display().to_string(),
-    ];
-    let sweep_opts = tokentap_sweep::Opts::try_parse_from_args(&args)
-        .map_err(|e| anyhow::anyhow!("building the demo's sweep options: {e}"))?;
-    let sweep = tokentap_sweep::Sweep::from_opts(&sweep_opts).await?;
-    println!("{}", sweep.plan.describe());
-    let outcome = tokentap_sweep::run_with(sweep, shutdown).await;
-    let wire = proxy.records();
-    let report = proxy.shutdown(Duration::from_secs(5)).await;
-    sim.shutdown().await;
-    let outcome = outcome?;
-    // The proxy's records are complete now: put the wire beside every point.
-    let file = match tokentap_sweep::attach_wire(&out_sweep, std::slice::from_ref(&proxy_dir)) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!(
-                "warning: the wire's view was not attached: {}",
-                tokentap_core::error::report(e.as_ref())
-            );
-            outcome.file.clone()
-        }
-    };
-    println!("\n{}", tokentap_sweep::report::terminal(&file));
+    ]
+}
+
+/// Prints the client's and the wire's view of the last finished point, if there is one.
+fn print_last_point(file: &SweepFile, out_sweep: &Path, wire: &[TurnRecord]) -> anyhow::Result<()> {
     if let Some(last) = file.points.iter().rev().find(|p| p.done()) {
         let client = read_records(&out_sweep.join(&last.dir).join("records.jsonl"))?;
         let wire = tokentap_sweep::wire::in_span(
-            &wire,
+            wire,
             last.started_wall_ns.unwrap_or(0),
             last.ended_wall_ns.unwrap_or(u64::MAX),
         );
@@ -194,6 +260,11 @@ pub async fn run(
             client_vs_wire(&client, &wire)
         );
     }
+    Ok(())
+}
+
+/// Prints what the proxy saw and wrote, and what it lost, if anything.
+fn print_proxy_report(report: &ShutdownReport) {
     println!(
         "proxy: {} requests seen, {} records written{}",
         report.seen,
@@ -210,16 +281,6 @@ pub async fn run(
             String::new()
         }
     );
-    println!(
-        "report: {} (open it in a browser; each point links its own)",
-        out_sweep.join("report.html").display()
-    );
-    println!(
-        "\nThe simulated server is not a real model and the demo is a tuning sweep (scaled delays,\n\
-         one pass per point), so the verdict above is expected. Point `tokentap sweep --endpoint`\n\
-         at a real server next, with --c-min/--c-max and a model preset."
-    );
-    Ok(if outcome.interrupted { 130 } else { 0 })
 }
 
 fn read_records(path: &Path) -> anyhow::Result<Vec<TurnRecord>> {
