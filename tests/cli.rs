@@ -2,7 +2,7 @@
 //! real processes (the simulated server in-process where the test needs its ground-truth log).
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -26,18 +26,12 @@ fn signal(pid: u32, sig: &str) {
     assert!(st.success(), "kill {sig} {pid} failed");
 }
 
-type StdoutLines = std::io::Lines<BufReader<std::process::ChildStdout>>;
+type StdoutLines = tokentap_testkit::spawn::Stdout;
 
 /// The `host:port` a server subcommand printed first (`listening on http://ADDR`), and the rest
 /// of its stdout: keep it alive, or the server's next line hits a closed pipe.
 fn listening_addr(child: &mut std::process::Child) -> (String, StdoutLines) {
-    let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-    let first = lines.next().expect("a first line").unwrap();
-    let addr = first
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("{first}"))
-        .to_string();
-    (addr, lines)
+    tokentap_testkit::spawn::listening_addr(child)
 }
 
 /// POSTs a chat completion to `addr` over one raw HTTP/1.1 connection (`headers`: extra header

@@ -1,7 +1,9 @@
 //! The proxy never loses records silently: a read-only records directory stops the
 //! start with an error naming it; on a full disk every record ends written or counted failed
 //! (no torn line on disk), `/health` says degraded, `/metrics` counts the failures, and the
-//! proxy's stop says what was lost and exits non-zero.
+//! proxy's stop says what was lost and exits non-zero. The replay's `records.jsonl` goes
+//! through the same whole-line writer: on a full disk it too ends on a whole line, counts what
+//! it could not write and exits 1.
 //!
 //! The disks are real: a tmpfs mounted read-only, and a 48 KiB tmpfs, each in a private mount
 //! namespace made with `unshare -rm` (util-linux; a user namespace, so no root is needed where
@@ -58,6 +60,22 @@ fn a_read_only_records_directory_stops_the_start_and_is_named() {
     );
 }
 
+/// A synthetic dataset whose records take far more than 48 KiB.
+fn dataset_bytes() -> Vec<u8> {
+    let mut buf = Vec::new();
+    tokentap_dataset::synth::synth(
+        &tokentap_dataset::synth::SynthConfig {
+            coding: 4,
+            workflow: 30,
+            scale: 0.1,
+            ..Default::default()
+        },
+        &mut buf,
+    )
+    .unwrap();
+    buf
+}
+
 fn get(addr: &str, path: &str) -> String {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     write!(
@@ -96,23 +114,13 @@ fn on_a_full_disk_every_record_is_written_or_counted_and_the_stop_fails() {
     .spawn()
     .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut next = || lines.next().expect("a line from the proxy").unwrap();
-    let pid: i32 = next().strip_prefix("pid ").unwrap().parse().unwrap();
-    let listen = next().strip_prefix("listening on ").unwrap().to_string();
-    let admin = next().strip_prefix("admin on http://").unwrap().to_string();
+    use tokentap_testkit::spawn::announced;
+    let pid: i32 = announced(&mut lines, "pid ").parse().unwrap();
+    let listen = announced(&mut lines, "listening on ");
+    let admin = announced(&mut lines, "admin on http://");
 
     // A replay through the proxy: far more record bytes than 48 KiB.
-    let mut buf = Vec::new();
-    tokentap_dataset::synth::synth(
-        &tokentap_dataset::synth::SynthConfig {
-            coding: 4,
-            workflow: 30,
-            scale: 0.1,
-            ..Default::default()
-        },
-        &mut buf,
-    )
-    .unwrap();
+    let buf = dataset_bytes();
     let ds =
         tokentap_dataset::Dataset::parse("d.jsonl", std::str::from_utf8(&buf).unwrap()).unwrap();
     let mut rc = tokentap_replay::ReplayConfig::new(&listen).unwrap();
@@ -215,17 +223,7 @@ fn the_replay_on_a_full_disk_leaves_whole_lines_counts_the_rest_and_exits_1() {
         ))
         .unwrap();
     let work = tempfile::tempdir().unwrap();
-    let mut buf = Vec::new();
-    tokentap_dataset::synth::synth(
-        &tokentap_dataset::synth::SynthConfig {
-            coding: 4,
-            workflow: 30,
-            scale: 0.1,
-            ..Default::default()
-        },
-        &mut buf,
-    )
-    .unwrap();
+    let buf = dataset_bytes();
     let data = work.path().join("d.jsonl");
     std::fs::write(&data, &buf).unwrap();
     let disk = work.path().join("disk");
@@ -296,6 +294,21 @@ fn the_replay_on_a_full_disk_leaves_whole_lines_counts_the_rest_and_exits_1() {
         on_disk + failed,
         total,
         "every record on disk or counted failed"
+    );
+    // merge refuses a run whose records are incomplete, saying why.
+    std::fs::copy(&copy, out.join("records.jsonl")).unwrap();
+    let merged = Command::new(BIN)
+        .arg("merge")
+        .arg(&out)
+        .arg("--out")
+        .arg(work.path().join("merged"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&merged.stderr);
+    assert_eq!(merged.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("were NOT written") && err.contains("run the shard again"),
+        "{err}"
     );
     rt.block_on(sim.shutdown());
 }

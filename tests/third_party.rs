@@ -727,13 +727,10 @@ impl Tokentap {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("the tokentap binary runs");
-        let mut out = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-        let mut urls = Vec::new();
-        for _ in 0..lines {
-            let line = out.next().expect("a first line").expect("UTF-8 stdout");
-            let url = line.rsplit(' ').next().unwrap_or_default().to_string();
-            assert!(url.starts_with("http://"), "tokentap {}: {line}", args[0]);
-            urls.push(url);
+        let (first, mut out) = tokentap_testkit::spawn::listening(&mut child);
+        let mut urls = vec![first];
+        for _ in 1..lines {
+            urls.push(tokentap_testkit::spawn::announced(&mut out, "admin on "));
         }
         std::thread::spawn(move || out.for_each(drop));
         Tokentap { child, urls }

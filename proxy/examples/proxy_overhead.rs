@@ -187,13 +187,9 @@ impl ChildProxy {
                 .take()
                 .ok_or_else(|| anyhow::anyhow!("stdout"))?,
         );
-        let mut line = String::new();
-        stdout.read_line(&mut line)?;
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .ok_or_else(|| anyhow::anyhow!("child said {line:?}"))?
-            .to_string();
+        let url =
+            tokentap_testkit::spawn::try_announced(&mut (&mut stdout).lines(), "listening on ")
+                .map_err(anyhow::Error::msg)?;
         Ok(ChildProxy {
             child,
             stdin,

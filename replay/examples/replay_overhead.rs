@@ -441,16 +441,12 @@ impl ProxyChild {
             .stdout
             .take()
             .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
-        let mut reader = std::io::BufReader::new(out);
-        let mut line = String::new();
-        reader.read_line(&mut line)?;
-        // Keep reading its stdout to the end.
-        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .ok_or_else(|| anyhow::anyhow!("proxy said {line:?}"))?
+        let mut lines = std::io::BufReader::new(out).lines();
+        let url = tokentap_testkit::spawn::try_announced(&mut lines, "listening on ")
+            .map_err(anyhow::Error::msg)?
             .replace("127.0.0.1", if tls { "localhost" } else { "127.0.0.1" });
+        // Keep reading its stdout to the end.
+        std::thread::spawn(move || lines.for_each(drop));
         Ok(ProxyChild { child, url })
     }
 }

@@ -457,6 +457,13 @@ fn load(dir: &Path) -> Result<ShardRun, ReplayError> {
         ))
     })?;
     let summary = json("summary.json", &read("summary.json")?)?;
+    if let Some(e) = summary["run"]["records_error"].as_str() {
+        return Err(ReplayError::Config(format!(
+            "{}: {} records of this shard were NOT written ({e}): its records.jsonl is incomplete; run the shard again",
+            dir.display(),
+            summary["run"]["records_failed"].as_u64().unwrap_or(0)
+        )));
+    }
     let scores = json("scores.json", &read("scores.json")?)?;
     let rec_path = dir.join("records.jsonl");
     let f = std::fs::File::open(&rec_path).map_err(|source| ReplayError::Io {

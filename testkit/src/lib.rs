@@ -20,6 +20,7 @@ pub mod body;
 pub mod client;
 pub mod data;
 pub mod measure;
+pub mod spawn;
 pub mod topology;
 pub mod upstreams;
 
