@@ -771,11 +771,64 @@ pub fn analyse(
         &[][..]
     };
     let plateaus = segment_plateaus(series, cov_bounds);
-    let empty = |reason: String| Steady {
-        found: false,
-        reason: Some(reason),
+    if plateaus.is_empty() {
+        return no_plateau(full.len(), series, superpass_size, warmup, cov_bounds);
+    }
+    let shorts: Vec<ShortWindow> = plateaus
+        .iter()
+        .map(|&(lo, hi)| min_steady_duration(&series[lo..hi]))
+        .collect();
+    let (sel, report) = pick_plateau(&shorts, enforce_min_duration);
+    let short = shorts[report].clone();
+    let (lo, hi) = plateaus[report];
+    let w = &series[lo..hi];
+    let ttft = pooled(w, Source::Ttft);
+    let tpot = pooled(w, Source::Tpot);
+    let gt = global_trend(&series[lo..]);
+    Steady {
+        found: sel.is_some(),
+        reason: sel
+            .is_none()
+            .then(|| too_short_reason(plateaus.len(), &short)),
         superpass_size,
         n_super_passes: full.len(),
+        warmup,
+        window: Some(SteadyWindow {
+            sp_lo: lo,
+            sp_hi: hi,
+            n_samples: ttft.len(),
+            start_ns: series[lo].first_issue_ns,
+            end_ns: series[hi - 1].last_issue_ns,
+            plateau_index: report,
+            n_plateaus: plateaus.len(),
+            skipped_short: shorts[..report].iter().filter(|s| s.is_short).count(),
+        }),
+        ttft_ns: summarize(&ttft),
+        tpot_ns: summarize(&tpot),
+        latency_ns: summarize(&pooled(w, Source::Latency)),
+        tps_per_user: Some(tps_per_user(w, &tpot)),
+        tps_system: Some(tps_system(w)),
+        anomaly: level_shift(series, &plateaus, report),
+        short_window: Some(short),
+        drifting_up: up(&gt),
+        global_trend: gt,
+    }
+}
+
+/// The result when no plateau is admissible, with the reason naming what trends, if anything.
+fn no_plateau(
+    n_super_passes: usize,
+    series: &[SuperPass],
+    superpass_size: usize,
+    warmup: usize,
+    cov_bounds: &[f64],
+) -> Steady {
+    let global_trend = global_trend(series);
+    Steady {
+        found: false,
+        reason: Some(no_plateau_reason(series, cov_bounds)),
+        superpass_size,
+        n_super_passes,
         warmup,
         window: None,
         ttft_ns: None,
@@ -785,47 +838,46 @@ pub fn analyse(
         tps_system: None,
         anomaly: level_shift(series, &[], 0),
         short_window: None,
-        global_trend: global_trend(series),
-        drifting_up: Vec::new(),
-    };
-    if plateaus.is_empty() {
-        let mut s = empty(String::new());
-        let drifters: Option<Vec<&str>> = GATED
-            .iter()
-            .zip(["tpot_p50", "tpot_p90"])
-            .map(|(&(src, p), k)| {
-                let t = window_series(series, src, p)?;
-                (t.len() >= MIN_TREND_N).then_some(
-                    (mk_hamed_rao(&t) != Trend::Steady
-                        && rel_drift(&t).abs() >= TREND_REL_DRIFT_MIN)
-                        .then_some(k),
-                )
-            })
-            .collect::<Option<Vec<Option<&str>>>>()
-            .map(|v| v.into_iter().flatten().collect());
-        let loosest = cov_bounds.iter().copied().fold(f64::MIN, f64::max);
-        s.reason = Some(match drifters {
-            Some(d) if d.is_empty() => format!(
-                "no admissible steady plateau: the run is trend-steady across all {} super-passes, but its CoV exceeds {loosest}",
-                series.len()
-            ),
-            Some(d) => format!("no admissible steady plateau: {} trends across the run", d.join(", ")),
-            None => "no admissible steady plateau".into(),
-        });
-        s.drifting_up = up(&s.global_trend);
-        return s;
+        drifting_up: up(&global_trend),
+        global_trend,
     }
-    let shorts: Vec<ShortWindow> = plateaus
+}
+
+/// Why no plateau is admissible: the gated TPOT series that drift, or a CoV above every bound.
+fn no_plateau_reason(series: &[SuperPass], cov_bounds: &[f64]) -> String {
+    let drifters: Option<Vec<&str>> = GATED
         .iter()
-        .map(|&(lo, hi)| min_steady_duration(&series[lo..hi]))
-        .collect();
+        .zip(["tpot_p50", "tpot_p90"])
+        .map(|(&(src, p), k)| {
+            let t = window_series(series, src, p)?;
+            (t.len() >= MIN_TREND_N).then_some(
+                (mk_hamed_rao(&t) != Trend::Steady && rel_drift(&t).abs() >= TREND_REL_DRIFT_MIN)
+                    .then_some(k),
+            )
+        })
+        .collect::<Option<Vec<Option<&str>>>>()
+        .map(|v| v.into_iter().flatten().collect());
+    let loosest = cov_bounds.iter().copied().fold(f64::MIN, f64::max);
+    match drifters {
+        Some(d) if d.is_empty() => format!(
+            "no admissible steady plateau: the run is trend-steady across all {} super-passes, but its CoV exceeds {loosest}",
+            series.len()
+        ),
+        Some(d) => format!("no admissible steady plateau: {} trends across the run", d.join(", ")),
+        None => "no admissible steady plateau".into(),
+    }
+}
+
+/// The plateau selected (the first long enough, or the first when the minimum duration is not
+/// enforced; `None` when none is) and the one reported (the selected, else the longest).
+fn pick_plateau(shorts: &[ShortWindow], enforce_min_duration: bool) -> (Option<usize>, usize) {
     let sel = if enforce_min_duration {
         shorts.iter().position(|s| !s.is_short)
     } else {
         Some(0)
     };
     let report = sel.unwrap_or_else(|| {
-        (0..plateaus.len())
+        (0..shorts.len())
             .max_by(|&a, &b| {
                 shorts[a]
                     .window_duration_s
@@ -833,12 +885,21 @@ pub fn analyse(
             })
             .unwrap_or(0)
     });
-    let short = shorts[report].clone();
-    let (lo, hi) = plateaus[report];
-    let w = &series[lo..hi];
-    let ttft = pooled(w, Source::Ttft);
-    let tpot = pooled(w, Source::Tpot);
-    let mean_tpot = if tpot.is_empty() { 0.0 } else { mean(&tpot) };
+    (sel, report)
+}
+
+/// Why no plateau was selected: even the longest of them is shorter than its minimum duration.
+fn too_short_reason(n_plateaus: usize, short: &ShortWindow) -> String {
+    format!(
+        "all {} admissible plateau(s) too short: longest {:.0}s < {:.0}s required ({}-dominated)",
+        n_plateaus, short.window_duration_s, short.min_duration_s, short.dominant
+    )
+}
+
+/// Tokens per second per user over window `w` (`tpot`: its pooled TPOTs), with the interval
+/// from the batch means of its super-passes' mean TPOTs.
+fn tps_per_user(w: &[SuperPass], tpot: &[f64]) -> (f64, [f64; 2]) {
+    let mean_tpot = if tpot.is_empty() { 0.0 } else { mean(tpot) };
     let sp_means: Vec<f64> = w
         .iter()
         .filter(|s| !s.tpot_ns.is_empty())
@@ -850,6 +911,12 @@ pub fn analyse(
         (mean_tpot, mean_tpot)
     };
     let per_user = |t: f64| if t > 0.0 { 1e9 / t } else { 0.0 };
+    (per_user(mean_tpot), [per_user(ci.1), per_user(ci.0)])
+}
+
+/// System tokens per second over window `w` (its output tokens over its issue span), with the
+/// half-width of the batch means of its super-passes' rates around it.
+fn tps_system(w: &[SuperPass]) -> (f64, [f64; 2]) {
     let sys = |tokens: u64, span: i64| {
         if span > 0 {
             tokens as f64 / (span as f64 / 1e9)
@@ -870,41 +937,7 @@ pub fn analyse(
     } else {
         [system, system]
     };
-    let gt = global_trend(&series[lo..]);
-    Steady {
-        found: sel.is_some(),
-        reason: sel.is_none().then(|| {
-            format!(
-                "all {} admissible plateau(s) too short: longest {:.0}s < {:.0}s required ({}-dominated)",
-                plateaus.len(),
-                short.window_duration_s,
-                short.min_duration_s,
-                short.dominant
-            )
-        }),
-        superpass_size,
-        n_super_passes: full.len(),
-        warmup,
-        window: Some(SteadyWindow {
-            sp_lo: lo,
-            sp_hi: hi,
-            n_samples: ttft.len(),
-            start_ns: series[lo].first_issue_ns,
-            end_ns: series[hi - 1].last_issue_ns,
-            plateau_index: report,
-            n_plateaus: plateaus.len(),
-            skipped_short: shorts[..report].iter().filter(|s| s.is_short).count(),
-        }),
-        ttft_ns: summarize(&ttft),
-        tpot_ns: summarize(&tpot),
-        latency_ns: summarize(&pooled(w, Source::Latency)),
-        tps_per_user: Some((per_user(mean_tpot), [per_user(ci.1), per_user(ci.0)])),
-        tps_system: Some((system, system_ci)),
-        anomaly: level_shift(series, &plateaus, report),
-        short_window: Some(short),
-        drifting_up: up(&gt),
-        global_trend: gt,
-    }
+    (system, system_ci)
 }
 
 fn up(gt: &[(&'static str, Trend)]) -> Vec<&'static str> {
