@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokentap_core::record::{ErrorKind, TurnRecord};
 use tokentap_dataset::Dataset;
+use tokentap_testkit::fuzz::Rng;
 
 /// Cases run.
 const CASES: usize = 600;
@@ -110,22 +111,6 @@ fn values() -> Vec<Value> {
     ]
 }
 
-/// SplitMix64 (tokentap's own deterministic source would do; this keeps the test alone).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// The base dataset's rows as JSON objects.
 fn base_rows() -> Vec<Value> {
     let mut buf = Vec::new();
@@ -184,7 +169,7 @@ fn mutated(base: &[Value], rng: &mut Rng, vals: &[Value]) -> (String, Vec<String
 async fn every_dataset_that_validates_replays_without_a_panic_and_records_every_turn() {
     let base = base_rows();
     let vals = values();
-    let mut rng = Rng(0x5eed);
+    let mut rng = Rng::new(0x5eed);
     let sim = tokentap_sim::SimServer::start(tokentap_sim::SimConfig::zero_delay())
         .await
         .expect("sim starts");

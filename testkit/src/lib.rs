@@ -19,6 +19,7 @@
 pub mod body;
 pub mod client;
 pub mod data;
+pub mod fuzz;
 pub mod measure;
 pub mod spawn;
 pub mod topology;
