@@ -200,3 +200,89 @@ fn compare_run(opts: &tokentap_report::Opts) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+    use std::time::Duration;
+
+    /// What each command needs before any other option parses.
+    fn required(command: &str) -> Vec<&'static str> {
+        match command {
+            "replay" => vec!["--endpoint", "http://a:1", "--dataset", "d.jsonl"],
+            "sweep" => vec![
+                "--endpoint",
+                "http://a:1",
+                "--dataset",
+                "d.jsonl",
+                "--out",
+                "o",
+            ],
+            "proxy" => vec!["--upstream", "http://a:1"],
+            "compare" => vec!["--wire", "w", "--client", "c", "--format", "tokentap"],
+            "merge" => vec!["a", "--out", "o"],
+            "report" => vec!["run"],
+            _ => vec![],
+        }
+    }
+
+    /// The duration `command --flag value` parses to, if `flag` is a duration option there.
+    fn duration(command: &str, flag: &str, id: &str, value: &str) -> Option<Duration> {
+        let mut argv = vec!["tokentap", command];
+        argv.extend(required(command));
+        argv.extend([flag, value]);
+        let m = Cli::command().try_get_matches_from(argv).ok()?;
+        let (_, sub) = m.subcommand()?;
+        sub.try_get_one::<Duration>(id).ok().flatten().copied()
+    }
+
+    /// Every duration option of every command reads its value the same way — humantime or a
+    /// number with a unit, and a bare number as seconds — and says `DURATION` in its help.
+    #[test]
+    fn durations_parse_the_same_on_every_command() {
+        let mut seen = Vec::new();
+        for sub in Cli::command().get_subcommands() {
+            let name = sub.get_name();
+            for arg in sub.get_arguments() {
+                let Some(long) = arg.get_long() else {
+                    continue;
+                };
+                let flag = format!("--{long}");
+                let id = arg.get_id().as_str();
+                let Some(bare) = duration(name, &flag, id, "1.5") else {
+                    continue;
+                };
+                assert_eq!(bare, Duration::from_millis(1500), "{name} {flag} 1.5");
+                for same in ["1500ms", "1.5s", "1500000us"] {
+                    assert_eq!(
+                        duration(name, &flag, id, same),
+                        Some(bare),
+                        "{name} {flag} {same}"
+                    );
+                }
+                assert_eq!(
+                    duration(name, &flag, id, "1m30s"),
+                    Some(Duration::from_secs(90)),
+                    "{name} {flag} 1m30s"
+                );
+                let names: Vec<_> = arg.get_value_names().unwrap_or_default().to_vec();
+                assert_eq!(names, ["DURATION"], "{name} {flag}: its value name");
+                seen.push(format!("{name} {flag}"));
+            }
+        }
+        // 3 replay, 4 sweep, 9 proxy, 4 sim, 3 compare, 1 demo.
+        assert_eq!(seen.len(), 24, "{seen:?}");
+        // Every command that takes a duration is covered.
+        for want in [
+            "replay --turn-timeout",
+            "sweep --engine-interval",
+            "proxy --grace",
+            "sim --decode",
+            "compare --join-window",
+            "demo --decode",
+        ] {
+            assert!(seen.iter().any(|s| s == want), "{want} not seen: {seen:?}");
+        }
+    }
+}

@@ -101,11 +101,11 @@ pub struct Opts {
     #[arg(long, env = "TOKENTAP_PROXY_UPSTREAM_CA")]
     pub upstream_ca: Option<PathBuf>,
     /// On SIGTERM (or SIGHUP, Ctrl-C), let in-flight streams finish for this long, then cut them.
-    #[arg(value_parser = tokentap_core::duration::parse, long, env = "TOKENTAP_PROXY_GRACE", default_value = defaults::GRACE)]
+    #[arg(value_parser = tokentap_core::duration::parse, value_name = "DURATION", long, env = "TOKENTAP_PROXY_GRACE", default_value = defaults::GRACE)]
     pub grace: Duration,
     /// How long to wait for upstream response headers before answering 504.
     #[arg(
-        value_parser = tokentap_core::duration::parse,
+        value_parser = tokentap_core::duration::parse, value_name = "DURATION",
         long,
         env = "TOKENTAP_PROXY_UPSTREAM_TIMEOUT",
         default_value = defaults::UPSTREAM_TIMEOUT
@@ -114,7 +114,7 @@ pub struct Opts {
     /// How long a streaming response may go without a byte from upstream before the proxy cuts
     /// it (recorded `timed_out`, kind `idle_timeout`); 0 disables.
     #[arg(
-        value_parser = tokentap_core::duration::parse,
+        value_parser = tokentap_core::duration::parse, value_name = "DURATION",
         long,
         env = "TOKENTAP_PROXY_UPSTREAM_IDLE_TIMEOUT",
         default_value = defaults::UPSTREAM_IDLE_TIMEOUT
@@ -123,11 +123,11 @@ pub struct Opts {
     /// How long a client connection may take to send a request head: from accept to its first
     /// byte (a connection that never sends one is closed), a TLS handshake, and every later
     /// head on a kept-alive HTTP/1.1 connection (so an idle one is closed too).
-    #[arg(value_parser = tokentap_core::duration::parse_positive, long, env = "TOKENTAP_PROXY_HEADER_TIMEOUT", default_value = defaults::HEADER_TIMEOUT)]
+    #[arg(value_parser = tokentap_core::duration::parse_positive, value_name = "DURATION", long, env = "TOKENTAP_PROXY_HEADER_TIMEOUT", default_value = defaults::HEADER_TIMEOUT)]
     pub header_timeout: Duration,
     /// How long a request body may stall (no byte from the client while the proxy waits for
     /// one) before the request is answered 408 and recorded.
-    #[arg(value_parser = tokentap_core::duration::parse_positive, long, env = "TOKENTAP_PROXY_BODY_TIMEOUT", default_value = defaults::BODY_TIMEOUT)]
+    #[arg(value_parser = tokentap_core::duration::parse_positive, value_name = "DURATION", long, env = "TOKENTAP_PROXY_BODY_TIMEOUT", default_value = defaults::BODY_TIMEOUT)]
     pub body_timeout: Duration,
     /// Most client connections open at once; one more is closed as soon as it is accepted
     /// (counted), so idle or silent connections cannot take every file descriptor.
@@ -154,20 +154,20 @@ pub struct Opts {
     /// How long a request waits for a free upstream connection before it is answered 503
     /// (`upstream_busy`) and recorded.
     #[arg(
-        value_parser = tokentap_core::duration::parse,
+        value_parser = tokentap_core::duration::parse, value_name = "DURATION",
         long,
         env = "TOKENTAP_PROXY_UPSTREAM_QUEUE_TIMEOUT",
         default_value = defaults::UPSTREAM_QUEUE_TIMEOUT
     )]
     pub upstream_queue_timeout: Duration,
     /// How long to wait for an upstream TCP connection before trying the next replica.
-    #[arg(value_parser = tokentap_core::duration::parse, long, env = "TOKENTAP_PROXY_CONNECT_TIMEOUT", default_value = defaults::CONNECT_TIMEOUT)]
+    #[arg(value_parser = tokentap_core::duration::parse, value_name = "DURATION", long, env = "TOKENTAP_PROXY_CONNECT_TIMEOUT", default_value = defaults::CONNECT_TIMEOUT)]
     pub connect_timeout: Duration,
     /// How long an idle pooled upstream connection is kept. Keep it below the server's own
     /// keep-alive timeout (uvicorn, under vLLM and SGLang: 5 s; llama.cpp's server: 5 s): a
     /// pooled connection is checked before reuse, and a request that still meets a server
     /// closing it is sent again on a new connection (the direct client; hyper's fails it).
-    #[arg(value_parser = tokentap_core::duration::parse, long, env = "TOKENTAP_PROXY_UPSTREAM_KEEPALIVE", default_value = defaults::UPSTREAM_KEEPALIVE)]
+    #[arg(value_parser = tokentap_core::duration::parse, value_name = "DURATION", long, env = "TOKENTAP_PROXY_UPSTREAM_KEEPALIVE", default_value = defaults::UPSTREAM_KEEPALIVE)]
     pub upstream_keepalive: Duration,
     /// Client for plain `http://` upstreams. `direct`: the proxy's own HTTP/1.1 exchange, the
     /// task that serves the client reads the upstream socket itself (one wake-up per chunk,
@@ -195,7 +195,7 @@ pub struct Opts {
     #[arg(long, env = "TOKENTAP_PROXY_VIA")]
     pub via: bool,
     /// Forget a session after it has been idle this long.
-    #[arg(value_parser = tokentap_core::duration::parse, long, env = "TOKENTAP_PROXY_SESSION_TTL", default_value = defaults::SESSION_TTL)]
+    #[arg(value_parser = tokentap_core::duration::parse, value_name = "DURATION", long, env = "TOKENTAP_PROXY_SESSION_TTL", default_value = defaults::SESSION_TTL)]
     pub session_ttl: Duration,
     /// Most sessions kept in the table (the least recently active are evicted).
     #[arg(long, env = "TOKENTAP_PROXY_MAX_SESSIONS", default_value_t = defaults::MAX_SESSIONS)]

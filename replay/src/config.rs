@@ -370,7 +370,7 @@ pub struct Opts {
     )]
     pub api_key: Option<Secret>,
     /// Per-turn timeout (e.g. 600s, 4h). Default: the preset's official value, else 86400s.
-    #[arg(long, env = "TOKENTAP_REPLAY_TURN_TIMEOUT", value_parser = tokentap_core::duration::parse, help_heading = "Load")]
+    #[arg(long, env = "TOKENTAP_REPLAY_TURN_TIMEOUT", value_parser = tokentap_core::duration::parse, value_name = "DURATION", help_heading = "Load")]
     #[serde(with = "tokentap_core::duration::opt_secs")]
     pub turn_timeout: Option<Duration>,
     /// Stop issuing when the first slot finds no trajectory left (tuning runs; official: off).
@@ -381,7 +381,7 @@ pub struct Opts {
     )]
     pub stop_issuing_on_first_user_complete: bool,
     /// Stop issuing after this long, then drain in-flight turns.
-    #[arg(long, env = "TOKENTAP_REPLAY_MAX_DURATION", value_parser = tokentap_core::duration::parse, help_heading = "Load")]
+    #[arg(long, env = "TOKENTAP_REPLAY_MAX_DURATION", value_parser = tokentap_core::duration::parse, value_name = "DURATION", help_heading = "Load")]
     #[serde(with = "tokentap_core::duration::opt_secs")]
     pub max_duration: Option<Duration>,
     /// Directory for records.jsonl, summary.json and config.json (created if missing).
