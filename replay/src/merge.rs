@@ -579,8 +579,9 @@ fn foreign_records(
 /// process and must agree; the merged run's is the sum.)
 const PER_SHARD: [&str; 4] = ["shard", "out", "metrics", "model_discovered"];
 
-/// The shared part of a config, as JSON (local paths dropped, the dataset's hash kept).
-fn shared(c: &ReplayConfig) -> Value {
+/// The shared part of a config, as JSON (local paths dropped, the dataset's hash kept): what
+/// every shard of one run must agree on.
+pub fn shared(c: &ReplayConfig) -> Value {
     let mut v = serde_json::to_value(c).unwrap_or_default();
     if let Value::Object(o) = &mut v {
         for k in PER_SHARD {

@@ -305,18 +305,7 @@ impl Sweep {
 
     /// The shared config as stored in `sweep.json` (what a resumed sweep must match).
     fn config_value(&self) -> serde_json::Value {
-        let mut v = serde_json::to_value(&self.base).unwrap_or_default();
-        if let Some(m) = v.as_object_mut() {
-            for k in ["concurrency", "out", "metrics"] {
-                m.remove(k);
-            }
-            if let Some(w) = m.get_mut("warmup").and_then(|w| w.as_object_mut()) {
-                if !self.warmup_concurrency_given {
-                    w.remove("concurrency");
-                }
-            }
-        }
-        v
+        compared_config(&self.base, self.warmup_concurrency_given)
     }
 
     /// A fresh `sweep.json` for the plan, or the one in OUT merged with the plan (resume).
@@ -396,6 +385,24 @@ impl Sweep {
         f.judge();
         Ok(f)
     }
+}
+
+/// The part of the points' configuration a resumed sweep must share with the one that wrote
+/// `sweep.json` (`base`: the points' settings; the concurrency is the point's own, the output
+/// and metrics addresses this process's; the warmup's concurrency only when given).
+pub fn compared_config(base: &ReplayConfig, warmup_concurrency_given: bool) -> serde_json::Value {
+    let mut v = serde_json::to_value(base).unwrap_or_default();
+    if let Some(m) = v.as_object_mut() {
+        for k in ["concurrency", "out", "metrics"] {
+            m.remove(k);
+        }
+        if let Some(w) = m.get_mut("warmup").and_then(|w| w.as_object_mut()) {
+            if !warmup_concurrency_given {
+                w.remove("concurrency");
+            }
+        }
+    }
+    v
 }
 
 /// Top-level keys whose values differ.
