@@ -3,7 +3,7 @@
 //! the kernel-stamp setting and the stop signal.
 
 use crate::client::Target;
-use crate::collector::{self, Aggregate};
+use crate::collector::{self, Aggregate, Msg};
 use crate::config::ReplayConfig;
 use crate::driver::{self, StopReason};
 use crate::error::ReplayError;
@@ -16,9 +16,12 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::time::Duration;
 use tokentap_core::clock::{Anchor, MonoNs};
 use tokentap_dataset::Dataset;
 use tokentap_mlperf::{RefTokenizer, ScoreSet, Scorer};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// What a phase runs.
@@ -66,51 +69,17 @@ impl Phase {
         client_metrics: Option<(tokio::net::TcpListener, Arc<ClientMetrics>)>,
         metrics_stop: &CancellationToken,
     ) -> Result<Ran, ReplayError> {
-        let config = self.config;
         let counters = Arc::new(Counters::default());
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let collector = {
-            let counters = counters.clone();
-            let scorer = self.scorer.clone();
-            let path = self.records.clone();
-            tokio::task::spawn_blocking(move || {
-                collector::collect(rx, path.as_deref(), counters, scorer)
-            })
-        };
-        let post_tx = post::start(
-            Arc::new(post::Ctx {
-                tokenizer: self.tokenizer.clone(),
-                scorer: self.scorer.clone(),
-                record_outputs: config.record_outputs && self.scorer.is_some(),
-            }),
-            tx,
-            post::threads(self.tokenizer.is_some()),
-        );
-        let metrics = client_metrics.map(|(listener, m)| {
-            tokio::spawn(metrics::serve(
-                listener,
-                m.clone(),
-                counters.clone(),
-                metrics_stop.clone(),
-            ));
-            m
-        });
+        let collector = self.spawn_collector(rx, &counters);
+        let post_tx = self.start_post(tx);
+        let metrics = serve_metrics(client_metrics, &counters, metrics_stop);
         let start = Anchor::now();
-        let mut driver_run = driver::Run::new(
-            config.clone(),
-            self.dataset,
-            target.clone(),
-            post_tx,
-            counters.clone(),
-        );
-        driver_run.metrics = metrics;
-        driver_run.capture_all = self.tokenizer.is_some() || config.record_outputs;
-        driver_run.keep_bodies = self.tokenizer.is_some();
-        driver_run.scorer = self.scorer.clone();
-        driver_run.pass_tag = self.pass_tag;
-        let run = Arc::new(driver_run);
+        let print_progress = self.progress == ProgressMode::Line;
+        let (concurrency, max_duration) = (self.config.concurrency, self.config.max_duration);
+        let run = Arc::new(self.driver_run(target, post_tx, &counters, metrics));
         let printer_done = CancellationToken::new();
-        let printer = (self.progress == ProgressMode::Line).then(|| {
+        let printer = print_progress.then(|| {
             tokio::spawn(progress::print(
                 counters.clone(),
                 run.budget_handle(),
@@ -118,48 +87,7 @@ impl Phase {
                 printer_done.clone(),
             ))
         });
-
-        let mut interrupted = shutdown.fired;
-        if interrupted {
-            run.stop(StopReason::Shutdown);
-            run.cancel.cancel();
-        }
-        let mut slots = tokio::task::JoinSet::new();
-        for i in 0..config.concurrency {
-            slots.spawn(driver::slot(run.clone(), i as u32));
-        }
-        let mut panicked = None;
-        let max_duration = config.max_duration;
-        let max_sleep = async move {
-            match max_duration {
-                Some(d) => tokio::time::sleep(d).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::pin!(max_sleep);
-        let mut max_fired = false;
-        loop {
-            tokio::select! {
-                joined = slots.join_next() => match joined {
-                    None => break,
-                    Some(Ok(())) => {}
-                    Some(Err(e)) => {
-                        panicked.get_or_insert(e.to_string());
-                        run.stop(StopReason::Shutdown);
-                    }
-                },
-                _ = &mut shutdown.future, if !shutdown.fired => {
-                    shutdown.fired = true;
-                    interrupted = true;
-                    run.stop(StopReason::Shutdown);
-                    run.cancel.cancel();
-                }
-                _ = &mut max_sleep, if !max_fired => {
-                    max_fired = true;
-                    run.stop(StopReason::MaxDuration);
-                }
-            }
-        }
+        let (interrupted, panicked) = drive_slots(&run, concurrency, max_duration, shutdown).await;
         let window_closed = run.window_closed_at();
         let last_claim = run.last_claim_at();
         let stopped_by = run.stop_reason.get().copied();
@@ -190,6 +118,127 @@ impl Phase {
             panicked,
         })
     }
+
+    /// Starts the phase's collector on a blocking thread: it writes the records file and keeps
+    /// the aggregate until every sender is dropped.
+    fn spawn_collector(
+        &self,
+        rx: UnboundedReceiver<Msg>,
+        counters: &Arc<Counters>,
+    ) -> JoinHandle<Aggregate> {
+        let counters = counters.clone();
+        let scorer = self.scorer.clone();
+        let path = self.records.clone();
+        tokio::task::spawn_blocking(move || {
+            collector::collect(rx, path.as_deref(), counters, scorer)
+        })
+    }
+
+    /// Starts the phase's post-processing pool in front of the collector; returns its job sender.
+    fn start_post(&self, tx: UnboundedSender<Msg>) -> std::sync::mpsc::Sender<post::Job> {
+        post::start(
+            Arc::new(post::Ctx {
+                tokenizer: self.tokenizer.clone(),
+                scorer: self.scorer.clone(),
+                record_outputs: self.config.record_outputs && self.scorer.is_some(),
+            }),
+            tx,
+            post::threads(self.tokenizer.is_some()),
+        )
+    }
+
+    /// The driver's run of this phase: what it captures and keeps, how it scores and salts.
+    fn driver_run(
+        self,
+        target: &Target,
+        post_tx: std::sync::mpsc::Sender<post::Job>,
+        counters: &Arc<Counters>,
+        metrics: Option<Arc<ClientMetrics>>,
+    ) -> driver::Run {
+        let capture_all = self.tokenizer.is_some() || self.config.record_outputs;
+        let mut driver_run = driver::Run::new(
+            self.config,
+            self.dataset,
+            target.clone(),
+            post_tx,
+            counters.clone(),
+        );
+        driver_run.metrics = metrics;
+        driver_run.capture_all = capture_all;
+        driver_run.keep_bodies = self.tokenizer.is_some();
+        driver_run.scorer = self.scorer;
+        driver_run.pass_tag = self.pass_tag;
+        driver_run
+    }
+}
+
+/// Serves the client's metrics on their listener, when asked for, until `metrics_stop`.
+fn serve_metrics(
+    client_metrics: Option<(tokio::net::TcpListener, Arc<ClientMetrics>)>,
+    counters: &Arc<Counters>,
+    metrics_stop: &CancellationToken,
+) -> Option<Arc<ClientMetrics>> {
+    client_metrics.map(|(listener, m)| {
+        tokio::spawn(metrics::serve(
+            listener,
+            m.clone(),
+            counters.clone(),
+            metrics_stop.clone(),
+        ));
+        m
+    })
+}
+
+/// Runs `concurrency` slots to their end, stopping them at shutdown (which also cancels what is
+/// in flight) or at `max_duration`; returns whether shutdown interrupted the phase and the first
+/// slot's panic.
+async fn drive_slots<F: Future<Output = ()>>(
+    run: &Arc<driver::Run>,
+    concurrency: usize,
+    max_duration: Option<Duration>,
+    shutdown: &mut Shutdown<'_, F>,
+) -> (bool, Option<String>) {
+    let mut interrupted = shutdown.fired;
+    if interrupted {
+        run.stop(StopReason::Shutdown);
+        run.cancel.cancel();
+    }
+    let mut slots = tokio::task::JoinSet::new();
+    for i in 0..concurrency {
+        slots.spawn(driver::slot(run.clone(), i as u32));
+    }
+    let mut panicked = None;
+    let max_sleep = async move {
+        match max_duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(max_sleep);
+    let mut max_fired = false;
+    loop {
+        tokio::select! {
+            joined = slots.join_next() => match joined {
+                None => break,
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    panicked.get_or_insert(e.to_string());
+                    run.stop(StopReason::Shutdown);
+                }
+            },
+            _ = &mut shutdown.future, if !shutdown.fired => {
+                shutdown.fired = true;
+                interrupted = true;
+                run.stop(StopReason::Shutdown);
+                run.cancel.cancel();
+            }
+            _ = &mut max_sleep, if !max_fired => {
+                max_fired = true;
+                run.stop(StopReason::MaxDuration);
+            }
+        }
+    }
+    (interrupted, panicked)
 }
 
 /// The warmup's salt tag: `warmup` hashed, or `warmup-N` for the first N whose tag differs from
