@@ -889,6 +889,67 @@ fn errors_on_the_command_line_say_what_happened_once() {
         "the cause once: {err}"
     );
 
+    // Wrong flag combinations and unreadable files name the flags and the file.
+    let d = data.to_str().unwrap();
+    for (args, want) in [
+        (
+            vec!["--http1", "--http2"],
+            vec!["--http1", "--http2", "cannot be used with"],
+        ),
+        (
+            vec!["--warmup-concurrency", "2"],
+            vec![
+                "--warmup-concurrency",
+                "--warmup-trajectories N or --warmup-duration D",
+            ],
+        ),
+        (vec!["--delay-scale", "-1"], vec!["--delay-scale"]),
+        (vec!["--concurrency", "0"], vec!["--concurrency"]),
+    ] {
+        let mut argv = vec!["replay", "--endpoint", "http://127.0.0.1:9", "--dataset", d];
+        argv.extend(&args);
+        let out = tokentap(&argv);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {err}");
+        for w in want {
+            assert!(err.contains(w), "{args:?}: {w:?} not in {err}");
+        }
+    }
+    // Negative numbers are values, not flags: a negative penalty is OpenAI's own range (-2..2).
+    let out = tokentap(&[
+        "replay",
+        "--endpoint",
+        "http://127.0.0.1:9",
+        "--dataset",
+        d,
+        "--model",
+        "m",
+        "--quiet",
+        "--presence-penalty",
+        "-0.5",
+        "--frequency-penalty",
+        "-1",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "parsed and ran: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folder = dir.path().display().to_string();
+    let out = tokentap(&[
+        "replay",
+        "--endpoint",
+        "http://127.0.0.1:9",
+        "--dataset",
+        &folder,
+        "--model",
+        "m",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&folder), "the file named: {err}");
+
     // The sim answers a model it does not serve as vLLM does: 404, "does not exist".
     let mut sim = Command::new(BIN)
         .args(["sim", "--listen", "127.0.0.1:0", "--preset", "zero-delay"])

@@ -269,7 +269,7 @@ pub struct Opts {
     #[arg(long, env = "TOKENTAP_REPLAY_DELAYS", help_heading = "Load")]
     pub delays: bool,
     /// Multiplier applied to `delay_seconds` when --delays is on.
-    #[arg(long, env = "TOKENTAP_REPLAY_DELAY_SCALE", default_value_t = DEFAULT_DELAY_SCALE, help_heading = "Load")]
+    #[arg(long, env = "TOKENTAP_REPLAY_DELAY_SCALE", allow_negative_numbers = true, default_value_t = DEFAULT_DELAY_SCALE, help_heading = "Load")]
     pub delay_scale: f64,
     /// Prefix a space to the first text of every replayed assistant message (generated-token
     /// cache clearing, docs/benchmark.md#cache-clearing). Changes the bodies: off in
@@ -311,11 +311,17 @@ pub struct Opts {
     #[arg(
         long,
         env = "TOKENTAP_REPLAY_TEMPERATURE",
+        allow_negative_numbers = true,
         help_heading = "Request body"
     )]
     pub temperature: Option<f64>,
     /// Run-level `top_p` (over the preset's; a row's own wins).
-    #[arg(long, env = "TOKENTAP_REPLAY_TOP_P", help_heading = "Request body")]
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_TOP_P",
+        allow_negative_numbers = true,
+        help_heading = "Request body"
+    )]
     pub top_p: Option<f64>,
     /// Run-level `top_k` (over the preset's; a row's own wins; -1 = off, as vLLM reads it).
     #[arg(
@@ -329,6 +335,7 @@ pub struct Opts {
     #[arg(
         long,
         env = "TOKENTAP_REPLAY_PRESENCE_PENALTY",
+        allow_negative_numbers = true,
         help_heading = "Request body"
     )]
     pub presence_penalty: Option<f64>,
@@ -336,6 +343,7 @@ pub struct Opts {
     #[arg(
         long,
         env = "TOKENTAP_REPLAY_REPETITION_PENALTY",
+        allow_negative_numbers = true,
         help_heading = "Request body"
     )]
     pub repetition_penalty: Option<f64>,
@@ -343,6 +351,7 @@ pub struct Opts {
     #[arg(
         long,
         env = "TOKENTAP_REPLAY_FREQUENCY_PENALTY",
+        allow_negative_numbers = true,
         help_heading = "Request body"
     )]
     pub frequency_penalty: Option<f64>,
@@ -440,6 +449,7 @@ pub struct Opts {
     #[arg(
         long,
         env = "TOKENTAP_REPLAY_MIN_DURATION_SCALE",
+        allow_negative_numbers = true,
         value_name = "F",
         help_heading = "Benchmark rules"
     )]
