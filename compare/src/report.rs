@@ -576,13 +576,22 @@ pub fn fmt_num(x: f64) -> String {
 impl Report {
     /// The terminal table.
     pub fn render_text(&self) -> String {
-        let c = &self.counts;
         let mut o = String::new();
-        o += &format!(
+        self.text_header(&mut o);
+        self.text_diffs(&mut o);
+        self.text_claims(&mut o);
+        self.text_verdict(&mut o);
+        o
+    }
+
+    /// The inputs, the join's counts and the tolerance.
+    fn text_header(&self, o: &mut String) {
+        let c = &self.counts;
+        *o += &format!(
             "tokentap compare: {} client vs the wire (proxy records)\n",
             self.format.as_str()
         );
-        o += &format!(
+        *o += &format!(
             "  client     {} ({} turns, clock {})\n",
             self.client_file,
             c.client_turns,
@@ -591,7 +600,7 @@ impl Report {
                 Clock::Mono => "monotonic",
             }
         );
-        o += &format!(
+        *o += &format!(
             "  wire       {} ({} completion records{})\n",
             self.wire.join(", "),
             c.wire_turns,
@@ -608,7 +617,7 @@ impl Report {
                     .iter()
                     .map(|(r, n)| format!("{r} {n}"))
                     .collect();
-                o += &format!(
+                *o += &format!(
                     "    proxy {}: {} turns, {} joined; replicas: {}\n",
                     src.path,
                     src.turns,
@@ -617,17 +626,21 @@ impl Report {
                 );
             }
         }
-        o += &format!(
+        *o += &format!(
             "  joined     {} ({} by request id, {} by session + order, {} by time); client only {}; wire only {}; status differs {}\n",
             c.joined, c.by_request_id, c.by_session_order, c.by_time, c.client_only, c.wire_only, c.status_differs
         );
-        o += &format!(
+        *o += &format!(
             "  tolerance  |client − wire| ≤ max({} ms or {} tokens, {} % of wire)\n\n",
             fmt_num(self.tolerance.ms),
             fmt_num(self.tolerance.tokens),
             fmt_num(self.tolerance.pct)
         );
-        o += &format!(
+    }
+
+    /// The table of per-turn differences, one row per metric.
+    fn text_diffs(&self, o: &mut String) {
+        *o += &format!(
             "{:<24}{:>7}{:>11}{:>11}{:>11}{:>11}{:>11}  {}\n",
             "client − wire per turn", "turns", "min", "p50", "p90", "p99", "max", "beyond tol."
         );
@@ -635,20 +648,24 @@ impl Report {
             let label = format!("{} ({})", m.metric.label(), m.unit);
             match &m.diff {
                 Some(d) => {
-                    o += &format!(
+                    *o += &format!(
                         "{:<24}{:>7}{:>11.3}{:>11.3}{:>11.3}{:>11.3}{:>11.3}  {}\n",
                         label, m.turns, d.min, d.p50, d.p90, d.p99, d.max, m.turns_beyond_tolerance
                     )
                 }
                 None => {
-                    o += &format!(
+                    *o += &format!(
                         "{:<24}{:>7}  (not claimed by the client or not on the wire)\n",
                         label, 0
                     )
                 }
             }
         }
-        o += &format!(
+    }
+
+    /// The table of the client's claims against the wire.
+    fn text_claims(&self, o: &mut String) {
+        *o += &format!(
             "\n{:<24}{:>6}{:>12}{:>12}{:>14}{:>12}  {:<8} {}\n",
             "claim",
             "stat",
@@ -661,7 +678,7 @@ impl Report {
         );
         for m in &self.metrics {
             for cl in &m.claims {
-                o += &format!(
+                *o += &format!(
                     "{:<24}{:>6}{:>12.3}{:>12.3}{:>+14.3}{:>12.3}  {:<8} {}\n",
                     format!("{} ({})", m.metric.label(), m.unit),
                     cl.stat,
@@ -674,6 +691,10 @@ impl Report {
                 );
             }
         }
+    }
+
+    /// The checks of what the client published, the verdict with its reasons, and the notes.
+    fn text_verdict(&self, o: &mut String) {
         let total: usize = self.metrics.iter().map(|m| m.claims.len()).sum();
         let failed: usize = self
             .metrics
@@ -686,24 +707,23 @@ impl Report {
             })
             .sum();
         if !self.checks.is_empty() {
-            o += "\nchecks of what the client published\n";
+            *o += "\nchecks of what the client published\n";
             for c in &self.checks {
-                o += &format!("  {:<5} {:<42} {}\n", c.verdict.as_str(), c.name, c.detail);
+                *o += &format!("  {:<5} {:<42} {}\n", c.verdict.as_str(), c.name, c.detail);
             }
         }
-        o += &format!(
+        *o += &format!(
             "\nverdict: {} ({} of {} claims within tolerance)\n",
             self.verdict.as_str(),
             total - failed,
             total
         );
         for r in &self.reasons {
-            o += &format!("  - {r}\n");
+            *o += &format!("  - {r}\n");
         }
         for n in &self.notes {
-            o += &format!("note: {n}\n");
+            *o += &format!("note: {n}\n");
         }
-        o
     }
 }
 
