@@ -60,6 +60,7 @@ pub mod collector;
 pub mod config;
 pub mod driver;
 pub mod error;
+pub mod get;
 mod http2;
 pub mod merge;
 pub mod metrics;

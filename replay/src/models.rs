@@ -5,12 +5,9 @@
 use crate::client::{EndpointTarget, Target};
 use crate::config::ReplayConfig;
 use crate::error::ReplayError;
-use crate::rx::RxStream;
 use std::time::Duration;
-use tokentap_core::http1::{self, Decoder};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// How long one `/v1/models` exchange may take.
+/// How long one `/v1/models` exchange may take (connect and TLS included).
 const TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest models list read.
 const MAX_BODY: usize = 4 << 20;
@@ -37,23 +34,17 @@ pub async fn discover(
         "{}:{line}: conversation {conv:?} has a client row without its own \"model\"",
         ds.path.display()
     );
+    let getter = crate::get::Getter::new(&config.trust()).map_err(ReplayError::Config)?;
     let mut lists: Vec<(String, Vec<String>)> = Vec::new();
     for ep in &target.endpoints {
         let url = models_url(ep);
-        let ids = match tokio::time::timeout(TIMEOUT, list(ep, target.authorization.as_ref())).await {
-            Ok(Ok(ids)) => ids,
-            Ok(Err(e)) => {
-                return Err(ReplayError::Config(format!(
+        let ids = list(&getter, &url, target.authorization.as_ref())
+            .await
+            .map_err(|e| {
+                ReplayError::Config(format!(
                     "no model name: pass --model NAME ({why_needed}); asking {url} which model it serves failed: {e}"
-                )))
-            }
-            Err(_) => {
-                return Err(ReplayError::Config(format!(
-                    "no model name: pass --model NAME ({why_needed}); {url} did not answer within {} s",
-                    TIMEOUT.as_secs()
-                )))
-            }
-        };
+                ))
+            })?;
         lists.push((url, ids));
     }
     let model = one_model(&lists).map_err(|e| {
@@ -111,79 +102,30 @@ fn models_path(chat: &str) -> String {
     format!("{prefix}/models")
 }
 
-/// One `GET` over a fresh connection (TLS for https), `Connection: close`.
+/// `GET /v1/models` of one endpoint (crate::get: hyper-util's client, the run's trust).
 async fn list(
-    ep: &EndpointTarget,
+    getter: &crate::get::Getter,
+    url: &str,
     authorization: Option<&http::HeaderValue>,
 ) -> Result<Vec<String>, String> {
-    let stream = tokio::net::TcpStream::connect(ep.addr)
-        .await
-        .map_err(|e| format!("connect {}: {e}", ep.addr))?;
-    let rx = RxStream::new(stream, false).map_err(|e| e.to_string())?;
-    let mut req = format!(
-        "GET {} HTTP/1.1\r\nhost: {}\r\naccept: application/json\r\nconnection: close\r\n",
-        models_path(ep.path.path()),
-        ep.host.to_str().unwrap_or_default()
-    )
-    .into_bytes();
+    let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+    let mut headers = vec![(
+        http::header::ACCEPT,
+        http::HeaderValue::from_static("application/json"),
+    )];
     if let Some(a) = authorization {
-        req.extend_from_slice(b"authorization: ");
-        req.extend_from_slice(a.as_bytes());
-        req.extend_from_slice(b"\r\n");
+        headers.push((http::header::AUTHORIZATION, a.clone()));
     }
-    req.extend_from_slice(b"\r\n");
-    let mut raw = Vec::new();
-    match &ep.tls {
-        None => {
-            let mut rx = rx;
-            rx.stream()
-                .write_all(&req)
-                .await
-                .map_err(|e| e.to_string())?;
-            read_all(&mut *rx.stream(), &mut raw).await?;
-        }
-        Some((connector, name)) => {
-            let mut tls = connector
-                .connect(name.clone(), rx)
-                .await
-                .map_err(|e| format!("TLS handshake: {e}"))?;
-            tls.write_all(&req).await.map_err(|e| e.to_string())?;
-            tls.flush().await.map_err(|e| e.to_string())?;
-            read_all(&mut tls, &mut raw).await?;
-        }
-    }
-    let (head_len, head) = http1::parse_head(&raw)
-        .map_err(|e| e.0)?
-        .ok_or("the connection closed inside the response head")?;
-    let mut body = Vec::new();
-    let mut dec = Decoder::new(head.framing);
-    dec.feed(&raw[head_len..], |d| body.extend_from_slice(d))
-        .map_err(|e| e.0)?;
-    if !(200..300).contains(&head.status) {
+    let answer = getter.get(&uri, &headers, MAX_BODY, TIMEOUT).await?;
+    if !answer.status.is_success() {
+        let body = &answer.body[..answer.body.len().min(300)];
         return Err(format!(
             "HTTP {}: {}",
-            head.status,
-            String::from_utf8_lossy(&body[..body.len().min(300)]).trim()
+            answer.status.as_u16(),
+            String::from_utf8_lossy(body).trim()
         ));
     }
-    parse_list(&body)
-}
-
-async fn read_all<R: tokio::io::AsyncRead + Unpin>(
-    r: &mut R,
-    out: &mut Vec<u8>,
-) -> Result<(), String> {
-    let mut buf = [0u8; 16 << 10];
-    loop {
-        let n = r.read(&mut buf).await.map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Ok(());
-        }
-        out.extend_from_slice(&buf[..n]);
-        if out.len() > MAX_BODY {
-            return Err(format!("the models list is over {MAX_BODY} bytes"));
-        }
-    }
+    parse_list(&answer.body)
 }
 
 /// The `id`s of an OpenAI models list.
