@@ -21,7 +21,7 @@ use tokentap_core::clock::{self, Anchor};
 use tokentap_core::sse::Framer;
 use tokentap_core::timeline::Timeline;
 use tokentap_proxy::meter::{MeteredBody, Tap};
-use tokentap_proxy::service::Route;
+use tokentap_proxy::route::Route;
 use tokentap_proxy::Config;
 
 #[global_allocator]
@@ -68,7 +68,7 @@ fn drain<B: Body<Data = Bytes> + Unpin>(mut b: B) -> usize {
 }
 
 fn metered<'a>(
-    shared: &std::sync::Arc<tokentap_proxy::service::Shared>,
+    shared: &std::sync::Arc<tokentap_proxy::shared::Shared>,
     f: &'a [Bytes],
 ) -> MeteredBody<VecBody<std::iter::Cloned<std::slice::Iter<'a, Bytes>>>> {
     let mut tap = Tap::new(shared.ledger.enter(), Anchor::now(), Route::Chat);

@@ -14,7 +14,7 @@
 //!   per request, never per chunk.
 //!
 //! No session id, ever, as a label; `upstream` is bounded by the configured list, `route` by the
-//! fixed set in [`crate::service::Route`], `model` by the cap.
+//! fixed set in [`crate::route::Route`], `model` by the cap.
 
 use parking_lot::Mutex;
 use prometheus::{

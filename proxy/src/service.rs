@@ -37,8 +37,8 @@ use tokentap_core::body::Either;
 use tokentap_core::clock::{self, Anchor};
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
-pub use crate::route::Route;
-pub use crate::shared::Shared;
+use crate::route::Route;
+use crate::shared::Shared;
 
 /// The first configured session header present on the request, as the session id. Header
 /// values are bytes: visible ASCII is taken as it is, other valid UTF-8 too (byte-exact), and
