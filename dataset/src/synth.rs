@@ -326,6 +326,15 @@ struct WorkflowShared {
     tool_names: Vec<String>,
 }
 
+/// The facts one workflow conversation keeps across its turns.
+struct Customer<'a> {
+    id: &'a str,
+    /// The main intent code's number.
+    intent: u64,
+    customer: String,
+    order: String,
+}
+
 const REPOS: &[(&str, &str, &str)] = &[
     ("django", "django", "django"),
     ("sympy", "sympy", "sympy"),
@@ -535,27 +544,12 @@ impl Gen {
         w: &mut RowWriter<'_, W>,
     ) -> io::Result<()> {
         let &(owner, repo, pkg) = rng.pick(REPOS);
-        let mut number = rng.range(1000, 29999);
-        let id = loop {
-            let id = format!("{owner}__{repo}-{number}");
-            if ids.insert(id.clone()) {
-                break id;
-            }
-            number += 1;
-        };
+        let id = coding_id(rng, ids, owner, repo);
         // 20–60 client turns, skewed towards the short end (u^1.5), times the depth multiplier.
         let u = rng.unit();
         let depth = (((20.0 + 40.0 * u * u.sqrt()) * self.depth).round() as u32).max(2);
         let truncated = rng.chance(1.0 / 16.0);
-        let path = |rng: &mut Rng| format!("{pkg}/{}/{}.py", rng.pick(SUBDIRS), rng.pick(FILES));
-
-        let task = format!(
-            "<uploaded_files>\n/testbed\n</uploaded_files>\nI've uploaded a python code repository in the directory \
-             /testbed. Consider the following issue description:\n\n<issue_description>\n{}\n</issue_description>\n\n\
-             Can you help me implement the necessary changes to the repository so that the requirements specified \
-             in the issue are met? The tests are already updated; do not modify them.",
-            filler(rng.seed(), (self.sz(1500.0) as f64 * rng.lognormal()) as usize)
-        );
+        let task = self.coding_task(rng);
         let mut turn = 1;
         w.row(&OutRow {
             conversation_id: &id,
@@ -567,89 +561,135 @@ impl Gen {
             ..OutRow::default()
         })?;
         for round in 1..depth {
-            let reasoning = self.reasoning(rng, 600.0);
-            let n_calls = if rng.chance(0.12) { rng.range(2, 3) } else { 1 };
-            let mut calls = Vec::with_capacity(n_calls as usize);
-            let mut results = Vec::with_capacity(n_calls as usize);
-            for _ in 0..n_calls {
-                let call_id = format!("call_{:016x}", rng.next());
-                let file = path(rng);
-                // Output grows with the round: later commands read more files and longer logs.
-                let size =
-                    (self.sz(600.0) as f64 * rng.lognormal() * (1.0 + f64::from(round) / 8.0))
-                        .min(self.sz(32.0 * 1024.0) as f64) as usize;
-                let (name, args, output) = if n_calls == 1 && rng.chance(0.15) {
-                    self.editor(rng, &file, size)
-                } else {
-                    let cmd = *rng.pick(&[
-                        Cmd::Pytest,
-                        Cmd::Pytest,
-                        Cmd::Grep,
-                        Cmd::Ls,
-                        Cmd::Cat,
-                        Cmd::Cat,
-                        Cmd::Find,
-                        Cmd::GitDiff,
-                        Cmd::Python,
-                    ]);
-                    let (command, output) = self.bash(rng, cmd, pkg, &file, size);
-                    ("bash", json!({ "command": command }), output)
-                };
-                calls.push(Call {
-                    id: call_id.clone(),
-                    kind: "function",
-                    function: Function {
-                        name,
-                        arguments: args.to_string(),
-                    },
-                });
-                results.push(ToolOut {
-                    tool_call_id: call_id,
-                    content: output,
-                });
-            }
-            turn += 1;
-            w.row(&OutRow {
-                conversation_id: &id,
-                turn,
-                role: "assistant",
-                reasoning_content: Some(&reasoning),
-                tool_calls: Some(&calls),
-                ..OutRow::default()
-            })?;
-            // Tool execution time: 0.1–2.5 s, and 3 % long runs (a full test suite, a build).
-            let delay = if rng.chance(0.03) {
-                10.0 + 50.0 * rng.unit() * rng.unit()
-            } else {
-                (0.5 * rng.lognormal()).max(0.1)
-            };
-            turn += 1;
-            w.row(&OutRow {
-                conversation_id: &id,
-                turn,
-                role: "tool",
-                tool_results: Some(&results),
-                delay_seconds: Some(ms(delay)),
-                ..OutRow::default()
-            })?;
+            turn = self.coding_round(rng, &id, turn, round, pkg, w)?;
         }
         if !truncated {
-            let reasoning = self.reasoning(rng, 400.0);
-            let answer = format!(
-                "I fixed the issue in {}: {}. The reproduction script now passes and the related tests succeed.",
-                path(rng),
-                filler(rng.seed(), self.sz(400.0))
-            );
-            w.row(&OutRow {
-                conversation_id: &id,
-                turn: turn + 1,
-                role: "assistant",
-                content: Some(&answer),
-                reasoning_content: Some(&reasoning),
-                ..OutRow::default()
-            })?;
+            self.coding_answer(rng, &id, turn + 1, pkg, w)?;
         }
         Ok(())
+    }
+
+    /// The SWE-style task of a coding trajectory's first user row.
+    fn coding_task(&self, rng: &mut Rng) -> String {
+        format!(
+            "<uploaded_files>\n/testbed\n</uploaded_files>\nI've uploaded a python code repository in the directory \
+             /testbed. Consider the following issue description:\n\n<issue_description>\n{}\n</issue_description>\n\n\
+             Can you help me implement the necessary changes to the repository so that the requirements specified \
+             in the issue are met? The tests are already updated; do not modify them.",
+            filler(rng.seed(), (self.sz(1500.0) as f64 * rng.lognormal()) as usize)
+        )
+    }
+
+    /// One round after turn `turn`: an assistant row with its tool calls, then the tool row with
+    /// their results after the tools' run time; returns the last turn written.
+    fn coding_round<W: Write + ?Sized>(
+        &self,
+        rng: &mut Rng,
+        id: &str,
+        turn: u32,
+        round: u32,
+        pkg: &str,
+        w: &mut RowWriter<'_, W>,
+    ) -> io::Result<u32> {
+        let reasoning = self.reasoning(rng, 600.0);
+        let (calls, results) = self.coding_calls(rng, round, pkg);
+        w.row(&OutRow {
+            conversation_id: id,
+            turn: turn + 1,
+            role: "assistant",
+            reasoning_content: Some(&reasoning),
+            tool_calls: Some(&calls),
+            ..OutRow::default()
+        })?;
+        let delay = tool_run_time(rng);
+        w.row(&OutRow {
+            conversation_id: id,
+            turn: turn + 2,
+            role: "tool",
+            tool_results: Some(&results),
+            delay_seconds: Some(ms(delay)),
+            ..OutRow::default()
+        })?;
+        Ok(turn + 2)
+    }
+
+    /// The tool calls of one round (12 % of rounds: 2–3 parallel ones) and their results.
+    fn coding_calls(
+        &self,
+        rng: &mut Rng,
+        round: u32,
+        pkg: &str,
+    ) -> (Vec<Call<'static>>, Vec<ToolOut>) {
+        let n_calls = if rng.chance(0.12) { rng.range(2, 3) } else { 1 };
+        let mut calls = Vec::with_capacity(n_calls as usize);
+        let mut results = Vec::with_capacity(n_calls as usize);
+        for _ in 0..n_calls {
+            let (call, result) = self.coding_call(rng, round, n_calls, pkg);
+            calls.push(call);
+            results.push(result);
+        }
+        (calls, results)
+    }
+
+    /// One call (an editor call when alone, 15 % of the time; else a bash command) and its
+    /// output, which grows with the round.
+    fn coding_call(
+        &self,
+        rng: &mut Rng,
+        round: u32,
+        n_calls: u64,
+        pkg: &str,
+    ) -> (Call<'static>, ToolOut) {
+        let call_id = format!("call_{:016x}", rng.next());
+        let file = source_path(rng, pkg);
+        // Output grows with the round: later commands read more files and longer logs.
+        let size = (self.sz(600.0) as f64 * rng.lognormal() * (1.0 + f64::from(round) / 8.0))
+            .min(self.sz(32.0 * 1024.0) as f64) as usize;
+        let (name, args, output) = if n_calls == 1 && rng.chance(0.15) {
+            self.editor(rng, &file, size)
+        } else {
+            let cmd = *rng.pick(&BASH_MIX);
+            let (command, output) = self.bash(rng, cmd, pkg, &file, size);
+            ("bash", json!({ "command": command }), output)
+        };
+        let call = Call {
+            id: call_id.clone(),
+            kind: "function",
+            function: Function {
+                name,
+                arguments: args.to_string(),
+            },
+        };
+        let result = ToolOut {
+            tool_call_id: call_id,
+            content: output,
+        };
+        (call, result)
+    }
+
+    /// The final assistant answer (turn `turn`): reasoning and a summary of the fix.
+    fn coding_answer<W: Write + ?Sized>(
+        &self,
+        rng: &mut Rng,
+        id: &str,
+        turn: u32,
+        pkg: &str,
+        w: &mut RowWriter<'_, W>,
+    ) -> io::Result<()> {
+        let reasoning = self.reasoning(rng, 400.0);
+        let answer = format!(
+            "I fixed the issue in {}: {}. The reproduction script now passes and the related tests succeed.",
+            source_path(rng, pkg),
+            filler(rng.seed(), self.sz(400.0))
+        );
+        w.row(&OutRow {
+            conversation_id: id,
+            turn,
+            role: "assistant",
+            content: Some(&answer),
+            reasoning_content: Some(&reasoning),
+            ..OutRow::default()
+        })
     }
 
     /// Recorded reasoning: the shared preamble (see `tokentap_core::text`), then filler.
@@ -677,99 +717,13 @@ impl Gen {
             .replace(&format!("{pkg}/"), "tests/")
             .replace(".py", "_test.py");
         match cmd {
-            Cmd::Pytest => {
-                let n = rng.range(3, 60);
-                let mut out = format!(
-                    "============================= test session starts ==============================\n\
-                     platform linux -- Python 3.9.20, pytest-7.4.4, pluggy-1.5.0\nrootdir: /testbed\ncollected {n} items\n\n{test} "
-                );
-                out.push_str(&".".repeat(n as usize - 1));
-                out.push_str("F\n\n=================================== FAILURES ===================================\n");
-                lines(rng, &mut out, size, |rng, i| {
-                    format!("E   {} (line {})", filler(rng.seed(), 70), 10 + i)
-                });
-                out.push_str(&format!(
-                    "=========================== short test summary info ============================\n\
-                     FAILED {test}::test_{word} - AssertionError\n========================= 1 failed, {} passed in 0.{:02}s =========================",
-                    n - 1,
-                    rng.range(5, 99)
-                ));
-                (format!("cd /testbed && python -m pytest {test} -x -q"), out)
-            }
-            Cmd::Grep => {
-                let mut out = String::new();
-                lines(rng, &mut out, size, |rng, i| {
-                    format!("{file}:{}:    {}", 3 + 7 * i, filler(rng.seed(), 60))
-                });
-                (
-                    format!("grep -rn \"{word}\" /testbed/{pkg} --include=*.py | head -200"),
-                    out,
-                )
-            }
-            Cmd::Ls => {
-                let mut out = String::from("total 128\n");
-                lines(rng, &mut out, size, |rng, _| {
-                    format!(
-                        "-rw-r--r-- 1 root root {:>6} Jan  1 00:00 {}.py",
-                        rng.range(200, 90000),
-                        rng.pick(FILES)
-                    )
-                });
-                let dir = file.rsplit_once('/').map_or(pkg, |(d, _)| d);
-                (format!("ls -la /testbed/{dir}"), out)
-            }
-            Cmd::Cat => {
-                let mut out = String::new();
-                lines(rng, &mut out, size, |rng, i| {
-                    format!("{:>6}\t{}", i + 1, filler(rng.seed(), 50))
-                });
-                if rng.chance(0.5) {
-                    (format!("cat /testbed/{file}"), out)
-                } else {
-                    let a = rng.range(1, 400);
-                    (format!("sed -n '{a},{}p' /testbed/{file}", a + 80), out)
-                }
-            }
-            Cmd::Find => {
-                let mut out = String::new();
-                lines(rng, &mut out, size, |rng, _| {
-                    format!(
-                        "/testbed/{pkg}/{}/{}.py",
-                        rng.pick(SUBDIRS),
-                        rng.pick(FILES)
-                    )
-                });
-                (
-                    format!("find /testbed -name \"*.py\" -path \"*{word}*\" | head -100"),
-                    out,
-                )
-            }
-            Cmd::GitDiff => {
-                let mut out = format!(
-                    "diff --git a/{file} b/{file}\n--- a/{file}\n+++ b/{file}\n@@ -10,7 +10,8 @@\n"
-                );
-                lines(rng, &mut out, size, |rng, _| {
-                    format!(
-                        "{}    {}",
-                        *rng.pick(&[" ", " ", "+", "-"]),
-                        filler(rng.seed(), 50)
-                    )
-                });
-                ("cd /testbed && git diff".into(), out)
-            }
-            Cmd::Python => {
-                let mut out = String::from("Traceback (most recent call last):\n");
-                lines(rng, &mut out, size, |rng, i| {
-                    format!(
-                        "  File \"/testbed/{file}\", line {}, in {}\n    {}",
-                        20 + 13 * i,
-                        rng.pick(FILES),
-                        filler(rng.seed(), 50)
-                    )
-                });
-                out.push_str(&format!("ValueError: {}", filler(rng.seed(), 40)));
-                ("cd /testbed && python reproduce_issue.py".into(), out)
-            }
+            Cmd::Pytest => pytest_run(rng, &test, word, size),
+            Cmd::Grep => grep_run(rng, pkg, file, word, size),
+            Cmd::Ls => ls_run(rng, pkg, file, size),
+            Cmd::Cat => cat_run(rng, file, size),
+            Cmd::Find => find_run(rng, pkg, word, size),
+            Cmd::GitDiff => git_diff_run(rng, file, size),
+            Cmd::Python => python_run(rng, file, size),
         }
     }
 
@@ -803,26 +757,17 @@ impl Gen {
         // At least 2 even when scaled down: a workflow trajectory is a conversation, and tests
         // with tiny scales still need multi-turn ones.
         let client_turns = ((rng.range(2, 8) as f64 * self.depth).round() as u32).max(2);
-        let intent = rng.range(1, INTENTS);
-        let customer = format!("C{:07}", rng.range(1, 9_999_999));
-        let order = format!("A{:06}", rng.range(1, 999_999));
+        let conv = Customer {
+            id: &id,
+            intent: rng.range(1, INTENTS),
+            customer: format!("C{:07}", rng.range(1, 9_999_999)),
+            order: format!("A{:06}", rng.range(1, 999_999)),
+        };
         let mut turn = 0;
         let mut used = 0;
         while used < client_turns {
             // One customer message …
-            let opening = match used {
-                0 => format!(
-                    "Hi, this is customer {customer}. I have a question about order {order}."
-                ),
-                _ => "Thanks. One more thing:".to_string(),
-            };
-            let message = format!(
-                "{opening} {}?",
-                filler(
-                    rng.seed(),
-                    (self.sz(250.0) as f64 * rng.lognormal()) as usize
-                )
-            );
+            let message = self.customer_message(rng, &conv, used);
             turn += 1;
             used += 1;
             // The first message opens the conversation: no think time before it.
@@ -839,71 +784,126 @@ impl Gen {
             })?;
             // … answered after a tool round (when the depth allows one) or directly.
             if used < client_turns && rng.chance(0.6) {
-                let codes = self.intent_codes(rng, intent);
-                let n_calls = if rng.chance(0.2) { 2 } else { 1 };
-                let mut calls = Vec::new();
-                let mut results = Vec::new();
-                for _ in 0..n_calls {
-                    let call_id = format!("call_{:016x}", rng.next());
-                    let name = rng.pick(&shared.tool_names).as_str();
-                    let args = json!({"order_id": order, "customer_id": customer});
-                    let result = json!({"status": "ok", "tool": name, "order_id": order,
-                                        "details": filler(rng.seed(), (self.sz(400.0) as f64 * rng.lognormal()) as usize)});
-                    calls.push(Call {
-                        id: call_id.clone(),
-                        kind: "function",
-                        function: Function {
-                            name,
-                            arguments: args.to_string(),
-                        },
-                    });
-                    results.push(ToolOut {
-                        tool_call_id: call_id,
-                        content: result.to_string(),
-                    });
-                }
-                let content = format!("intent: {}\nLet me check that for you.", codes[0]);
-                turn += 1;
-                w.row(&OutRow {
-                    conversation_id: &id,
-                    turn,
-                    role: "assistant",
-                    content: Some(&content),
-                    tool_calls: Some(&calls),
-                    intent_codes: Some(&codes),
-                    ..OutRow::default()
-                })?;
-                turn += 1;
+                turn = self.workflow_tool_round(rng, shared, &conv, turn, w)?;
                 used += 1;
-                w.row(&OutRow {
-                    conversation_id: &id,
-                    turn,
-                    role: "tool",
-                    tool_results: Some(&results),
-                    delay_seconds: Some(ms(0.05 + 0.95 * rng.unit() * rng.unit())),
-                    ..OutRow::default()
-                })?;
             }
-            let codes = self.intent_codes(rng, intent);
-            let reply = format!(
-                "intent: {}\n{}.",
-                codes[0],
-                filler(
-                    rng.seed(),
-                    (self.sz(450.0) as f64 * rng.lognormal()) as usize
-                )
-            );
             turn += 1;
-            w.row(&OutRow {
-                conversation_id: &id,
-                turn,
-                role: "assistant",
-                content: Some(&reply),
-                intent_codes: Some(&codes),
-                ..OutRow::default()
-            })?;
+            self.workflow_reply(rng, &conv, turn, w)?;
         }
         Ok(())
+    }
+
+    /// A customer message: the opening one names the customer and the order.
+    fn customer_message(&self, rng: &mut Rng, conv: &Customer, used: u32) -> String {
+        let opening = match used {
+            0 => format!(
+                "Hi, this is customer {}. I have a question about order {}.",
+                conv.customer, conv.order
+            ),
+            _ => "Thanks. One more thing:".to_string(),
+        };
+        format!(
+            "{opening} {}?",
+            filler(
+                rng.seed(),
+                (self.sz(250.0) as f64 * rng.lognormal()) as usize
+            )
+        )
+    }
+
+    /// A tool round after turn `turn`: an assistant row with one or two calls (and the intent),
+    /// then the tool row with their results; returns the last turn written.
+    fn workflow_tool_round<W: Write + ?Sized>(
+        &self,
+        rng: &mut Rng,
+        shared: &WorkflowShared,
+        conv: &Customer,
+        turn: u32,
+        w: &mut RowWriter<'_, W>,
+    ) -> io::Result<u32> {
+        let codes = self.intent_codes(rng, conv.intent);
+        let n_calls = if rng.chance(0.2) { 2 } else { 1 };
+        let mut calls = Vec::new();
+        let mut results = Vec::new();
+        for _ in 0..n_calls {
+            let (call, result) = self.workflow_call(rng, shared, conv);
+            calls.push(call);
+            results.push(result);
+        }
+        let content = format!("intent: {}\nLet me check that for you.", codes[0]);
+        w.row(&OutRow {
+            conversation_id: conv.id,
+            turn: turn + 1,
+            role: "assistant",
+            content: Some(&content),
+            tool_calls: Some(&calls),
+            intent_codes: Some(&codes),
+            ..OutRow::default()
+        })?;
+        w.row(&OutRow {
+            conversation_id: conv.id,
+            turn: turn + 2,
+            role: "tool",
+            tool_results: Some(&results),
+            delay_seconds: Some(ms(0.05 + 0.95 * rng.unit() * rng.unit())),
+            ..OutRow::default()
+        })?;
+        Ok(turn + 2)
+    }
+
+    /// One call of a shared tool on the conversation's order and customer, and its result.
+    fn workflow_call<'a>(
+        &self,
+        rng: &mut Rng,
+        shared: &'a WorkflowShared,
+        conv: &Customer,
+    ) -> (Call<'a>, ToolOut) {
+        let (customer, order) = (&conv.customer, &conv.order);
+        let call_id = format!("call_{:016x}", rng.next());
+        let name = rng.pick(&shared.tool_names).as_str();
+        let args = json!({"order_id": order, "customer_id": customer});
+        let result = json!({"status": "ok", "tool": name, "order_id": order,
+                            "details": filler(rng.seed(), (self.sz(400.0) as f64 * rng.lognormal()) as usize)});
+        let call = Call {
+            id: call_id.clone(),
+            kind: "function",
+            function: Function {
+                name,
+                arguments: args.to_string(),
+            },
+        };
+        let result = ToolOut {
+            tool_call_id: call_id,
+            content: result.to_string(),
+        };
+        (call, result)
+    }
+
+    /// The assistant's reply at turn `turn`, opening with its intent code.
+    fn workflow_reply<W: Write + ?Sized>(
+        &self,
+        rng: &mut Rng,
+        conv: &Customer,
+        turn: u32,
+        w: &mut RowWriter<'_, W>,
+    ) -> io::Result<()> {
+        let codes = self.intent_codes(rng, conv.intent);
+        let reply = format!(
+            "intent: {}\n{}.",
+            codes[0],
+            filler(
+                rng.seed(),
+                (self.sz(450.0) as f64 * rng.lognormal()) as usize
+            )
+        );
+        w.row(&OutRow {
+            conversation_id: conv.id,
+            turn,
+            role: "assistant",
+            content: Some(&reply),
+            intent_codes: Some(&codes),
+            ..OutRow::default()
+        })
     }
 
     /// The conversation's main intent, sometimes a neighbouring one, and 10 % of the time a second
@@ -921,6 +921,153 @@ impl Gen {
         }
         codes
     }
+}
+
+/// The mix of bash commands a coding round draws from (tests and file reads the most common).
+const BASH_MIX: [Cmd; 9] = [
+    Cmd::Pytest,
+    Cmd::Pytest,
+    Cmd::Grep,
+    Cmd::Ls,
+    Cmd::Cat,
+    Cmd::Cat,
+    Cmd::Find,
+    Cmd::GitDiff,
+    Cmd::Python,
+];
+
+/// A unique coding trajectory id, `owner__repo-NUMBER` (the next free number on a clash).
+fn coding_id(rng: &mut Rng, ids: &mut HashSet<String>, owner: &str, repo: &str) -> String {
+    let mut number = rng.range(1000, 29999);
+    loop {
+        let id = format!("{owner}__{repo}-{number}");
+        if ids.insert(id.clone()) {
+            return id;
+        }
+        number += 1;
+    }
+}
+
+/// A source file of package `pkg`: `pkg/<subdir>/<file>.py`.
+fn source_path(rng: &mut Rng, pkg: &str) -> String {
+    format!("{pkg}/{}/{}.py", rng.pick(SUBDIRS), rng.pick(FILES))
+}
+
+/// Tool execution time in seconds: 0.1–2.5 s, and 3 % long runs (a full test suite, a build).
+fn tool_run_time(rng: &mut Rng) -> f64 {
+    if rng.chance(0.03) {
+        10.0 + 50.0 * rng.unit() * rng.unit()
+    } else {
+        (0.5 * rng.lognormal()).max(0.1)
+    }
+}
+
+/// `pytest` on `test`: a session with one failure and its assertion lines.
+fn pytest_run(rng: &mut Rng, test: &str, word: &str, size: usize) -> (String, String) {
+    let n = rng.range(3, 60);
+    let mut out = format!(
+        "============================= test session starts ==============================\n\
+         platform linux -- Python 3.9.20, pytest-7.4.4, pluggy-1.5.0\nrootdir: /testbed\ncollected {n} items\n\n{test} "
+    );
+    out.push_str(&".".repeat(n as usize - 1));
+    out.push_str(
+        "F\n\n=================================== FAILURES ===================================\n",
+    );
+    lines(rng, &mut out, size, |rng, i| {
+        format!("E   {} (line {})", filler(rng.seed(), 70), 10 + i)
+    });
+    out.push_str(&format!(
+        "=========================== short test summary info ============================\n\
+         FAILED {test}::test_{word} - AssertionError\n========================= 1 failed, {} passed in 0.{:02}s =========================",
+        n - 1,
+        rng.range(5, 99)
+    ));
+    (format!("cd /testbed && python -m pytest {test} -x -q"), out)
+}
+
+/// `grep -rn` for `word` in the package: hits in `file`.
+fn grep_run(rng: &mut Rng, pkg: &str, file: &str, word: &str, size: usize) -> (String, String) {
+    let mut out = String::new();
+    lines(rng, &mut out, size, |rng, i| {
+        format!("{file}:{}:    {}", 3 + 7 * i, filler(rng.seed(), 60))
+    });
+    (
+        format!("grep -rn \"{word}\" /testbed/{pkg} --include=*.py | head -200"),
+        out,
+    )
+}
+
+/// `ls -la` of `file`'s directory.
+fn ls_run(rng: &mut Rng, pkg: &str, file: &str, size: usize) -> (String, String) {
+    let mut out = String::from("total 128\n");
+    lines(rng, &mut out, size, |rng, _| {
+        format!(
+            "-rw-r--r-- 1 root root {:>6} Jan  1 00:00 {}.py",
+            rng.range(200, 90000),
+            rng.pick(FILES)
+        )
+    });
+    let dir = file.rsplit_once('/').map_or(pkg, |(d, _)| d);
+    (format!("ls -la /testbed/{dir}"), out)
+}
+
+/// `cat` of `file`, or `sed -n` of 80 of its lines, numbered.
+fn cat_run(rng: &mut Rng, file: &str, size: usize) -> (String, String) {
+    let mut out = String::new();
+    lines(rng, &mut out, size, |rng, i| {
+        format!("{:>6}\t{}", i + 1, filler(rng.seed(), 50))
+    });
+    if rng.chance(0.5) {
+        (format!("cat /testbed/{file}"), out)
+    } else {
+        let a = rng.range(1, 400);
+        (format!("sed -n '{a},{}p' /testbed/{file}", a + 80), out)
+    }
+}
+
+/// `find` of the Python files whose path has `word`.
+fn find_run(rng: &mut Rng, pkg: &str, word: &str, size: usize) -> (String, String) {
+    let mut out = String::new();
+    lines(rng, &mut out, size, |rng, _| {
+        format!(
+            "/testbed/{pkg}/{}/{}.py",
+            rng.pick(SUBDIRS),
+            rng.pick(FILES)
+        )
+    });
+    (
+        format!("find /testbed -name \"*.py\" -path \"*{word}*\" | head -100"),
+        out,
+    )
+}
+
+/// `git diff`: one hunk of `file`.
+fn git_diff_run(rng: &mut Rng, file: &str, size: usize) -> (String, String) {
+    let mut out =
+        format!("diff --git a/{file} b/{file}\n--- a/{file}\n+++ b/{file}\n@@ -10,7 +10,8 @@\n");
+    lines(rng, &mut out, size, |rng, _| {
+        format!(
+            "{}    {}",
+            *rng.pick(&[" ", " ", "+", "-"]),
+            filler(rng.seed(), 50)
+        )
+    });
+    ("cd /testbed && git diff".into(), out)
+}
+
+/// The reproduction script: a traceback through `file` ending in a `ValueError`.
+fn python_run(rng: &mut Rng, file: &str, size: usize) -> (String, String) {
+    let mut out = String::from("Traceback (most recent call last):\n");
+    lines(rng, &mut out, size, |rng, i| {
+        format!(
+            "  File \"/testbed/{file}\", line {}, in {}\n    {}",
+            20 + 13 * i,
+            rng.pick(FILES),
+            filler(rng.seed(), 50)
+        )
+    });
+    out.push_str(&format!("ValueError: {}", filler(rng.seed(), 40)));
+    ("cd /testbed && python reproduce_issue.py".into(), out)
 }
 
 /// Appends lines made by `line(rng, index)` to `out` until it reaches `size` bytes.
