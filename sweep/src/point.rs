@@ -50,16 +50,7 @@ pub(crate) async fn run_point(
     let cfg = point_config(sweep, c, &dir);
     let min_s = cfg.min_duration().map_or(0.0, |d| d.as_secs_f64());
     if sweep.progress == ProgressMode::Line {
-        eprintln!(
-            "\n── point {}/{n}: concurrency {c} ({}), at least {} ──",
-            i + 1,
-            region.map_or("outside the regions", RegionName::as_str),
-            if min_s > 0.0 {
-                format!("{min_s:.0} s and one pass")
-            } else {
-                "one pass".into()
-            }
-        );
+        announce(c, i, n, region, min_s);
     }
     if let Err(e) = fresh_dir(sweep, c, &dir) {
         return (false, Err(e));
@@ -72,15 +63,7 @@ pub(crate) async fn run_point(
         }
     }
     let start = tokentap_core::clock::Anchor::now();
-    {
-        let p = f.point_mut(c).expect("the point is in the file");
-        p.status = PointStatus::Running;
-        p.started_wall_ns = Some(start.wall_ns);
-        p.ended_wall_ns = None;
-        p.error = None;
-        p.region = region;
-        p.min_duration_s = min_s;
-    }
+    mark_running(f, c, start.wall_ns, region, min_s);
     if let Err(e) = f.save(&sweep.out) {
         return (false, Err(e.into()));
     }
@@ -98,24 +81,13 @@ pub(crate) async fn run_point(
         }
     };
     let s = &outcome.summary;
-    let ok = s.counts.turns.get("ok").copied().unwrap_or(0);
     let records_lost = s.run.records_error.as_ref().map(|e| {
         format!(
             "{} records of concurrency {c} NOT written ({e}): the point is incomplete",
             s.run.records_failed
         )
     });
-    p.status = if records_lost.is_some() {
-        PointStatus::Failed
-    } else if outcome.interrupted {
-        PointStatus::Interrupted
-    } else if ok == 0 {
-        // Nothing completed (a dead endpoint, a wrong model name): the next points would
-        // only repeat it. The point's records say why; the first reason is named here.
-        PointStatus::Failed
-    } else {
-        PointStatus::Done
-    };
+    p.status = point_status(s, records_lost.is_some(), outcome.interrupted);
     p.take_numbers(s);
     let meta = PointMeta {
         tokentap_version: env!("CARGO_PKG_VERSION"),
@@ -136,25 +108,89 @@ pub(crate) async fn run_point(
         return (outcome.interrupted, Err(e));
     }
     if status == PointStatus::Failed {
-        let why = first_error(&dir.join("records.jsonl"))
-            .or_else(|| {
-                let e = s.counts.errors.first()?;
-                Some(format!("{}: {}", e.kind, e.first_message))
-            })
-            .unwrap_or_else(|| "no turn was issued".into());
+        let why = first_failure(&dir, s);
         let msg = records_lost
             .unwrap_or_else(|| format!("no turn completed at concurrency {c}; first error: {why}"));
         f.point_mut(c).expect("the point is in the file").error = Some(msg.clone());
         return (false, Err(anyhow::anyhow!(msg)));
     }
     if !sweep.wire.is_empty() {
-        let p = f.point_mut(c).expect("the point is in the file");
-        match wire::load(&sweep.wire).and_then(|recs| wire::view(p, &dir, &recs)) {
-            Ok(v) => p.wire = v,
-            Err(e) => tracing::warn!("--wire: {}", tokentap_core::error::report(e.as_ref())),
-        }
+        attach_wire_view(sweep, f, c, &dir);
     }
     (outcome.interrupted, Ok(()))
+}
+
+/// Prints the point's heading: its place in the sweep, its region and how long it runs.
+fn announce(c: u64, i: usize, n: usize, region: Option<RegionName>, min_s: f64) {
+    eprintln!(
+        "\n── point {}/{n}: concurrency {c} ({}), at least {} ──",
+        i + 1,
+        region.map_or("outside the regions", RegionName::as_str),
+        if min_s > 0.0 {
+            format!("{min_s:.0} s and one pass")
+        } else {
+            "one pass".into()
+        }
+    );
+}
+
+/// Marks point `c` running in the file, from `started_wall_ns`, with what it runs for.
+fn mark_running(
+    f: &mut SweepFile,
+    c: u64,
+    started_wall_ns: u64,
+    region: Option<RegionName>,
+    min_s: f64,
+) {
+    // Invariant: `c` is a point of the file (see `run_point`).
+    let p = f.point_mut(c).expect("the point is in the file");
+    p.status = PointStatus::Running;
+    p.started_wall_ns = Some(started_wall_ns);
+    p.ended_wall_ns = None;
+    p.error = None;
+    p.region = region;
+    p.min_duration_s = min_s;
+}
+
+/// How a replayed point ended: failed when records were lost or no turn completed, else
+/// interrupted or done.
+fn point_status(
+    s: &tokentap_replay::Summary,
+    records_lost: bool,
+    interrupted: bool,
+) -> PointStatus {
+    let ok = s.counts.turns.get("ok").copied().unwrap_or(0);
+    if records_lost {
+        PointStatus::Failed
+    } else if interrupted {
+        PointStatus::Interrupted
+    } else if ok == 0 {
+        // Nothing completed (a dead endpoint, a wrong model name): the next points would
+        // only repeat it. The point's records say why; the first reason is named here.
+        PointStatus::Failed
+    } else {
+        PointStatus::Done
+    }
+}
+
+/// The first reason a point's turns failed: from its records, else its summary's errors.
+fn first_failure(dir: &Path, s: &tokentap_replay::Summary) -> String {
+    first_error(&dir.join("records.jsonl"))
+        .or_else(|| {
+            let e = s.counts.errors.first()?;
+            Some(format!("{}: {}", e.kind, e.first_message))
+        })
+        .unwrap_or_else(|| "no turn was issued".into())
+}
+
+/// Puts the wire's view (`--wire`) beside point `c`; a failure to read it is only a warning.
+fn attach_wire_view(sweep: &Sweep, f: &mut SweepFile, c: u64, dir: &Path) {
+    // Invariant: `c` is a point of the file (see `run_point`).
+    let p = f.point_mut(c).expect("the point is in the file");
+    match wire::load(&sweep.wire).and_then(|recs| wire::view(p, dir, &recs)) {
+        Ok(v) => p.wire = v,
+        Err(e) => tracing::warn!("--wire: {}", tokentap_core::error::report(e.as_ref())),
+    }
 }
 
 /// The point's replay config: the sweep's, at concurrency `c` (its warmup too, unless
