@@ -517,11 +517,7 @@ pub async fn scrape_point(
             source,
         }
     })?);
-    let n = urls.len();
-    let mut first: Vec<Option<Snapshot>> = vec![None; n];
-    let mut last: Vec<Option<Snapshot>> = vec![None; n];
-    let mut cost = ScrapeCost::default();
-    let mut last_error = None;
+    let mut gathered = Gathered::new(urls.len());
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut stopping = false;
@@ -533,45 +529,7 @@ pub async fn scrape_point(
             }
         }
         for (i, url) in urls.iter().enumerate() {
-            let t0 = Instant::now();
-            let got = get(url, Duration::from_secs(5)).await;
-            let anchor = tokentap_core::clock::Anchor::now();
-            let u = url.to_string();
-            cost.scrapes += 1;
-            let line = match &got {
-                Ok(body) => {
-                    cost.bytes += body.len() as u64;
-                    let text = String::from_utf8_lossy(body);
-                    let kept = engine_lines(&text);
-                    let snap = Snapshot::of(&parse(&kept).0);
-                    if first[i].is_none() {
-                        first[i] = Some(snap.clone());
-                    }
-                    last[i] = Some(snap);
-                    serde_json::to_string(&Line {
-                        url: &u,
-                        wall_ns: anchor.wall_ns,
-                        mono_ns: anchor.mono_ns,
-                        bytes: Some(body.len()),
-                        error: None,
-                        text: Some(&kept),
-                    })
-                }
-                Err(e) => {
-                    cost.failed += 1;
-                    last_error = Some(format!("{u}: {e}"));
-                    serde_json::to_string(&Line {
-                        url: &u,
-                        wall_ns: anchor.wall_ns,
-                        mono_ns: anchor.mono_ns,
-                        bytes: None,
-                        error: Some(e),
-                        text: None,
-                    })
-                }
-            };
-            cost.busy_ms += t0.elapsed().as_secs_f64() * 1e3;
-            let line = line.map_err(|e| crate::error::SweepError::Internal(e.to_string()))?;
+            let line = gathered.scrape(i, url).await?;
             writeln!(file, "{line}").map_err(|source| crate::error::SweepError::Io {
                 what: "cannot write",
                 path: path.clone(),
@@ -588,19 +546,94 @@ pub async fn scrape_point(
             path: path.clone(),
             source,
         })?;
-    let mut total: Option<Snapshot> = None;
-    for (a, b) in first.iter().zip(&last) {
-        if let (Some(a), Some(b)) = (a, b) {
-            total.get_or_insert_with(Snapshot::default).add(&a.delta(b));
+    Ok(gathered.view(&urls))
+}
+
+/// What a point's scrapes have gathered: each endpoint's first and last snapshot, what
+/// scraping cost, and the last failure.
+struct Gathered {
+    first: Vec<Option<Snapshot>>,
+    last: Vec<Option<Snapshot>>,
+    cost: ScrapeCost,
+    last_error: Option<String>,
+}
+
+impl Gathered {
+    /// Nothing gathered yet from `n` endpoints.
+    fn new(n: usize) -> Gathered {
+        Gathered {
+            first: vec![None; n],
+            last: vec![None; n],
+            cost: ScrapeCost::default(),
+            last_error: None,
         }
     }
-    Ok(total.map(|t| {
-        let mut v = t.view();
-        v.endpoints = urls.iter().map(|u| u.to_string()).collect();
-        v.cost = cost;
-        v.last_error = last_error;
-        v
-    }))
+
+    /// Scrapes endpoint `i` (`url`) once and keeps its snapshot; returns the scrape's line for
+    /// the samples file.
+    async fn scrape(
+        &mut self,
+        i: usize,
+        url: &http::Uri,
+    ) -> Result<String, crate::error::SweepError> {
+        let t0 = Instant::now();
+        let got = get(url, Duration::from_secs(5)).await;
+        let anchor = tokentap_core::clock::Anchor::now();
+        let u = url.to_string();
+        self.cost.scrapes += 1;
+        let line = match &got {
+            Ok(body) => {
+                self.cost.bytes += body.len() as u64;
+                let text = String::from_utf8_lossy(body);
+                let kept = engine_lines(&text);
+                let snap = Snapshot::of(&parse(&kept).0);
+                if self.first[i].is_none() {
+                    self.first[i] = Some(snap.clone());
+                }
+                self.last[i] = Some(snap);
+                serde_json::to_string(&Line {
+                    url: &u,
+                    wall_ns: anchor.wall_ns,
+                    mono_ns: anchor.mono_ns,
+                    bytes: Some(body.len()),
+                    error: None,
+                    text: Some(&kept),
+                })
+            }
+            Err(e) => {
+                self.cost.failed += 1;
+                self.last_error = Some(format!("{u}: {e}"));
+                serde_json::to_string(&Line {
+                    url: &u,
+                    wall_ns: anchor.wall_ns,
+                    mono_ns: anchor.mono_ns,
+                    bytes: None,
+                    error: Some(e),
+                    text: None,
+                })
+            }
+        };
+        self.cost.busy_ms += t0.elapsed().as_secs_f64() * 1e3;
+        line.map_err(|e| crate::error::SweepError::Internal(e.to_string()))
+    }
+
+    /// The point's view: what changed between each endpoint's first and last snapshot, summed;
+    /// `None` when no endpoint answered.
+    fn view(self, urls: &[http::Uri]) -> Option<EngineView> {
+        let mut total: Option<Snapshot> = None;
+        for (a, b) in self.first.iter().zip(&self.last) {
+            if let (Some(a), Some(b)) = (a, b) {
+                total.get_or_insert_with(Snapshot::default).add(&a.delta(b));
+            }
+        }
+        total.map(|t| {
+            let mut v = t.view();
+            v.endpoints = urls.iter().map(|u| u.to_string()).collect();
+            v.cost = self.cost;
+            v.last_error = self.last_error;
+            v
+        })
+    }
 }
 
 #[cfg(test)]
