@@ -71,39 +71,22 @@ fn file_error(path: &Path, e: std::io::Error) -> DatasetErrors {
 pub fn read(
     path: &Path,
     reader: impl BufRead,
-    mut each: impl FnMut(Conversation),
+    each: impl FnMut(Conversation),
 ) -> Result<usize, DatasetErrors> {
     let path = path.to_path_buf();
-    let mut errors = Vec::new();
-    // The conversation being read.
-    let mut current: Option<Conversation> = None;
-    // Conversations with a row-level error: not checked as a whole (see `finish`).
-    let mut damaged: HashSet<String> = HashSet::new();
-    // conversation id -> first line, for every conversation seen.
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    let mut count = 0usize;
-    let mut finish = |conv: Conversation, damaged: bool, errors: &mut Vec<DatasetError>| {
-        // Conversations with a row-level error (a row dropped, or a field of the wrong type) or
-        // a contiguity break are not checked as a whole: the conversation-level rules would
-        // mostly repeat the row error (a dropped row is a gap in the turns, a `tool_results` of
-        // the wrong type is a missing one). Decision: one precise message per problem, at the
-        // cost of a second run to see sequence errors in the same conversation.
-        let mut conv = conv;
-        // Stable: rows with equal turns keep file order, so "appears twice" names both lines.
-        conv.rows.sort_by_key(|r| r.turn);
-        let before = errors.len();
-        if !damaged {
-            errors.extend(validate::check(&path, &conv));
-        }
-        count += 1;
-        if errors.len() == before && errors.is_empty() {
-            each(conv);
-        }
+    let mut r = Reading {
+        path: &path,
+        errors: Vec::new(),
+        current: None,
+        damaged: HashSet::new(),
+        seen: HashMap::new(),
+        count: 0,
+        each,
     };
     let mut lines = tokentap_core::jsonl::Lines::new(reader);
     loop {
-        if errors.len() >= MAX_ERRORS {
-            errors.push(DatasetError {
+        if r.errors.len() >= MAX_ERRORS {
+            r.errors.push(DatasetError {
                 path: path.clone(),
                 line: Some(lines.line()),
                 conversation: None,
@@ -116,7 +99,7 @@ pub fn read(
             Ok(Some(l)) => l,
             Ok(None) => break,
             Err(e) => {
-                errors.push(DatasetError {
+                r.errors.push(DatasetError {
                     path: path.clone(),
                     line: Some(lines.line()),
                     conversation: None,
@@ -126,27 +109,50 @@ pub fn read(
                 break;
             }
         };
-        let before = errors.len();
+        r.row(lineno, line);
+    }
+    r.end()
+}
+
+/// The state of [`read`]: the conversation being read, what was seen, and the errors so far.
+struct Reading<'a, F> {
+    path: &'a PathBuf,
+    errors: Vec<DatasetError>,
+    /// The conversation being read.
+    current: Option<Conversation>,
+    /// Conversations with a row-level error: not checked as a whole (see `finish`).
+    damaged: HashSet<String>,
+    /// conversation id -> first line, for every conversation seen.
+    seen: HashMap<String, usize>,
+    count: usize,
+    each: F,
+}
+
+impl<F: FnMut(Conversation)> Reading<'_, F> {
+    /// Takes the row at line `lineno`: adds it to the conversation being read, or finishes that
+    /// one and starts the next (a conversation seen before is a contiguity error).
+    fn row(&mut self, lineno: usize, line: &str) {
+        let before = self.errors.len();
         let mut ctx = Ctx {
-            path: &path,
+            path: self.path,
             line: lineno,
             conversation: None,
-            errors: &mut errors,
+            errors: &mut self.errors,
         };
         let parsed = parse_row(&mut ctx, line);
         if ctx.errors.len() > before {
             if let Some(id) = ctx.conversation.take() {
-                damaged.insert(id);
+                self.damaged.insert(id);
             }
         }
         let Some((id, row)) = parsed else {
-            continue;
+            return;
         };
-        if let Some(c) = current.as_mut().filter(|c| c.id == id) {
+        if let Some(c) = self.current.as_mut().filter(|c| c.id == id) {
             c.rows.push(row);
-            continue;
+            return;
         }
-        if let Some(&first) = seen.get(&id) {
+        if let Some(&first) = self.seen.get(&id) {
             ctx.conversation = Some(id);
             ctx.err(
                 None,
@@ -154,36 +160,58 @@ pub fn read(
                     "rows of a conversation must be contiguous: this conversation started at line {first} and other conversations came in between"
                 ),
             );
-            continue;
+            return;
         }
-        if let Some(c) = current.take() {
-            let d = damaged.contains(&c.id);
-            finish(c, d, &mut errors);
+        if let Some(c) = self.current.take() {
+            self.finish(c);
         }
-        seen.insert(id.clone(), lineno);
-        current = Some(Conversation {
+        self.seen.insert(id.clone(), lineno);
+        self.current = Some(Conversation {
             id,
             rows: vec![row],
         });
     }
-    if let Some(c) = current.take() {
-        let d = damaged.contains(&c.id);
-        finish(c, d, &mut errors);
+
+    /// Checks a complete conversation as a whole and hands it to `each` while no error was found.
+    fn finish(&mut self, mut conv: Conversation) {
+        // Conversations with a row-level error (a row dropped, or a field of the wrong type) or
+        // a contiguity break are not checked as a whole: the conversation-level rules would
+        // mostly repeat the row error (a dropped row is a gap in the turns, a `tool_results` of
+        // the wrong type is a missing one). Decision: one precise message per problem, at the
+        // cost of a second run to see sequence errors in the same conversation.
+        let damaged = self.damaged.contains(&conv.id);
+        // Stable: rows with equal turns keep file order, so "appears twice" names both lines.
+        conv.rows.sort_by_key(|r| r.turn);
+        let before = self.errors.len();
+        if !damaged {
+            self.errors.extend(validate::check(self.path, &conv));
+        }
+        self.count += 1;
+        if self.errors.len() == before && self.errors.is_empty() {
+            (self.each)(conv);
+        }
     }
-    if count == 0 && errors.is_empty() {
-        errors.push(DatasetError {
-            path: path.clone(),
-            line: None,
-            conversation: None,
-            field: None,
-            message: "no conversations: expected at least one JSONL row with conversation_id, turn and role".into(),
-        });
-    }
-    if errors.is_empty() {
-        Ok(count)
-    } else {
-        errors.sort_by_key(|e| e.line.unwrap_or(0));
-        Err(DatasetErrors(errors))
+
+    /// Finishes the last conversation; the count, or every error sorted by line.
+    fn end(mut self) -> Result<usize, DatasetErrors> {
+        if let Some(c) = self.current.take() {
+            self.finish(c);
+        }
+        if self.count == 0 && self.errors.is_empty() {
+            self.errors.push(DatasetError {
+                path: self.path.clone(),
+                line: None,
+                conversation: None,
+                field: None,
+                message: "no conversations: expected at least one JSONL row with conversation_id, turn and role".into(),
+            });
+        }
+        if self.errors.is_empty() {
+            Ok(self.count)
+        } else {
+            self.errors.sort_by_key(|e| e.line.unwrap_or(0));
+            Err(DatasetErrors(self.errors))
+        }
     }
 }
 
