@@ -15,13 +15,13 @@ use dashmap::DashMap;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{oneshot, OwnedSemaphorePermit};
 use tokio::task::AbortHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
@@ -132,32 +132,7 @@ pub async fn accept_loop(
     stop: oneshot::Receiver<Duration>,
 ) -> DrainReport {
     let tracker = Tracker::default();
-    let mut builder = auto::Builder::new(tracker.clone());
-    // hyper's own head limit sits above ours so oversized heads reach the service, which
-    // answers 431 *and records it*; only heads beyond this hard cap are refused by hyper alone.
-    let hard_cap = shared.cfg.max_header_bytes.saturating_mul(2).max(64 << 10);
-    const MAX_HEADER_LINES: usize = 24_576;
-    let max_lines = (hard_cap / 4).clamp(100, MAX_HEADER_LINES);
-    let header_timeout = shared.cfg.header_timeout;
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .max_buf_size(hard_cap.max(8192))
-        // Any number of headers within the byte limits (hyper's default stops at 100, with an
-        // empty 431 the service never sees): a header line is at least 4 bytes. Capped at
-        // 24,576: hyper reserves a `HeaderMap` of that many entries, and `http`'s map panics
-        // past 32,768 slots (n + n/3, rounded up to a power of two) — beyond the cap hyper
-        // answers its own 431 (and the proxy records it, below).
-        .max_headers(max_lines)
-        // Every head within the timeout, and (hyper ≥ 1.6) the wait for the next head on a
-        // kept-alive connection too: an idle connection is closed after it.
-        .header_read_timeout(header_timeout)
-        .keep_alive(true);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(hard_cap.min(u32::MAX as usize) as u32)
-        .max_concurrent_streams(shared.cfg.max_concurrent_streams);
+    let setup = ConnSetup::new(&tracker, &shared);
     let graceful = GracefulShutdown::new();
     let mut backoff = Backoff::default();
     let open = Arc::new(tokio::sync::Semaphore::new(shared.cfg.max_connections));
@@ -187,48 +162,14 @@ pub async fn accept_loop(
                     continue;
                 };
                 let _ = sock.set_nodelay(true);
-                let shared = shared.clone();
-                let builder = builder.clone();
-                let watcher = graceful.watcher();
-                let tls = tls.clone();
-                tracker.spawn(async move {
-                    let _slot = slot;
-                    // A connection that sends nothing is closed at the header timeout: hyper's
-                    // HTTP/1-or-h2 detection would wait for its first bytes forever.
-                    let mut first = [0u8; 1];
-                    match tokio::time::timeout(header_timeout, sock.peek(&mut first)).await {
-                        Ok(Ok(n)) if n > 0 => {}
-                        Ok(_) => return,
-                        Err(_) => {
-                            shared.ledger.metrics.connections_closed.with_label_values(&["header_timeout"]).inc();
-                            return;
-                        }
-                    }
-                    let svc = {
-                        let shared = shared.clone();
-                        service_fn(move |req| service::handle(shared.clone(), req))
-                    };
-                    match tls {
-                        Some(acc) => match tokio::time::timeout(header_timeout, acc.accept(sock)).await {
-                            Ok(Ok(s)) => {
-                                let conn = builder.serve_connection(TokioIo::new(s), svc).into_owned();
-                                if let Err(e) = watcher.watch(conn).await {
-                                    head_refused(&shared, &*e, hard_cap, max_lines);
-                                }
-                            }
-                            Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-                            Err(_) => {
-                                shared.ledger.metrics.connections_closed.with_label_values(&["tls_timeout"]).inc();
-                            }
-                        },
-                        None => {
-                            let conn = builder.serve_connection(TokioIo::new(sock), svc).into_owned();
-                            if let Err(e) = watcher.watch(conn).await {
-                                head_refused(&shared, &*e, hard_cap, max_lines);
-                            }
-                        }
-                    }
-                });
+                tracker.spawn(serve_connection(
+                    setup.clone(),
+                    shared.clone(),
+                    sock,
+                    tls.clone(),
+                    graceful.watcher(),
+                    slot,
+                ));
             }
         }
     };
@@ -242,6 +183,123 @@ pub async fn accept_loop(
         tracker.cut();
     }
     DrainReport { drained }
+}
+
+/// What every client connection is served with: hyper's builder and the head limits.
+#[derive(Clone)]
+struct ConnSetup {
+    builder: auto::Builder<Tracker>,
+    header_timeout: Duration,
+    /// hyper's hard cap on a head's bytes.
+    hard_cap: usize,
+    /// hyper's cap on a head's header lines.
+    max_lines: usize,
+}
+
+impl ConnSetup {
+    /// The HTTP/1.1 and h2 settings of `--max-header-bytes`, `--header-timeout` and
+    /// `--max-concurrent-streams`, with every task spawned through `tracker`.
+    fn new(tracker: &Tracker, shared: &Shared) -> ConnSetup {
+        let mut builder = auto::Builder::new(tracker.clone());
+        // hyper's own head limit sits above ours so oversized heads reach the service, which
+        // answers 431 *and records it*; only heads beyond this hard cap are refused by hyper
+        // alone.
+        let hard_cap = shared.cfg.max_header_bytes.saturating_mul(2).max(64 << 10);
+        const MAX_HEADER_LINES: usize = 24_576;
+        let max_lines = (hard_cap / 4).clamp(100, MAX_HEADER_LINES);
+        let header_timeout = shared.cfg.header_timeout;
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .max_buf_size(hard_cap.max(8192))
+            // Any number of headers within the byte limits (hyper's default stops at 100, with
+            // an empty 431 the service never sees): a header line is at least 4 bytes. Capped
+            // at 24,576: hyper reserves a `HeaderMap` of that many entries, and `http`'s map
+            // panics past 32,768 slots (n + n/3, rounded up to a power of two) — beyond the cap
+            // hyper answers its own 431 (and the proxy records it, below).
+            .max_headers(max_lines)
+            // Every head within the timeout, and (hyper ≥ 1.6) the wait for the next head on a
+            // kept-alive connection too: an idle connection is closed after it.
+            .header_read_timeout(header_timeout)
+            .keep_alive(true);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_header_list_size(hard_cap.min(u32::MAX as usize) as u32)
+            .max_concurrent_streams(shared.cfg.max_concurrent_streams);
+        ConnSetup {
+            builder,
+            header_timeout,
+            hard_cap,
+            max_lines,
+        }
+    }
+}
+
+/// Serves one accepted client connection (TLS first when configured) until it ends or the
+/// drain closes it; holds its `--max-connections` slot meanwhile.
+async fn serve_connection(
+    setup: ConnSetup,
+    shared: Arc<Shared>,
+    sock: TcpStream,
+    tls: Option<TlsAcceptor>,
+    watcher: Watcher,
+    slot: OwnedSemaphorePermit,
+) {
+    let _slot = slot;
+    let ConnSetup {
+        builder,
+        header_timeout,
+        hard_cap,
+        max_lines,
+    } = setup;
+    // A connection that sends nothing is closed at the header timeout: hyper's HTTP/1-or-h2
+    // detection would wait for its first bytes forever.
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(header_timeout, sock.peek(&mut first)).await {
+        Ok(Ok(n)) if n > 0 => {}
+        Ok(_) => return,
+        Err(_) => {
+            shared
+                .ledger
+                .metrics
+                .connections_closed
+                .with_label_values(&["header_timeout"])
+                .inc();
+            return;
+        }
+    }
+    let svc = {
+        let shared = shared.clone();
+        service_fn(move |req| service::handle(shared.clone(), req))
+    };
+    match tls {
+        Some(acc) => match tokio::time::timeout(header_timeout, acc.accept(sock)).await {
+            Ok(Ok(s)) => {
+                let conn = builder.serve_connection(TokioIo::new(s), svc).into_owned();
+                if let Err(e) = watcher.watch(conn).await {
+                    head_refused(&shared, &*e, hard_cap, max_lines);
+                }
+            }
+            Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+            Err(_) => {
+                shared
+                    .ledger
+                    .metrics
+                    .connections_closed
+                    .with_label_values(&["tls_timeout"])
+                    .inc();
+            }
+        },
+        None => {
+            let conn = builder
+                .serve_connection(TokioIo::new(sock), svc)
+                .into_owned();
+            if let Err(e) = watcher.watch(conn).await {
+                head_refused(&shared, &*e, hard_cap, max_lines);
+            }
+        }
+    }
 }
 
 /// A connection that ended because hyper refused a head too large to parse (past `cap` bytes or
