@@ -31,7 +31,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use tokentap_dataset::Dataset;
-use tokentap_mlperf::result_summary::{self, Series};
+use tokentap_mlperf::result_summary::{self, Rollup, Series};
 use tokentap_mlperf::scorer::{ModelMessage, Scorer, TurnKey};
 use tokentap_mlperf::{ModelOutput, RefTokenizer};
 
@@ -206,13 +206,41 @@ fn read_events(
     tokenizer: Option<&RefTokenizer>,
     keep: bool,
 ) -> Result<Events, CompareError> {
-    let mut samples: Vec<Sample> = Vec::new();
-    let mut by_uuid: HashMap<String, usize> = HashMap::new();
-    let mut completions: Vec<usize> = Vec::new();
-    let mut tracking = false;
-    let mut saw_tracking = false;
+    let mut f = Folding {
+        events: Events {
+            samples: Vec::new(),
+            completions: Vec::new(),
+            saw_tracking: false,
+        },
+        by_uuid: HashMap::new(),
+        tracking: false,
+    };
     lines_of(path, src, "cannot read the client file", |line, text| {
         let v: Event<'_> = object_line(path, line, text, "an MLPerf events.jsonl line")?;
+        f.event(path, line, v, tokenizer, keep)
+    })?;
+    Ok(f.events)
+}
+
+/// The samples folded so far, with where each uuid's is and whether the window is open.
+struct Folding {
+    events: Events,
+    by_uuid: HashMap<String, usize>,
+    /// Inside the performance window.
+    tracking: bool,
+}
+
+impl Folding {
+    /// Folds the event at `line`: a mark of the performance window, or an event (or error) of a
+    /// sample.
+    fn event(
+        &mut self,
+        path: &Path,
+        line: usize,
+        v: Event<'_>,
+        tokenizer: Option<&RefTokenizer>,
+        keep: bool,
+    ) -> Result<(), CompareError> {
         let kind = v.event_type.as_deref().ok_or_else(|| {
             CompareError::parse(
                 path,
@@ -223,12 +251,12 @@ fn read_events(
         let ts = v.timestamp_ns.map(|t| t.0);
         match kind {
             "session.start_performance_tracking" => {
-                tracking = true;
-                saw_tracking = true;
+                self.tracking = true;
+                self.events.saw_tracking = true;
                 return Ok(());
             }
             "session.stop_performance_tracking" => {
-                tracking = false;
+                self.tracking = false;
                 return Ok(());
             }
             _ => {}
@@ -241,7 +269,8 @@ fn read_events(
         if !is_sample && !is_error {
             return Ok(());
         }
-        let idx = *by_uuid.entry(uuid).or_insert_with(|| {
+        let samples = &mut self.events.samples;
+        let idx = *self.by_uuid.entry(uuid).or_insert_with(|| {
             samples.push(Sample {
                 at: line,
                 ..Sample::default()
@@ -268,7 +297,7 @@ fn read_events(
             "sample.issued" => {
                 s.issued = Some(need_ts(ts)?);
                 s.at = line;
-                s.tracked = tracking;
+                s.tracked = self.tracking;
             }
             "sample.recv_first" if s.first.is_none() => {
                 let t = need_ts(ts)?;
@@ -283,39 +312,46 @@ fn read_events(
             "sample.complete" => {
                 s.complete = Some(need_ts(ts)?);
                 s.finish_reason = v.finish_reason.map(|f| f.0);
-                let data = v.data.map(RawValue::get).unwrap_or("").trim_start();
-                if data.starts_with('{') {
-                    if let Ok(d) = serde_json::from_str::<CountData>(data) {
-                        s.tokens = d.output_tokens.or(d.n_tokens).filter(|n| n.is_finite());
-                    }
-                } else if data.starts_with('[') {
-                    let value: Value = serde_json::from_str(data).map_err(|e| {
-                        CompareError::parse(path, line, format!("sample.complete data: {e}"))
-                    })?;
-                    s.output = ModelOutput::from_event_data(&value).map(|o| Output {
-                        tool_calls: o.tool_calls.is_some(),
-                        counts: tokenizer.map_or((None, None), |tok| {
-                            (
-                                tok.osl(&o).map(|c| c.tokens),
-                                tok.tpot_tokens(&o).map(|c| c.tokens),
-                            )
-                        }),
-                        kept: keep.then(|| Box::new(o)),
-                    });
-                }
-                completions.push(idx);
+                complete_data(s, v.data, path, line, tokenizer, keep)?;
+                self.events.completions.push(idx);
             }
             _ if is_error => s.error = true,
             _ => {}
         }
         Ok(())
-    })?;
+    }
+}
 
-    Ok(Events {
-        samples,
-        completions,
-        saw_tracking,
-    })
+/// Reads a `sample.complete`'s data into its sample: the token count some versions publish (an
+/// object), or the output the reference accumulated (an array), counted and kept if `keep`.
+fn complete_data(
+    s: &mut Sample,
+    data: Option<&RawValue>,
+    path: &Path,
+    line: usize,
+    tokenizer: Option<&RefTokenizer>,
+    keep: bool,
+) -> Result<(), CompareError> {
+    let data = data.map(RawValue::get).unwrap_or("").trim_start();
+    if data.starts_with('{') {
+        if let Ok(d) = serde_json::from_str::<CountData>(data) {
+            s.tokens = d.output_tokens.or(d.n_tokens).filter(|n| n.is_finite());
+        }
+    } else if data.starts_with('[') {
+        let value: Value = serde_json::from_str(data)
+            .map_err(|e| CompareError::parse(path, line, format!("sample.complete data: {e}")))?;
+        s.output = ModelOutput::from_event_data(&value).map(|o| Output {
+            tool_calls: o.tool_calls.is_some(),
+            counts: tokenizer.map_or((None, None), |tok| {
+                (
+                    tok.osl(&o).map(|c| c.tokens),
+                    tok.tpot_tokens(&o).map(|c| c.tokens),
+                )
+            }),
+            kept: keep.then(|| Box::new(o)),
+        });
+    }
+    Ok(())
 }
 
 /// One issued sample as a client turn: its times from the issue instant, and the values the
@@ -452,7 +488,6 @@ fn check(name: &str, verdict: Verdict, detail: String) -> Check {
 }
 
 fn summary_checks(rs: &Value, r: &Recomputed, tokenizer: bool) -> Vec<Check> {
-    let mut out = Vec::new();
     let series: [(&str, Option<Series>); 4] = [
         ("ttft", Some(Series::Int(r.ttft.clone()))),
         ("latency", Some(Series::Int(r.latency.clone()))),
@@ -462,66 +497,84 @@ fn summary_checks(rs: &Value, r: &Recomputed, tokenizer: bool) -> Vec<Check> {
             tokenizer.then(|| Series::Int(r.osl.clone())),
         ),
     ];
-    for (field, s) in series {
-        let name = format!("{field} matches events");
-        let Some(s) = s else {
-            out.push(check(
-                &name,
-                Verdict::NoData,
-                "needs --tokenizer (the reference counts these tokens itself)".into(),
-            ));
-            continue;
-        };
-        let p = &rs[field];
-        let Some(roll) = s.rollup() else {
-            out.push(check(
-                &name,
-                Verdict::NoData,
-                "no sample in the events".into(),
-            ));
-            continue;
-        };
-        let mut diffs = Vec::new();
-        if !p["percentiles"].is_object() {
-            diffs.push("the summary has no percentiles".to_string());
-        }
-        let cmp = |what: &str, published: Option<f64>, ours: f64, diffs: &mut Vec<String>| {
-            match published {
-                Some(v) if v == ours => {}
-                Some(v) => diffs.push(format!("{what}: published {v}, events {ours}")),
-                None => diffs.push(format!("{what}: not published")),
-            }
-        };
-        cmp("total", p["total"].as_f64(), roll.total, &mut diffs);
-        cmp("min", p["min"].as_f64(), roll.min, &mut diffs);
-        cmp("max", p["max"].as_f64(), roll.max, &mut diffs);
-        for (q, k) in [(50.0, "50.0"), (90.0, "90.0"), (99.0, "99.0")] {
-            cmp(
-                &format!("p{}", k.trim_end_matches(".0")),
-                p["percentiles"][k].as_f64(),
-                roll.percentile(q).unwrap_or(f64::NAN),
-                &mut diffs,
-            );
-        }
-        out.push(if diffs.is_empty() {
-            check(
-                &name,
-                Verdict::Pass,
-                format!(
-                    "{} samples: count, total, min, max, p50/p90/p99 equal",
-                    roll.count
-                ),
-            )
-        } else {
-            check(&name, Verdict::Fail, diffs.join("; "))
-        });
-    }
+    let mut out: Vec<Check> = series
+        .into_iter()
+        .map(|(field, s)| series_check(field, s, &rs[field]))
+        .collect();
     // Impossible values.
+    out.push(negative_tpot_check(rs, r));
+    if tokenizer {
+        out.push(osl_check(rs, r));
+    }
+    out
+}
+
+/// Whether the summary's `field` (`p`) is what the events give (`s`; `None` without the
+/// tokenizer it needs): count, total, min, max and p50/p90/p99 equal.
+fn series_check(field: &str, s: Option<Series>, p: &Value) -> Check {
+    let name = format!("{field} matches events");
+    let Some(s) = s else {
+        return check(
+            &name,
+            Verdict::NoData,
+            "needs --tokenizer (the reference counts these tokens itself)".into(),
+        );
+    };
+    let Some(roll) = s.rollup() else {
+        return check(&name, Verdict::NoData, "no sample in the events".into());
+    };
+    let diffs = rollup_diffs(p, &roll);
+    if diffs.is_empty() {
+        check(
+            &name,
+            Verdict::Pass,
+            format!(
+                "{} samples: count, total, min, max, p50/p90/p99 equal",
+                roll.count
+            ),
+        )
+    } else {
+        check(&name, Verdict::Fail, diffs.join("; "))
+    }
+}
+
+/// Where a published rollup `p` differs from the events' `roll`, each difference in words.
+fn rollup_diffs(p: &Value, roll: &Rollup) -> Vec<String> {
+    let mut diffs = Vec::new();
+    if !p["percentiles"].is_object() {
+        diffs.push("the summary has no percentiles".to_string());
+    }
+    let cmp =
+        |what: &str, published: Option<f64>, ours: f64, diffs: &mut Vec<String>| match published {
+            Some(v) if v == ours => {}
+            Some(v) => diffs.push(format!("{what}: published {v}, events {ours}")),
+            None => diffs.push(format!("{what}: not published")),
+        };
+    cmp("total", p["total"].as_f64(), roll.total, &mut diffs);
+    cmp("min", p["min"].as_f64(), roll.min, &mut diffs);
+    cmp("max", p["max"].as_f64(), roll.max, &mut diffs);
+    for (q, k) in [(50.0, "50.0"), (90.0, "90.0"), (99.0, "99.0")] {
+        cmp(
+            &format!("p{}", k.trim_end_matches(".0")),
+            p["percentiles"][k].as_f64(),
+            roll.percentile(q).unwrap_or(f64::NAN),
+            &mut diffs,
+        );
+    }
+    diffs
+}
+
+/// TPOT is never negative, neither the published minimum nor any tracked sample's in the events.
+fn negative_tpot_check(rs: &Value, r: &Recomputed) -> Check {
     let min_tpot = rs["tpot"]["min"].as_f64();
     let negative = min_tpot.is_some_and(|m| m < 0.0) || r.negative_tpot > 0;
-    out.push(check(
+    check(
         "tpot is never negative",
-        if negative { Verdict::Fail } else { Verdict::Pass },
+        if negative {
+            Verdict::Fail
+        } else {
+            Verdict::Pass
+        },
         if negative {
             format!(
                 "impossible: published TPOT min {} ns{}: a completion stamped before its first chunk",
@@ -535,24 +588,25 @@ fn summary_checks(rs: &Value, r: &Recomputed, tokenizer: bool) -> Vec<Check> {
         } else {
             "every TPOT ≥ 0".into()
         },
-    ));
-    if tokenizer {
-        let total = rs["output_sequence_lengths"]["total"].as_f64();
-        let ours: i64 = r.osl.iter().sum();
-        out.push(check(
-            "osl is the reference tokenizer's count",
-            if total == Some(ours as f64) {
-                Verdict::Pass
-            } else {
-                Verdict::Fail
-            },
-            format!(
-                "published OSL total {}, counted with the tokenizer from the published outputs {ours}",
-                total.map_or("-".into(), |t| t.to_string())
-            ),
-        ));
-    }
-    out
+    )
+}
+
+/// The published OSL total is the reference tokenizer's count of the published outputs.
+fn osl_check(rs: &Value, r: &Recomputed) -> Check {
+    let total = rs["output_sequence_lengths"]["total"].as_f64();
+    let ours: i64 = r.osl.iter().sum();
+    check(
+        "osl is the reference tokenizer's count",
+        if total == Some(ours as f64) {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        },
+        format!(
+            "published OSL total {}, counted with the tokenizer from the published outputs {ours}",
+            total.map_or("-".into(), |t| t.to_string())
+        ),
+    )
 }
 
 fn scores_check(sc: &Value, samples: &[Sample], dataset: Option<&Dataset>) -> Check {
