@@ -250,26 +250,12 @@ pub async fn run_with_hooks(
     shutdown: impl Future<Output = ()>,
     mut hooks: Hooks,
 ) -> anyhow::Result<RunOutcome> {
-    let hash = config.dataset.as_ref().and_then(|d| d.hash.clone());
-    models::discover(&mut config, &dataset).await?;
-    config.bind_dataset(&dataset, hash)?;
-    let warmup_setup = match &config.warmup {
-        Some(w) => Some(warmup_config(&config, w, &dataset).await?),
-        None => None,
-    };
-    let tokenizer = match &config.tokenizer {
-        Some(dir) => Some(load_tokenizer(dir.clone()).await?),
-        None => None,
-    };
-    let scorer = Arc::new(Scorer::new(&dataset));
-    let target = client::Target::resolve(
-        &config.endpoints,
-        &config.routing_headers,
-        config.api_key.as_ref().map(|k| k.expose()),
-        &config.trust(),
-        config.protocols(),
-    )
-    .await?;
+    let Prepared {
+        warmup_setup,
+        tokenizer,
+        scorer,
+        target,
+    } = prepare(&mut config, &dataset).await?;
     let out_dir = config.out.clone();
     if let Some(dir) = &out_dir {
         write_config(dir, &config)?;
@@ -311,7 +297,7 @@ pub async fn run_with_hooks(
     if let Some(tx) = hooks.measured_start.take() {
         let _ = tx.send(());
     }
-    let ran = phase::Phase {
+    let mut ran = phase::Phase {
         config: config.clone(),
         dataset: dataset.clone(),
         records: out_dir.as_ref().map(|d| d.join("records.jsonl")),
@@ -322,7 +308,72 @@ pub async fn run_with_hooks(
     }
     .run(&target, &mut shutdown, client_metrics, &metrics_stop)
     .await?;
-    let built = summary::Summary::build(
+    let (interrupted, panicked) = (ran.interrupted, ran.panicked.take());
+    let built = build_summary(ran, config, &scorer, tokenizer.as_deref(), warmup, &dataset);
+    if let Some(dir) = &out_dir {
+        write_results(dir, &built)?;
+    }
+    let summary = built.summary;
+    if let Some(p) = panicked {
+        return Err(ReplayError::Internal(format!("a replay slot panicked: {p}")).into());
+    }
+    Ok(RunOutcome {
+        summary,
+        out_dir,
+        interrupted,
+    })
+}
+
+/// What a run needs before its first request: the warmup's setup, the tokenizer, the scorer and
+/// the resolved target.
+struct Prepared {
+    warmup_setup: Option<(ReplayConfig, Arc<Dataset>, String)>,
+    tokenizer: Option<Arc<RefTokenizer>>,
+    scorer: Arc<Scorer>,
+    target: client::Target,
+}
+
+/// Discovers the model and binds the dataset into `config`, then sets up the warmup, loads the
+/// tokenizer, builds the scorer and resolves the endpoints (nothing is sent if any fails).
+async fn prepare(config: &mut ReplayConfig, dataset: &Arc<Dataset>) -> anyhow::Result<Prepared> {
+    let hash = config.dataset.as_ref().and_then(|d| d.hash.clone());
+    models::discover(config, dataset).await?;
+    config.bind_dataset(dataset, hash)?;
+    let warmup_setup = match &config.warmup {
+        Some(w) => Some(warmup_config(config, w, dataset).await?),
+        None => None,
+    };
+    let tokenizer = match &config.tokenizer {
+        Some(dir) => Some(load_tokenizer(dir.clone()).await?),
+        None => None,
+    };
+    let scorer = Arc::new(Scorer::new(dataset));
+    let target = client::Target::resolve(
+        &config.endpoints,
+        &config.routing_headers,
+        config.api_key.as_ref().map(|k| k.expose()),
+        &config.trust(),
+        config.protocols(),
+    )
+    .await?;
+    Ok(Prepared {
+        warmup_setup,
+        tokenizer,
+        scorer,
+        target,
+    })
+}
+
+/// Builds the run's summary (and the files beside it) from the measured phase.
+fn build_summary(
+    ran: phase::Ran,
+    config: ReplayConfig,
+    scorer: &Scorer,
+    tokenizer: Option<&RefTokenizer>,
+    warmup: Option<summary::WarmupDeclaration>,
+    dataset: &Dataset,
+) -> summary::Built {
+    summary::Summary::build(
         ran.agg,
         config,
         summary::RunFacts {
@@ -335,28 +386,16 @@ pub async fn run_with_hooks(
             budget_local: ran.budget_local,
             trajectories_started: ran.trajectories_started,
             trajectories_finished: ran.trajectories_finished,
-            scores: ran.scores.finish(&scorer),
-            tokenizer: tokenizer.as_ref().map(|t| {
+            scores: ran.scores.finish(scorer),
+            tokenizer: tokenizer.map(|t| {
                 let (n, first) = t.fallbacks();
                 (t.dir().display().to_string(), n, first)
             }),
             warmup,
             dataset_size: dataset.conversations.len() as u64,
-            row_overrides: row_overrides(&dataset),
+            row_overrides: row_overrides(dataset),
         },
-    );
-    if let Some(dir) = &out_dir {
-        write_results(dir, &built)?;
-    }
-    let summary = built.summary;
-    if let Some(p) = ran.panicked {
-        return Err(ReplayError::Internal(format!("a replay slot panicked: {p}")).into());
-    }
-    Ok(RunOutcome {
-        summary,
-        out_dir,
-        interrupted: ran.interrupted,
-    })
+    )
 }
 
 /// Loads `--tokenizer` off the async threads; warns when the chat template cannot render the
