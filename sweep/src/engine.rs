@@ -12,7 +12,6 @@
 //! client's TTFT minus the engine's is the time spent outside the engine.
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Empty};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -416,43 +415,24 @@ fn engine_lines(text: &str) -> String {
     o
 }
 
-/// `GET url` over HTTP/1.1 (a new connection each time, `TCP_NODELAY`), the body as text.
+/// `GET url`, the body (replay's one small-GET client: hyper-util's, its connection kept
+/// alive between scrapes, the answer bounded to [`MAX_SCRAPE_BYTES`]).
 pub async fn get(url: &http::Uri, timeout: Duration) -> Result<Bytes, String> {
-    let fut = async {
-        let host = url.host().ok_or("no host")?;
-        let port = url.port_u16().unwrap_or(80);
-        let stream = tokio::net::TcpStream::connect((host, port))
-            .await
-            .map_err(|e| format!("connect: {e}"))?;
-        let _ = stream.set_nodelay(true);
-        let (mut send, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .map_err(|e| format!("handshake: {e}"))?;
-        tokio::spawn(conn);
-        let authority = url.authority().map_or(host.to_string(), |a| a.to_string());
-        let req = http::Request::get(url.path_and_query().map_or("/metrics", |p| p.as_str()))
-            .header(http::header::HOST, authority)
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| e.to_string())?;
-        let res = send
-            .send_request(req)
-            .await
-            .map_err(|e| format!("request: {e}"))?;
-        if !res.status().is_success() {
-            return Err(format!("HTTP {}", res.status()));
-        }
-        let body = res
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| format!("body: {e}"))?;
-        Ok::<_, String>(body.to_bytes())
-    };
-    tokio::time::timeout(timeout, fut)
-        .await
-        .map_err(|_| format!("no answer in {timeout:?}"))?
+    static GETTER: std::sync::OnceLock<Result<tokentap_replay::get::Getter, String>> =
+        std::sync::OnceLock::new();
+    let getter = GETTER
+        .get_or_init(|| tokentap_replay::get::Getter::new(&Default::default()))
+        .as_ref()
+        .map_err(Clone::clone)?;
+    let answer = getter.get(url, &[], MAX_SCRAPE_BYTES, timeout).await?;
+    if !answer.status.is_success() {
+        return Err(format!("HTTP {}", answer.status));
+    }
+    Ok(answer.body)
 }
+
+/// The largest metrics page read (vLLM's is tens of kB; SGLang's with many series a few MB).
+pub const MAX_SCRAPE_BYTES: usize = 64 << 20;
 
 /// Checks and normalizes `--engine-metrics` URLs (http only; a bare host:port gets
 /// `http://…/metrics`).
