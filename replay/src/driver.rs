@@ -38,6 +38,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokentap_core::clock::{self, Anchor, MonoNs};
 use tokentap_core::record::{ErrorKind, ErrorSource, Origin, Status, TurnError, TurnRecord};
+use tokentap_core::timeline::Timeline;
 use tokentap_dataset::{Conversation, Dataset};
 use tokentap_mlperf::Scorer;
 use tokio_util::sync::CancellationToken;
@@ -465,12 +466,7 @@ async fn turn(
         .body(row)
         .map_err(|e| crate::response::internal(ErrorKind::Build, e.to_string()))?;
     let (request_bytes, messages) = (body.len(), body.messages());
-    let model = r
-        .overrides
-        .get("model")
-        .and_then(|m| m.as_str())
-        .map(str::to_string)
-        .or_else(|| run.settings.model.clone());
+    let model = turn_model(run, r);
     let isl_body = run.keep_bodies.then(|| body.clone());
     let req = run.target.request(setup.endpoint, &setup.session, body);
     let capture = capture_for(run, t.conv, r.turn);
@@ -507,37 +503,16 @@ async fn turn(
     // The turn ended for the client here (error, timeout, cancel); a complete response
     // ended at its last byte, set below.
     let ended_at = clock::now();
-    let start = tl.as_ref().map(|t| t.start());
-    let measured = tl.map(|t| t.finish(None)).unwrap_or_default();
-    let now = Anchor::now();
-    let anchor = match start {
-        Some(s) => Anchor {
-            mono_ns: s,
-            wall_ns: now.wall_of(s),
-        },
-        None => now,
+    let facts = TurnFacts {
+        scheduled,
+        model,
+        messages,
+        request_bytes,
+        in_window,
+        timeline: tl,
+        ended_at,
     };
-    let mut rec = t.record(ti, row, anchor);
-    rec.scheduled_mono_ns = Some(scheduled);
-    rec.route = Some(run.target.endpoints[setup.endpoint].path.path().to_string());
-    if run.target.endpoints.len() > 1 {
-        rec.upstream = Some(run.target.endpoints[setup.endpoint].url.clone());
-    }
-    rec.model = model;
-    rec.messages = Some(messages);
-    rec.request_bytes = Some(request_bytes);
-    rec.in_window = Some(in_window);
-    rec.measured = measured;
-    // A turn that never reached the wire (connect failed) ended where it started.
-    rec.end_ns = Some(start.map_or(0, |s| ended_at.saturating_sub(s)));
-    if start.is_some() {
-        rec.rx_clock = scratch.rx.clock;
-        rec.rx_lag_ttft_ns = scratch.rx.ttft_lag_ns;
-        rec.rx_lag_max_ns = scratch.rx.max_lag_ns;
-        rec.retries = (scratch.retries > 0).then_some(scratch.retries);
-        rec.server_date_s = scratch.server_date;
-        rec.http_version = scratch.http2.then(|| "2".to_string());
-    }
+    let mut rec = turn_record(run, t, setup.endpoint, ti, row, facts, scratch);
     conclude(run, &mut rec, ended, conn, scratch);
     let ok = rec.status == Status::Ok;
     if ok {
@@ -555,6 +530,78 @@ async fn turn(
         },
     );
     Ok(status)
+}
+
+/// The model a turn asks for: its row's override, else the run's.
+#[inline]
+fn turn_model(run: &Run, r: &tokentap_dataset::Row) -> Option<String> {
+    r.overrides
+        .get("model")
+        .and_then(|m| m.as_str())
+        .map(str::to_string)
+        .or_else(|| run.settings.model.clone())
+}
+
+/// What a turn's record is built from: its request, and what the exchange measured.
+struct TurnFacts {
+    /// When the turn was due to be sent (before its body was built).
+    scheduled: MonoNs,
+    model: Option<String>,
+    messages: u32,
+    request_bytes: u64,
+    /// The measured window was open when it was issued.
+    in_window: bool,
+    /// The exchange's timeline; `None` when the turn never reached the wire.
+    timeline: Option<Timeline>,
+    /// When the turn ended for the client (error, timeout, cancel, or the end of the response).
+    ended_at: MonoNs,
+}
+
+/// The record of turn `ti` (row `row`) from its facts and the exchange's receive-path notes in
+/// `scratch`; its status and error are `conclude`'s.
+#[inline]
+fn turn_record(
+    run: &Run,
+    t: &Traj<'_>,
+    endpoint: usize,
+    ti: usize,
+    row: usize,
+    facts: TurnFacts,
+    scratch: &Scratch,
+) -> TurnRecord {
+    let tl = facts.timeline;
+    let start = tl.as_ref().map(|t| t.start());
+    let measured = tl.map(|t| t.finish(None)).unwrap_or_default();
+    let now = Anchor::now();
+    let anchor = match start {
+        Some(s) => Anchor {
+            mono_ns: s,
+            wall_ns: now.wall_of(s),
+        },
+        None => now,
+    };
+    let mut rec = t.record(ti, row, anchor);
+    rec.scheduled_mono_ns = Some(facts.scheduled);
+    rec.route = Some(run.target.endpoints[endpoint].path.path().to_string());
+    if run.target.endpoints.len() > 1 {
+        rec.upstream = Some(run.target.endpoints[endpoint].url.clone());
+    }
+    rec.model = facts.model;
+    rec.messages = Some(facts.messages);
+    rec.request_bytes = Some(facts.request_bytes);
+    rec.in_window = Some(facts.in_window);
+    rec.measured = measured;
+    // A turn that never reached the wire (connect failed) ended where it started.
+    rec.end_ns = Some(start.map_or(0, |s| facts.ended_at.saturating_sub(s)));
+    if start.is_some() {
+        rec.rx_clock = scratch.rx.clock;
+        rec.rx_lag_ttft_ns = scratch.rx.ttft_lag_ns;
+        rec.rx_lag_max_ns = scratch.rx.max_lag_ns;
+        rec.retries = (scratch.retries > 0).then_some(scratch.retries);
+        rec.server_date_s = scratch.server_date;
+        rec.http_version = scratch.http2.then(|| "2".to_string());
+    }
+    rec
 }
 
 /// The record's status, HTTP status and error from how the turn ended. A timed-out or
