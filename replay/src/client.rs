@@ -545,29 +545,23 @@ async fn attempt(
     let clean_end = loop {
         if to > from {
             let input = &buf[from..to];
-            let used = match decoder.feed(input, |d| sink.data(&mut ctx, d, &r)) {
-                Ok(n) => n,
-                Err(e) => return Ok(broke(Some(status), e.0)),
-            };
-            if let Some(err) = sink.overflow(max_event) {
-                return Ok(Exchange::Failed {
-                    http_status: Some(status),
-                    error: err,
-                });
-            }
-            if decoder.is_done() {
-                break used == input.len();
+            match feed(
+                &mut decoder,
+                &mut sink,
+                &mut ctx,
+                input,
+                &r,
+                status,
+                max_event,
+            ) {
+                Fed::Done(clean_end) => break clean_end,
+                Fed::More => {}
+                Fed::Ended(x) => return Ok(x),
             }
         } else if decoder.is_done() {
             break true;
         }
-        let cap = if ctx.tl.ttft_ns().is_none() && matches!(sink, Sink::Sse(_)) {
-            decoder
-                .piece_left()
-                .map_or(TTFT_READ, |n| n.clamp(1, TTFT_READ as u64) as usize)
-        } else {
-            buf.len()
-        };
+        let cap = read_cap(&decoder, &sink, &ctx, buf.len());
         r = match io.read(&mut buf[..cap]).await {
             Ok(r) => r,
             Err(e) => {
@@ -592,6 +586,58 @@ async fn attempt(
     // A complete response leaves the connection reusable if the server keeps it alive.
     conn.dirty = !(clean_end && head.keep_alive);
     Ok(conclude(sink, &mut ctx, status, cut_mid_event, capture))
+}
+
+/// What feeding the bytes of one read to the decoder did.
+enum Fed {
+    /// The message is complete; `true` when it ended exactly at the end of the bytes fed.
+    Done(bool),
+    /// The message needs more bytes.
+    More,
+    /// The turn ended here (bad framing, or an event past `--max-event-bytes`).
+    Ended(Exchange),
+}
+
+/// Feeds `input` (read by `r`) through the decoder into the sink; says whether the message is
+/// complete or the turn ended.
+#[inline]
+fn feed(
+    decoder: &mut Decoder,
+    sink: &mut Sink,
+    ctx: &mut Ctx<'_>,
+    input: &[u8],
+    r: &Read,
+    status: u16,
+    max_event: usize,
+) -> Fed {
+    let used = match decoder.feed(input, |d| sink.data(ctx, d, r)) {
+        Ok(n) => n,
+        Err(e) => return Fed::Ended(broke(Some(status), e.0)),
+    };
+    if let Some(err) = sink.overflow(max_event) {
+        return Fed::Ended(Exchange::Failed {
+            http_status: Some(status),
+            error: err,
+        });
+    }
+    if decoder.is_done() {
+        Fed::Done(used == input.len())
+    } else {
+        Fed::More
+    }
+}
+
+/// How much the next read may take: until an SSE stream's first token, the rest of the current
+/// HTTP chunk (at most [`TTFT_READ`], which says why); after it, the whole buffer (`buf_len`).
+#[inline]
+fn read_cap(decoder: &Decoder, sink: &Sink, ctx: &Ctx<'_>, buf_len: usize) -> usize {
+    if ctx.tl.ttft_ns().is_none() && matches!(sink, Sink::Sse(_)) {
+        decoder
+            .piece_left()
+            .map_or(TTFT_READ, |n| n.clamp(1, TTFT_READ as u64) as usize)
+    } else {
+        buf_len
+    }
 }
 
 /// How reading a response head ended.
