@@ -254,7 +254,21 @@ fn validity(
     m: &Mlperf,
 ) -> Validity {
     let official = cfg.preset.map(|p| p.official());
-    let n = |s: Status| agg.by_status[s.index()];
+    let facts = validity_facts(cfg, f, acc, m);
+    let v = validity::evaluate(official.as_ref(), &facts);
+    Validity {
+        verdict: v.verdict,
+        reasons: v.reasons(),
+        warnings: v.warnings(),
+        notes: validity_notes(cfg, agg, f, m),
+        rules: v.rules,
+        gates: official,
+    }
+}
+
+/// What the validity rules judge the run by: how it was configured, how far it got and what
+/// it measured.
+fn validity_facts(cfg: &ReplayConfig, f: &RunFacts, acc: &Accuracy, m: &Mlperf) -> validity::Facts {
     let stopped_early = match (f.interrupted, f.stopped_by) {
         (true, _) => Some("interrupted".to_string()),
         (false, Some(StopReason::MaxDuration)) => Some("--max-duration".to_string()),
@@ -271,7 +285,7 @@ fn validity(
                 .join(" and ")
         )
     });
-    let facts = validity::Facts {
+    validity::Facts {
         salt: cfg.salt,
         delays: cfg.delays,
         delay_scale: cfg.delay_scale,
@@ -304,8 +318,13 @@ fn validity(
         duration_basis: "tracked",
         concurrency: cfg.point_concurrency(),
         min_duration_scale: cfg.min_duration_scale.unwrap_or(1.0),
-    };
-    let v = validity::evaluate(official.as_ref(), &facts);
+    }
+}
+
+/// The notes of the run's validity: what failed or was cut short (none invalidates the run),
+/// sharding, tokenizer fallbacks and a declared warmup.
+fn validity_notes(cfg: &ReplayConfig, agg: &Aggregate, f: &RunFacts, m: &Mlperf) -> Vec<String> {
+    let n = |s: Status| agg.by_status[s.index()];
     let mut notes = Vec::new();
     let failed = n(Status::Failed) + n(Status::TimedOut);
     if failed > 0 {
@@ -343,12 +362,5 @@ fn validity(
             "a warmup was run before tracking and is declared (excluded from every result)".into(),
         );
     }
-    Validity {
-        verdict: v.verdict,
-        reasons: v.reasons(),
-        warnings: v.warnings(),
-        notes,
-        rules: v.rules,
-        gates: official,
-    }
+    notes
 }
