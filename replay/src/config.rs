@@ -801,56 +801,15 @@ impl ReplayConfig {
             return Err(ReplayError::Config("no --endpoint given".into()));
         };
         let mut c = ReplayConfig::new(first)?;
-        for e in &opts.endpoint[1..] {
-            let ep = Endpoint::parse(e)?;
-            if c.endpoints.iter().any(|x| x.url == ep.url) {
-                return Err(ReplayError::Config(format!(
-                    "--endpoint {e:?} is given twice"
-                )));
-            }
-            c.endpoints.push(ep);
-        }
+        c.add_endpoints(&opts.endpoint[1..])?;
         c.ca = opts.ca.clone();
         c.insecure = opts.insecure;
         c.http2 = opts.http2;
         c.http1 = opts.http1;
-        let mut s = opts.preset.map(Preset::sampling).unwrap_or_default();
-        let set_f = |slot: &mut Option<f64>, v: Option<f64>| {
-            if v.is_some() {
-                *slot = v;
-            }
-        };
-        set_f(&mut s.temperature, opts.temperature);
-        set_f(&mut s.top_p, opts.top_p);
-        set_f(&mut s.presence_penalty, opts.presence_penalty);
-        set_f(&mut s.repetition_penalty, opts.repetition_penalty);
-        set_f(&mut s.frequency_penalty, opts.frequency_penalty);
-        if opts.top_k.is_some() {
-            s.top_k = opts.top_k;
-        }
-        if opts.seed.is_some() {
-            s.seed = opts.seed.map(i128::from);
-        }
-        if opts.max_tokens.is_some() {
-            s.max_completion_tokens = opts.max_tokens;
-        }
-        if opts.chat_template_kwargs.is_some() {
-            s.chat_template_kwargs = opts.chat_template_kwargs.clone();
-        }
-        c.sampling = s;
+        c.sampling = sampling_of(opts);
         c.model = opts.model.clone();
         c.preset = opts.preset;
-        c.concurrency = match opts.concurrency[..] {
-            [] => 1,
-            [c] => c,
-            _ => {
-                return Err(ReplayError::Config(format!(
-                    "--concurrency {}: a list of concurrencies is a sweep (`tokentap sweep --concurrency {}`)",
-                    list(&opts.concurrency),
-                    list(&opts.concurrency)
-                )))
-            }
-        };
+        c.concurrency = concurrency_of(opts)?;
         c.trajectories = opts.trajectories;
         c.salt = opts.salt;
         c.delays = opts.delays;
@@ -872,13 +831,7 @@ impl ReplayConfig {
         c.tokenizer = opts.tokenizer.clone();
         c.c_min = opts.c_min;
         c.min_duration_scale = opts.min_duration_scale;
-        c.seed_set = match &opts.seed_set {
-            Some(id) => Some(
-                tokentap_mlperf::seeds::find(id, opts.seed_sets.as_deref())
-                    .map_err(|e| ReplayError::Config(format!("--seed-set: {e}")))?,
-            ),
-            None => None,
-        };
+        c.seed_set = seed_set_of(opts)?;
         // The reference sends its `model_params.seed` as every request's `seed` (a row's own
         // wins); a published set's `model_seed` is that seed (docs/rules.md). `--seed` wins.
         if let (Some(ss), None) = (&c.seed_set, c.sampling.seed) {
@@ -886,20 +839,23 @@ impl ReplayConfig {
         }
         c.max_event_bytes = opts.max_event_bytes;
         c.record_outputs = opts.record_outputs;
-        if opts.warmup_trajectories.is_some() || opts.warmup_duration.is_some() {
-            c.warmup = Some(WarmupConfig {
-                trajectories: opts.warmup_trajectories,
-                duration: opts.warmup_duration,
-                dataset: opts.warmup_dataset.clone(),
-                concurrency: opts.warmup_concurrency.unwrap_or(c.concurrency),
-            });
-        } else if opts.warmup_dataset.is_some() || opts.warmup_concurrency.is_some() {
-            return Err(ReplayError::Config(
-                "--warmup-dataset and --warmup-concurrency need --warmup-trajectories N or --warmup-duration D".into(),
-            ));
-        }
+        c.warmup = warmup_of(opts, c.concurrency)?;
         c.check()?;
         Ok(c)
+    }
+
+    /// Adds the `--endpoint`s after the first, refusing one given twice.
+    fn add_endpoints(&mut self, rest: &[String]) -> Result<(), ReplayError> {
+        for e in rest {
+            let ep = Endpoint::parse(e)?;
+            if self.endpoints.iter().any(|x| x.url == ep.url) {
+                return Err(ReplayError::Config(format!(
+                    "--endpoint {e:?} is given twice"
+                )));
+            }
+            self.endpoints.push(ep);
+        }
+        Ok(())
     }
 
     /// Checks what does not need the dataset.
@@ -1072,6 +1028,78 @@ impl ReplayConfig {
             .max_completion_tokens
             .map(|m| m.min(1024) as usize)
             .unwrap_or(512)
+    }
+}
+
+/// The sampling parameters: the preset's, each explicit flag over it.
+fn sampling_of(opts: &Opts) -> Sampling {
+    let mut s = opts.preset.map(Preset::sampling).unwrap_or_default();
+    let set_f = |slot: &mut Option<f64>, v: Option<f64>| {
+        if v.is_some() {
+            *slot = v;
+        }
+    };
+    set_f(&mut s.temperature, opts.temperature);
+    set_f(&mut s.top_p, opts.top_p);
+    set_f(&mut s.presence_penalty, opts.presence_penalty);
+    set_f(&mut s.repetition_penalty, opts.repetition_penalty);
+    set_f(&mut s.frequency_penalty, opts.frequency_penalty);
+    if opts.top_k.is_some() {
+        s.top_k = opts.top_k;
+    }
+    if opts.seed.is_some() {
+        s.seed = opts.seed.map(i128::from);
+    }
+    if opts.max_tokens.is_some() {
+        s.max_completion_tokens = opts.max_tokens;
+    }
+    if opts.chat_template_kwargs.is_some() {
+        s.chat_template_kwargs = opts.chat_template_kwargs.clone();
+    }
+    s
+}
+
+/// The run's one `--concurrency` (1 when none is given); a list is a sweep's.
+fn concurrency_of(opts: &Opts) -> Result<usize, ReplayError> {
+    match opts.concurrency[..] {
+        [] => Ok(1),
+        [c] => Ok(c),
+        _ => Err(ReplayError::Config(format!(
+            "--concurrency {}: a list of concurrencies is a sweep (`tokentap sweep --concurrency {}`)",
+            list(&opts.concurrency),
+            list(&opts.concurrency)
+        ))),
+    }
+}
+
+/// The published seed set `--seed-set` names (from `--seed-sets` if given), if one is named.
+fn seed_set_of(opts: &Opts) -> Result<Option<tokentap_mlperf::seeds::SeedSet>, ReplayError> {
+    match &opts.seed_set {
+        Some(id) => Ok(Some(
+            tokentap_mlperf::seeds::find(id, opts.seed_sets.as_deref())
+                .map_err(|e| ReplayError::Config(format!("--seed-set: {e}")))?,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// The declared warmup, when `--warmup-trajectories` or `--warmup-duration` asks for one (at the
+/// run's `concurrency` unless `--warmup-concurrency` is given); its other flags alone are an
+/// error.
+fn warmup_of(opts: &Opts, concurrency: usize) -> Result<Option<WarmupConfig>, ReplayError> {
+    if opts.warmup_trajectories.is_some() || opts.warmup_duration.is_some() {
+        Ok(Some(WarmupConfig {
+            trajectories: opts.warmup_trajectories,
+            duration: opts.warmup_duration,
+            dataset: opts.warmup_dataset.clone(),
+            concurrency: opts.warmup_concurrency.unwrap_or(concurrency),
+        }))
+    } else if opts.warmup_dataset.is_some() || opts.warmup_concurrency.is_some() {
+        Err(ReplayError::Config(
+            "--warmup-dataset and --warmup-concurrency need --warmup-trajectories N or --warmup-duration D".into(),
+        ))
+    } else {
+        Ok(None)
     }
 }
 
