@@ -523,7 +523,17 @@ impl DatasetStats {
     }
 }
 
+/// One domain's section of the report.
 fn render_domain(out: &mut String, name: &str, d: &DomainStats) {
+    render_sizes(out, name, d);
+    render_prompt_by_turn(out, d);
+    render_delays(out, d);
+    render_shared_context(out, d);
+    render_assistant(out, d);
+}
+
+/// The domain's heading, its counts and its size distributions.
+fn render_sizes(out: &mut String, name: &str, d: &DomainStats) {
     let _ = writeln!(out, "\n== {name} ==");
     let _ = writeln!(
         out,
@@ -550,6 +560,10 @@ fn render_domain(out: &mut String, name: &str, d: &DomainStats) {
         d.growth_per_turn_bytes.as_ref(),
         1.0,
     );
+}
+
+/// The table of request sizes by client turn, if there is one.
+fn render_prompt_by_turn(out: &mut String, d: &DomainStats) {
     if !d.prompt_by_turn.is_empty() {
         let _ = writeln!(out, "request size by client turn (stand-in tokens):");
         let _ = writeln!(
@@ -571,6 +585,10 @@ fn render_domain(out: &mut String, name: &str, d: &DomainStats) {
             );
         }
     }
+}
+
+/// How many rows carry a delay, and the delays' distribution.
+fn render_delays(out: &mut String, d: &DomainStats) {
     let _ = write!(
         out,
         "delays: {} rows with, {} without",
@@ -586,6 +604,10 @@ fn render_domain(out: &mut String, name: &str, d: &DomainStats) {
         }
         None => out.push('\n'),
     }
+}
+
+/// The system prompts and tool definitions the trajectories share.
+fn render_shared_context(out: &mut String, d: &DomainStats) {
     let sp = &d.system_prompts;
     let _ = write!(
         out,
@@ -614,6 +636,10 @@ fn render_domain(out: &mut String, name: &str, d: &DomainStats) {
         );
     }
     out.push('\n');
+}
+
+/// What the assistant rows carry, and their output sizes.
+fn render_assistant(out: &mut String, d: &DomainStats) {
     let a = &d.assistant;
     let _ = writeln!(
         out,
