@@ -42,6 +42,11 @@ pub const CONNECTIONS_CLOSED_TOTAL: &str = "tokentap_proxy_connections_closed_to
 pub const MALFORMED_EVENTS_TOTAL: &str = "tokentap_proxy_malformed_events_total";
 pub const USAGE_INJECTED_TOTAL: &str = "tokentap_proxy_usage_injected_total";
 
+/// The kinds of unusual session id (`session_ids_unusual`'s `kind`).
+const SESSION_ID_KINDS: [&str; 3] = ["non_ascii", "non_utf8", "too_long"];
+/// Why a client connection was closed before a request (`connections_closed`'s `reason`).
+const CLOSE_REASONS: [&str; 3] = ["header_timeout", "tls_timeout", "over_limit"];
+
 /// Every metric the proxy exports.
 pub struct Metrics {
     pub registry: Registry,
@@ -86,32 +91,17 @@ impl Metrics {
         Self::with_model_cap(labels::MODEL_CAP)
     }
 
+    /// [`Metrics::new`] with the `model` label capped at `cap` distinct values.
     pub fn with_model_cap(cap: usize) -> Metrics {
-        let consts = HashMap::from([("source".to_string(), labels::SOURCE_WIRE.to_string())]);
-        let r = Registry::new_custom(None, Some(consts)).unwrap_or_else(|_| Registry::new());
+        let r = wire_registry();
         let req = counter_vec(
             &r,
             names::REQUESTS_TOTAL,
             "Requests finished, by route, status class, error source, model and upstream",
             &["route", "status_class", "error_source", "model", "upstream"],
         );
-        let turns_per_session = Gauge::new(
-            names::TURNS_PER_SESSION,
-            "Mean turns started per session in the session table",
-        )
-        .expect("static metric");
-        r.register(Box::new(turns_per_session.clone()))
-            .expect("distinct metric");
-        let chunk_processing = Histogram::with_opts(
-            HistogramOpts::new(
-                names::PROXY_CHUNK_PROCESSING_SECONDS,
-                "The proxy's own work per response chunk (sampled, 1 in 8)",
-            )
-            .buckets(buckets::CHUNK_PROCESSING.to_vec()),
-        )
-        .expect("static metric");
-        r.register(Box::new(chunk_processing.clone()))
-            .expect("distinct metric");
+        let turns_per_session = turns_per_session_gauge(&r);
+        let chunk_processing = chunk_processing_histogram(&r);
         Metrics {
             requests: req,
             requests_seen: counter(&r, REQUESTS_SEEN_TOTAL, "Requests accepted by the proxy"),
@@ -132,31 +122,20 @@ impl Metrics {
                 names::SESSION_EVICTIONS_TOTAL,
                 "Sessions evicted from the table (TTL or size)",
             ),
-            session_ids_unusual: {
-                let v = counter_vec(
-                    &r,
-                    SESSION_IDS_UNUSUAL_TOTAL,
-                    "Session ids taken from non-ASCII UTF-8, percent-encoded from non-UTF-8 bytes, or cut to --max-session-id-bytes",
-                    &["kind"],
-                );
-                // Exported from the start: 0 for every kind.
-                for k in ["non_ascii", "non_utf8", "too_long"] {
-                    v.with_label_values(&[k]);
-                }
-                v
-            },
-            connections_closed: {
-                let v = counter_vec(
-                    &r,
-                    CONNECTIONS_CLOSED_TOTAL,
-                    "Client connections closed before a request: no byte (header_timeout) or no TLS handshake (tls_timeout) within --header-timeout, or over --max-connections (over_limit)",
-                    &["reason"],
-                );
-                for k in ["header_timeout", "tls_timeout", "over_limit"] {
-                    v.with_label_values(&[k]);
-                }
-                v
-            },
+            session_ids_unusual: counter_vec_from_zero(
+                &r,
+                SESSION_IDS_UNUSUAL_TOTAL,
+                "Session ids taken from non-ASCII UTF-8, percent-encoded from non-UTF-8 bytes, or cut to --max-session-id-bytes",
+                "kind",
+                &SESSION_ID_KINDS,
+            ),
+            connections_closed: counter_vec_from_zero(
+                &r,
+                CONNECTIONS_CLOSED_TOTAL,
+                "Client connections closed before a request: no byte (header_timeout) or no TLS handshake (tls_timeout) within --header-timeout, or over --max-connections (over_limit)",
+                "reason",
+                &CLOSE_REASONS,
+            ),
             sessions_active: gauge(&r, names::ACTIVE_SESSIONS, "Sessions in the table"),
             turns_per_session,
             upstream_requests: counter_vec(
@@ -236,6 +215,53 @@ impl Default for Metrics {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// A registry of the proxy's own, every series in it labelled `source="wire"`.
+fn wire_registry() -> Registry {
+    let consts = HashMap::from([("source".to_string(), labels::SOURCE_WIRE.to_string())]);
+    Registry::new_custom(None, Some(consts)).unwrap_or_else(|_| Registry::new())
+}
+
+/// A counter vector with one label whose every value in `values` is exported from the start
+/// (at 0).
+fn counter_vec_from_zero(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: &[&str],
+) -> IntCounterVec {
+    let v = counter_vec(r, name, help, &[label]);
+    for k in values {
+        v.with_label_values(&[k]);
+    }
+    v
+}
+
+/// `turns_per_session`, registered in `r` (set at scrape time).
+fn turns_per_session_gauge(r: &Registry) -> Gauge {
+    let g = Gauge::new(
+        names::TURNS_PER_SESSION,
+        "Mean turns started per session in the session table",
+    )
+    .expect("static metric");
+    r.register(Box::new(g.clone())).expect("distinct metric");
+    g
+}
+
+/// `chunk_processing`, registered in `r`: the proxy's own time per sampled chunk.
+fn chunk_processing_histogram(r: &Registry) -> Histogram {
+    let h = Histogram::with_opts(
+        HistogramOpts::new(
+            names::PROXY_CHUNK_PROCESSING_SECONDS,
+            "The proxy's own work per response chunk (sampled, 1 in 8)",
+        )
+        .buckets(buckets::CHUNK_PROCESSING.to_vec()),
+    )
+    .expect("static metric");
+    r.register(Box::new(h.clone())).expect("distinct metric");
+    h
 }
 
 #[cfg(test)]
