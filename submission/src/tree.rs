@@ -344,12 +344,12 @@ pub(crate) fn write_tree(plan: &Plan) -> Result<Written, SubmissionError> {
     })
 }
 
-/// The finished points of the sweep, read back from their directories, and the points skipped
-/// (with why); an error when none is finished.
-fn read_points(
-    sweep_dir: &Path,
-    sweep: &Value,
-) -> Result<(Vec<Point>, Vec<(u64, String)>), SubmissionError> {
+/// The points of the sweep left out of the tree: each one's concurrency and why.
+type Skipped = Vec<(u64, String)>;
+
+/// The finished points of the sweep, read back from their directories, and the points skipped;
+/// an error when none is finished.
+fn read_points(sweep_dir: &Path, sweep: &Value) -> Result<(Vec<Point>, Skipped), SubmissionError> {
     let mut points = Vec::new();
     let mut skipped = Vec::new();
     for p in sweep["points"].as_array().into_iter().flatten() {
