@@ -38,13 +38,13 @@ impl Rng {
         Rng(SplitMix64::new(seed))
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0.next_u64()
     }
 
     /// A draw in `0..n` (`0` when `n` is 0).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        (self.next_u64() % n.max(1) as u64) as usize
     }
 }
 
@@ -89,7 +89,7 @@ impl Mutator {
                     v.splice(at..at, other[from..end].iter().copied());
                 }
                 4 => v.truncate(at),
-                _ => v.insert(at, rng.next() as u8),
+                _ => v.insert(at, rng.next_u64() as u8),
             }
         }
         v
