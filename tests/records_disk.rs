@@ -60,6 +60,17 @@ fn a_read_only_records_directory_stops_the_start_and_is_named() {
     );
 }
 
+/// A runtime and a zero-delay sim on it.
+fn zero_delay_sim() -> (tokio::runtime::Runtime, tokentap_sim::SimServer) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sim = rt
+        .block_on(tokentap_sim::SimServer::start(
+            tokentap_sim::SimConfig::zero_delay(),
+        ))
+        .unwrap();
+    (rt, sim)
+}
+
 /// A synthetic dataset whose records take far more than 48 KiB.
 fn dataset_bytes() -> Vec<u8> {
     let mut buf = Vec::new();
@@ -91,12 +102,7 @@ fn get(addr: &str, path: &str) -> String {
 #[test]
 fn on_a_full_disk_every_record_is_written_or_counted_and_the_stop_fails() {
     unshare_works();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let sim = rt
-        .block_on(tokentap_sim::SimServer::start(
-            tokentap_sim::SimConfig::zero_delay(),
-        ))
-        .unwrap();
+    let (rt, sim) = zero_delay_sim();
     let disk = tempfile::tempdir().unwrap();
     let copy = tempfile::tempdir().unwrap();
     let (d, c) = (disk.path().display(), copy.path().display());
@@ -216,12 +222,7 @@ fn on_a_full_disk_every_record_is_written_or_counted_and_the_stop_fails() {
 #[test]
 fn the_replay_on_a_full_disk_leaves_whole_lines_counts_the_rest_and_exits_1() {
     unshare_works();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let sim = rt
-        .block_on(tokentap_sim::SimServer::start(
-            tokentap_sim::SimConfig::zero_delay(),
-        ))
-        .unwrap();
+    let (rt, sim) = zero_delay_sim();
     let work = tempfile::tempdir().unwrap();
     let buf = dataset_bytes();
     let data = work.path().join("d.jsonl");

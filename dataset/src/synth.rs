@@ -201,6 +201,32 @@ struct ToolOut {
     content: String,
 }
 
+impl<'a> Call<'a> {
+    /// A function call `id` of `name` with `args`, and the tool's answer to it.
+    fn with_result(
+        id: String,
+        name: &'a str,
+        args: &serde_json::Value,
+        content: String,
+    ) -> (Call<'a>, ToolOut) {
+        let call = Call {
+            id: id.clone(),
+            kind: "function",
+            function: Function {
+                name,
+                arguments: args.to_string(),
+            },
+        };
+        (
+            call,
+            ToolOut {
+                tool_call_id: id,
+                content,
+            },
+        )
+    }
+}
+
 struct Counting<'a, W: Write + ?Sized> {
     inner: &'a mut W,
     bytes: u64,
@@ -652,19 +678,7 @@ impl Gen {
             let (command, output) = self.bash(rng, cmd, pkg, &file, size);
             ("bash", json!({ "command": command }), output)
         };
-        let call = Call {
-            id: call_id.clone(),
-            kind: "function",
-            function: Function {
-                name,
-                arguments: args.to_string(),
-            },
-        };
-        let result = ToolOut {
-            tool_call_id: call_id,
-            content: output,
-        };
-        (call, result)
+        Call::with_result(call_id, name, &args, output)
     }
 
     /// The final assistant answer (turn `turn`): reasoning and a summary of the fix.
@@ -864,19 +878,7 @@ impl Gen {
         let args = json!({"order_id": order, "customer_id": customer});
         let result = json!({"status": "ok", "tool": name, "order_id": order,
                             "details": filler(rng.seed(), (self.sz(400.0) as f64 * rng.lognormal()) as usize)});
-        let call = Call {
-            id: call_id.clone(),
-            kind: "function",
-            function: Function {
-                name,
-                arguments: args.to_string(),
-            },
-        };
-        let result = ToolOut {
-            tool_call_id: call_id,
-            content: result.to_string(),
-        };
-        (call, result)
+        Call::with_result(call_id, name, &args, result.to_string())
     }
 
     /// The assistant's reply at turn `turn`, opening with its intent code.
