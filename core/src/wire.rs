@@ -194,6 +194,9 @@ pub struct ErrorDetail {
     pub message: String,
     #[serde(rename = "type")]
     pub kind: String,
+    /// The request field at fault (vLLM's `"model"` for an unknown model), when one is named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub param: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<Value>,
 }
@@ -204,6 +207,7 @@ impl ErrorBody {
             error: ErrorDetail {
                 message: message.into(),
                 kind: kind.to_string(),
+                param: None,
                 code: code.map(Value::from),
             },
         }

@@ -113,8 +113,8 @@ pub(crate) struct Aggregate {
     pub request_bytes: Mean,
     /// The first error writing records.jsonl (creating it, or a write cut back out of it).
     pub write_error: Option<String>,
-    /// Records on disk, and records lost to a write error (none of their bytes on disk).
-    pub records_written: u64,
+    /// Records lost to a write error (none of their bytes on disk); the rest of `records` is on
+    /// disk.
     pub records_failed: u64,
     pub reference: Reference,
     /// Turns not `ok`, by `error.kind`: how many, and the first one's message.
@@ -312,7 +312,7 @@ impl Aggregate {
             return;
         }
         match f.write_batch(batch) {
-            Ok(n) => self.records_written += n,
+            Ok(_) => {}
             Err((n, e)) => {
                 self.records_failed += n;
                 let msg = format!("{}: {e}", f.path().display());

@@ -421,17 +421,14 @@ fn simple(
 /// vLLM's answer to a request for a model it does not serve: 404, type `NotFoundError`,
 /// `param` "model".
 fn not_found_model(shared: &Shared, entry: RequestLog, message: &str) -> Response<ResBody> {
-    let body = serde_json::json!({"error": {
-        "message": message,
-        "type": "NotFoundError",
-        "param": "model",
-        "code": 404,
-    }});
+    let mut body = ErrorBody::new("NotFoundError", message, Some(404));
+    body.error.param = Some("model".into());
+    let text = serde_json::to_string(&body).unwrap_or_default();
     simple(
         shared,
         entry,
         StatusCode::NOT_FOUND,
-        &body.to_string(),
+        &text,
         "application/json",
     )
 }
