@@ -29,14 +29,6 @@ where
     }
 }
 
-/// A whole number of at least 32 (a session id's kept bytes: room for the hash suffix).
-pub fn at_least_32(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(v) if v >= 32 => Ok(v),
-        _ => Err(format!("expected a whole number >= 32, found {s:?}")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,6 +44,5 @@ mod tests {
         assert_eq!(positive::<usize>("3").unwrap(), 3);
         assert!(positive::<u32>("0").unwrap_err().contains(">= 1"));
         assert!(positive::<u64>("-1").is_err());
-        assert!(at_least_32("31").is_err());
     }
 }

@@ -210,7 +210,7 @@ pub struct Opts {
         long,
         env = "TOKENTAP_PROXY_MAX_SESSION_ID_BYTES",
         default_value_t = defaults::MAX_SESSION_ID_BYTES,
-        value_parser = tokentap_core::value::at_least_32
+        value_parser = session_id_bytes
     )]
     pub max_session_id_bytes: usize,
 }
@@ -275,6 +275,16 @@ pub struct Config {
 pub enum UpstreamClient {
     Direct,
     Hyper,
+}
+
+/// `--max-session-id-bytes`: at least [`crate::sessions::MIN_ID_BYTES`] (room for the hash
+/// suffix a cut id gets).
+fn session_id_bytes(s: &str) -> Result<usize, String> {
+    let min = crate::sessions::MIN_ID_BYTES;
+    match s.trim().parse::<usize>() {
+        Ok(v) if v >= min => Ok(v),
+        _ => Err(format!("expected a whole number >= {min}, found {s:?}")),
+    }
 }
 
 /// A default duration of [`defaults`] (each one parses: a test says so).
