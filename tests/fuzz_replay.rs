@@ -188,7 +188,7 @@ async fn every_dataset_that_validates_replays_without_a_panic_and_records_every_
         rc.concurrency = 2;
         rc.delays = true;
         rc.delay_scale = 1e-6;
-        rc.turn_timeout = Duration::from_secs(10);
+        rc.turn_timeout = Some(Duration::from_secs(10));
         rc.out = Some(dir.path().to_path_buf());
         let run = tokentap_replay::run_with(
             rc,

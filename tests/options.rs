@@ -85,12 +85,11 @@ fn sample(flag: &str, seed_sets: &str) -> Option<(Vec<String>, Vec<String>)> {
     })
 }
 
-fn config(args: &[String]) -> (ReplayConfig, bool) {
+fn config(args: &[String]) -> ReplayConfig {
     let opts = Opts::try_parse_from_args(args)
         .unwrap_or_else(|e| panic!("tokentap replay {}: {e}", args.join(" ")));
-    let c = ReplayConfig::from_opts(&opts)
-        .unwrap_or_else(|e| panic!("tokentap replay {}: {e}", args.join(" ")));
-    (c, opts.warmup_concurrency.is_some())
+    ReplayConfig::from_opts(&opts)
+        .unwrap_or_else(|e| panic!("tokentap replay {}: {e}", args.join(" ")))
 }
 
 #[test]
@@ -131,12 +130,12 @@ fn every_replay_option_reaches_the_sweep_and_merge_comparisons() {
         let mut with = base.clone();
         with.push(format!("--{flag}"));
         with.extend(value);
-        let (a, a_given) = config(&base);
-        let (b, b_given) = config(&with);
+        let a = config(&base);
+        let b = config(&with);
         if !PER_POINT.contains(&flag) {
             assert_ne!(
-                tokentap_sweep::compared_config(&a, a_given),
-                tokentap_sweep::compared_config(&b, b_given),
+                tokentap_sweep::compared_config(&a),
+                tokentap_sweep::compared_config(&b),
                 "--{flag} does not reach a sweep's resume check"
             );
         }
@@ -150,4 +149,44 @@ fn every_replay_option_reaches_the_sweep_and_merge_comparisons() {
         checked += 1;
     }
     assert!(checked >= 40, "only {checked} options checked");
+}
+
+/// `tokentap sweep` takes every `tokentap replay` option from the same declaration: the same
+/// flag, environment variable, default, value name and help heading — all but `--concurrency`,
+/// which is one number for a run and a list for a sweep (each command declares its own).
+#[test]
+fn sweep_declares_no_replay_option_again() {
+    let replay = Opts::augment_args(clap::Command::new("replay"));
+    let sweep = tokentap_sweep::Opts::augment_args(clap::Command::new("sweep"));
+    let facts = |a: &clap::Arg| {
+        (
+            a.get_env().map(|e| e.to_string_lossy().into_owned()),
+            a.get_default_values().to_vec(),
+            a.get_value_names().map(|v| v.to_vec()),
+            a.get_help_heading().map(str::to_string),
+        )
+    };
+    let mut shared = 0;
+    for r in replay.get_arguments() {
+        let Some(flag) = r.get_long() else { continue };
+        let Some(s) = sweep.get_arguments().find(|s| s.get_long() == Some(flag)) else {
+            panic!("--{flag} is a replay option that tokentap sweep does not take");
+        };
+        if flag == "concurrency" {
+            assert_eq!(
+                s.get_env()
+                    .map(|e| e.to_string_lossy().into_owned())
+                    .as_deref(),
+                Some("TOKENTAP_SWEEP_CONCURRENCY")
+            );
+            continue;
+        }
+        assert_eq!(
+            facts(r),
+            facts(s),
+            "--{flag} differs between replay and sweep"
+        );
+        shared += 1;
+    }
+    assert!(shared >= 40, "only {shared} shared options");
 }

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokentap_dataset::Dataset;
 use tokentap_proxy::Proxy;
+use tokentap_replay::config::Protocols;
 use tokentap_replay::{ProgressMode, ReplayConfig, RunOutcome};
 use tokentap_sim::{SimConfig, SimServer};
 use tokentap_testkit::data::synth_dataset;
@@ -98,8 +99,11 @@ async fn https_and_h2_replays_send_the_bytes_of_the_http_path_and_stamp_with_the
         let d = tempfile::tempdir().unwrap();
         let mut c = config(&url, &d);
         c.ca = Some(certs().join("ca.pem"));
-        c.http1 = http1;
-        c.http2 = http2;
+        c.protocols = match (http1, http2) {
+            (true, _) => Protocols::Http1,
+            (_, true) => Protocols::Http2,
+            _ => Protocols::Auto,
+        };
         let out = run(c, ds.clone()).await;
         assert_eq!(
             plain.summary.counts.total, out.summary.counts.total,

@@ -490,8 +490,11 @@ async fn tls(levels: Vec<usize>, tokens: u64, turns: usize, bin: PathBuf) -> any
             cfg.sampling.max_completion_tokens = Some(tokens);
             cfg.out = Some(dir.clone());
             cfg.ca = Some(ca.clone());
-            cfg.http1 = !h2;
-            cfg.http2 = h2;
+            cfg.protocols = if h2 {
+                tokentap_replay::config::Protocols::Http2
+            } else {
+                tokentap_replay::config::Protocols::Http1
+            };
             let cpu0 = cpu_s();
             let out = tokentap_replay::run_with(cfg, ds, ProgressMode::Off, std::future::pending())
                 .await?;

@@ -1,10 +1,19 @@
-//! Command-line options ([`Opts`]) and the resolved run configuration ([`ReplayConfig`]).
+//! The replay's configuration: every option declared once ([`ReplayConfig`], a `clap::Args`
+//! that is also `config.json`), resolved in one step ([`ReplayConfig::resolve`]) and checked by
+//! [`ReplayConfig::check`], which only checks.
 //!
-//! `Opts` is what the operator typed; `ReplayConfig` is what the run does, after presets,
-//! explicit overrides, the dataset and the endpoint have been combined. The resolved config is
-//! written to `config.json` and embedded in `summary.json`, so a result always says exactly how
-//! it was produced. The API key is never part of either: it is a [`Secret`] that serializes and
-//! debug-prints as `"<redacted>"`.
+//! An option is one field: its flag, environment variable, default and help in the `#[arg]`
+//! attribute, its `config.json` key from serde, its bound in `check`. `tokentap replay` ([`Opts`])
+//! and `tokentap sweep` flatten the same struct and add their own `--concurrency` (one number for
+//! a run, a list for a sweep). Because the whole struct is what `config.json` holds, a new option
+//! reaches a resumed sweep's and merge's same-run comparisons without a list to update
+//! (`tests/options.rs` proves it for every option). The API key is never part of it: it is a
+//! [`Secret`] that is skipped by serde and debug-prints as `"<redacted>"`.
+//!
+//! Resolution fills what the flags imply in place: the preset's sampling under the explicit
+//! flags, the turn timeout, the published seed set and its model seed, and the derived
+//! `api_key_set` / `byte_compatible` facts. It is idempotent, so a run resolves again whatever
+//! a caller changed after parsing.
 //!
 //! Decisions:
 //! - Presets carry the official sampling settings (docs/benchmark.md#requests) and the official
@@ -91,29 +100,119 @@ impl Preset {
     }
 }
 
-/// Run-level sampling settings; `None` fields are omitted from the body. Per-row overrides of
-/// the dataset replace these for that row's request.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// Run-level sampling settings, as flags and as what is sent: `None` fields are omitted from the
+/// body. Resolution puts the preset's values under the flags given; a dataset row's own
+/// overrides replace these for that row's request.
+#[derive(clap::Args, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[group(id = "SamplingOpts")]
 pub struct Sampling {
+    /// Run-level `temperature` sent in every request (over the preset's; a row's own wins).
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_TEMPERATURE",
+        allow_negative_numbers = true,
+        help_heading = "Request body"
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
+    /// Run-level `max_completion_tokens` (a row's `max_new_tokens` / `max_completion_tokens`
+    /// overrides it).
+    #[arg(
+        long = "max-tokens",
+        env = "TOKENTAP_REPLAY_MAX_TOKENS",
+        help_heading = "Request body"
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_completion_tokens: Option<u64>,
-    /// `--seed`, else a seed set's `model_seed` (an unsigned 64-bit value, hence the width).
+    /// Run-level sampling `seed` sent in every request (none by default, as the reference);
+    /// else a seed set's `model_seed` (an unsigned 64-bit value, hence the width).
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_SEED",
+        allow_negative_numbers = true,
+        value_parser = parse_seed,
+        help_heading = "Request body"
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<i128>,
+    /// Run-level `top_p` (over the preset's; a row's own wins).
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_TOP_P",
+        allow_negative_numbers = true,
+        help_heading = "Request body"
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f64>,
+    /// Run-level `top_k` (over the preset's; a row's own wins; -1 = off, as vLLM reads it).
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_TOP_K",
+        allow_negative_numbers = true,
+        help_heading = "Request body"
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub top_k: Option<i64>,
+    /// Run-level `repetition_penalty` (over the preset's; a row's own wins).
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_REPETITION_PENALTY",
+        allow_negative_numbers = true,
+        help_heading = "Request body"
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repetition_penalty: Option<f64>,
+    /// Run-level `presence_penalty` (over the preset's; a row's own wins).
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_PRESENCE_PENALTY",
+        allow_negative_numbers = true,
+        help_heading = "Request body"
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub presence_penalty: Option<f64>,
+    /// Run-level `frequency_penalty` (over the preset's; a row's own wins).
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_FREQUENCY_PENALTY",
+        allow_negative_numbers = true,
+        help_heading = "Request body"
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub frequency_penalty: Option<f64>,
+    /// JSON object sent as `chat_template_kwargs`.
+    #[arg(long, env = "TOKENTAP_REPLAY_CHAT_TEMPLATE_KWARGS", value_parser = parse_json, help_heading = "Request body")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chat_template_kwargs: Option<Value>,
+}
+
+impl Sampling {
+    /// `self` over `under`: every field this one leaves unset takes `under`'s.
+    fn over(self, under: Sampling) -> Sampling {
+        Sampling {
+            temperature: self.temperature.or(under.temperature),
+            max_completion_tokens: self.max_completion_tokens.or(under.max_completion_tokens),
+            seed: self.seed.or(under.seed),
+            top_p: self.top_p.or(under.top_p),
+            top_k: self.top_k.or(under.top_k),
+            repetition_penalty: self.repetition_penalty.or(under.repetition_penalty),
+            presence_penalty: self.presence_penalty.or(under.presence_penalty),
+            frequency_penalty: self.frequency_penalty.or(under.frequency_penalty),
+            chat_template_kwargs: self.chat_template_kwargs.or(under.chat_template_kwargs),
+        }
+    }
+}
+
+/// `--seed`: any integer a request's `seed` can carry (a signed or an unsigned 64-bit value).
+fn parse_seed(s: &str) -> Result<i128, String> {
+    match s.trim().parse::<i128>() {
+        Ok(v) if (i128::from(i64::MIN)..=i128::from(u64::MAX)).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "expected an integer from {} to {}, found {s:?}",
+            i64::MIN,
+            u64::MAX
+        )),
+    }
 }
 
 /// A credential: never printed, never serialized, never recorded.
@@ -201,322 +300,33 @@ pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(86_400);
 /// one event is under 100 KB).
 pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 << 20;
 
-fn list(v: &[usize]) -> String {
-    v.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
-}
-
-/// `tokentap replay` options.
-#[derive(clap::Args, Clone, Debug, Serialize)]
+/// `tokentap replay`: the run's configuration and its one concurrency.
+#[derive(clap::Args, Clone, Debug)]
+#[group(id = "ReplayOpts")]
 pub struct Opts {
-    /// Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000 or
-    /// https://llm.example.com (requests go to /v1/chat/completions under it). Repeat it for
-    /// several endpoints: each conversation stays on one, chosen by its id (rendezvous hashing,
-    /// as a session-affine router — and `tokentap proxy` — would).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_ENDPOINT",
-        required = true,
-        num_args = 1,
-        help_heading = "Server"
-    )]
-    pub endpoint: Vec<String>,
-    /// Trust the CA certificates in this PEM file for https endpoints (besides the system's).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_CA",
-        value_name = "FILE",
-        help_heading = "Server"
-    )]
-    pub ca: Option<PathBuf>,
-    /// Do not check https endpoints' certificates (test rigs only; the summary says so).
-    #[arg(long, env = "TOKENTAP_REPLAY_INSECURE", help_heading = "Server")]
-    pub insecure: bool,
-    /// HTTP/2 only: prior knowledge on http:// (h2c), ALPN `h2` alone on https://. Without it,
-    /// https:// uses HTTP/2 when the server's ALPN picks it, http:// uses HTTP/1.1. One stream
-    /// per turn on one connection per conversation slot: the closed loop is unchanged.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_HTTP2",
-        conflicts_with = "http1",
-        help_heading = "Server"
-    )]
-    pub http2: bool,
-    /// HTTP/1.1 only, also on https:// (ALPN `http/1.1`), as the MLPerf reference client.
-    #[arg(long, env = "TOKENTAP_REPLAY_HTTP1", help_heading = "Server")]
-    pub http1: bool,
-    /// MLPerf agentic dataset (JSONL, one row per message).
-    #[arg(long, env = "TOKENTAP_REPLAY_DATASET", help_heading = "Load")]
-    pub dataset: PathBuf,
-    /// Target concurrency: number of active conversations (closed loop). Default 1.
-    /// `tokentap sweep` takes a list (`1,4,16,64`): one measurement point each.
+    #[command(flatten)]
+    pub config: ReplayConfig,
+    /// Target concurrency: number of active conversations (closed loop).
+    /// `tokentap sweep --concurrency` takes a list (`1,4,16,64`): one measurement point each.
     #[arg(
         long,
         env = "TOKENTAP_REPLAY_CONCURRENCY",
-        value_delimiter = ',',
-        num_args = 1,
+        default_value_t = 1,
+        value_parser = parse_concurrency,
         value_name = "N",
         help_heading = "Load"
     )]
-    pub concurrency: Vec<usize>,
-    /// Trajectories to issue (official: a multiple of the dataset size). Default: one pass.
-    #[arg(long, env = "TOKENTAP_REPLAY_TRAJECTORIES", help_heading = "Load")]
-    pub trajectories: Option<u64>,
-    /// Salt the system prompt per pass and per conversation (docs/benchmark.md#salting; official
-    /// runs salt).
-    #[arg(long, env = "TOKENTAP_REPLAY_SALT", help_heading = "Load")]
-    pub salt: bool,
-    /// Sleep each row's `delay_seconds` before issuing it (excluded from latency).
-    #[arg(long, env = "TOKENTAP_REPLAY_DELAYS", help_heading = "Load")]
-    pub delays: bool,
-    /// Multiplier applied to `delay_seconds` when --delays is on.
-    #[arg(long, env = "TOKENTAP_REPLAY_DELAY_SCALE", allow_negative_numbers = true, default_value_t = DEFAULT_DELAY_SCALE, help_heading = "Load")]
-    pub delay_scale: f64,
-    /// Prefix a space to the first text of every replayed assistant message (generated-token
-    /// cache clearing, docs/benchmark.md#cache-clearing). Changes the bodies: off in
-    /// byte-compatible mode.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_CLEAR_GENERATED",
-        help_heading = "Request body"
-    )]
-    pub clear_generated: bool,
-    /// Ask for a final usage chunk (`stream_options.include_usage`): exact token counts, but the
-    /// body is no longer byte-compatible with the MLPerf client.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_INCLUDE_USAGE",
-        help_heading = "Request body"
-    )]
-    pub include_usage: bool,
-    /// Model name sent in every request (a row's own `model` overrides it).
-    #[arg(long, env = "TOKENTAP_REPLAY_MODEL", help_heading = "Server")]
-    pub model: Option<String>,
-    /// Run-level `max_completion_tokens` (a row's `max_new_tokens` / `max_completion_tokens`
-    /// overrides it).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_MAX_TOKENS",
-        help_heading = "Request body"
-    )]
-    pub max_tokens: Option<u64>,
-    /// Official sampling settings, timeout and validity gates of one model.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_PRESET",
-        value_enum,
-        help_heading = "Request body"
-    )]
-    pub preset: Option<Preset>,
-    /// Run-level `temperature` sent in every request (over the preset's; a row's own wins).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_TEMPERATURE",
-        allow_negative_numbers = true,
-        help_heading = "Request body"
-    )]
-    pub temperature: Option<f64>,
-    /// Run-level `top_p` (over the preset's; a row's own wins).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_TOP_P",
-        allow_negative_numbers = true,
-        help_heading = "Request body"
-    )]
-    pub top_p: Option<f64>,
-    /// Run-level `top_k` (over the preset's; a row's own wins; -1 = off, as vLLM reads it).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_TOP_K",
-        allow_negative_numbers = true,
-        help_heading = "Request body"
-    )]
-    pub top_k: Option<i64>,
-    /// Run-level `presence_penalty` (over the preset's; a row's own wins).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_PRESENCE_PENALTY",
-        allow_negative_numbers = true,
-        help_heading = "Request body"
-    )]
-    pub presence_penalty: Option<f64>,
-    /// Run-level `repetition_penalty` (over the preset's; a row's own wins).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_REPETITION_PENALTY",
-        allow_negative_numbers = true,
-        help_heading = "Request body"
-    )]
-    pub repetition_penalty: Option<f64>,
-    /// Run-level `frequency_penalty` (over the preset's; a row's own wins).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_FREQUENCY_PENALTY",
-        allow_negative_numbers = true,
-        help_heading = "Request body"
-    )]
-    pub frequency_penalty: Option<f64>,
-    /// Run-level sampling `seed` sent in every request (none by default, as the reference).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_SEED",
-        allow_negative_numbers = true,
-        help_heading = "Request body"
-    )]
-    pub seed: Option<i64>,
-    /// JSON object sent as `chat_template_kwargs`.
-    #[arg(long, env = "TOKENTAP_REPLAY_CHAT_TEMPLATE_KWARGS", value_parser = parse_json, help_heading = "Request body")]
-    pub chat_template_kwargs: Option<Value>,
-    /// Header(s) carrying the logical conversation id; repeatable. Giving any replaces the
-    /// default X-Session-ID.
-    #[arg(long = "routing-header", env = "TOKENTAP_REPLAY_ROUTING_HEADER", value_name = "NAME", default_values_t = [String::from(DEFAULT_ROUTING_HEADER)], help_heading = "Server")]
-    pub routing_headers: Vec<String>,
-    /// Sent as `Authorization: Bearer KEY`; never logged or recorded.
-    #[arg(
-        long,
-        env = "TOKENTAP_API_KEY",
-        hide_env_values = true,
-        help_heading = "Server"
-    )]
-    pub api_key: Option<Secret>,
-    /// Per-turn timeout (e.g. 600s, 4h). Default: the preset's official value, else 86400s.
-    #[arg(long, env = "TOKENTAP_REPLAY_TURN_TIMEOUT", value_parser = tokentap_core::duration::parse, value_name = "DURATION", help_heading = "Load")]
-    #[serde(with = "tokentap_core::duration::opt_secs")]
-    pub turn_timeout: Option<Duration>,
-    /// Stop issuing when the first slot finds no trajectory left (tuning runs; official: off).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_STOP_ISSUING_ON_FIRST_USER_COMPLETE",
-        help_heading = "Load"
-    )]
-    pub stop_issuing_on_first_user_complete: bool,
-    /// Stop issuing after this long, then drain in-flight turns.
-    #[arg(long, env = "TOKENTAP_REPLAY_MAX_DURATION", value_parser = tokentap_core::duration::parse, value_name = "DURATION", help_heading = "Load")]
-    #[serde(with = "tokentap_core::duration::opt_secs")]
-    pub max_duration: Option<Duration>,
-    /// Directory for records.jsonl, summary.json and config.json (created if missing).
-    #[arg(long, env = "TOKENTAP_REPLAY_OUT", help_heading = "Output")]
-    pub out: Option<PathBuf>,
-    /// Run only trajectories k with k mod N == I (N machines together issue the single-machine
-    /// set).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_SHARD",
-        value_name = "I/N",
-        help_heading = "Load"
-    )]
-    pub shard: Option<Shard>,
-    /// No live progress line.
-    #[arg(long, env = "TOKENTAP_REPLAY_QUIET", help_heading = "Output")]
-    pub quiet: bool,
-    /// Stamp response arrivals when this process reads them instead of with the kernel's
-    /// receive timestamp (the default: arrival at the host, independent of the client's
-    /// scheduling; the difference is recorded per turn as `rx_lag_*`).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_USER_RX_TIMESTAMPS",
-        help_heading = "Server"
-    )]
-    pub user_rx_timestamps: bool,
-    /// The model's Hugging Face tokenizer folder (tokenizer.json, and the chat template in
-    /// chat_template.jinja or tokenizer_config.json): count OSL, the TPOT denominator and ISL
-    /// exactly as the MLPerf reference does. Read locally; nothing is downloaded. Without it,
-    /// output tokens come from server usage or chunk counts and the OSL gate is not evaluated.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_TOKENIZER",
-        value_name = "DIR",
-        help_heading = "Benchmark rules"
-    )]
-    pub tokenizer: Option<PathBuf>,
-    /// Keep every turn's output in its record (`content.output`, in the reference's
-    /// `sample.complete` shape) so `tokentap report --tokenizer` can count it later. Off: outputs
-    /// are never written.
-    #[arg(long, env = "TOKENTAP_REPLAY_RECORD_OUTPUTS", help_heading = "Output")]
-    pub record_outputs: bool,
-    /// The curve's C_min (1–32; docs/rules.md): names the point's region in its files. The
-    /// minimum duration does not depend on it: 600 s at concurrency ≤ 32, 2,400 s above.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_C_MIN",
-        value_name = "N",
-        help_heading = "Benchmark rules"
-    )]
-    pub c_min: Option<u64>,
-    /// Run for at least the rules' minimum duration of the point's concurrency (600 s at
-    /// concurrency ≤ 32, 2,400 s above) times F: whole passes of the dataset are issued until it
-    /// has elapsed. F = 1 is the official length; anything else marks the point not official
-    /// (tuning runs). Without it the run is `--trajectories` long and the rule only checked.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_MIN_DURATION_SCALE",
-        allow_negative_numbers = true,
-        value_name = "F",
-        help_heading = "Benchmark rules"
-    )]
-    pub min_duration_scale: Option<f64>,
-    /// Bind the run to a published seed set by its id (docs/rules.md), e.g. `A`: its
-    /// `model_seed` is sent as every request's `seed` (as the reference sends its model seed; a
-    /// row's own `seed`, or `--seed`, wins), and its three seeds are recorded in the run's files
-    /// and a submission's `point.yaml`. The checker's own sets are bundled.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_SEED_SET",
-        value_name = "ID",
-        help_heading = "Benchmark rules"
-    )]
-    pub seed_set: Option<String>,
-    /// A newer seed-set file (the checker's `seed_sets.yaml` shape) to find `--seed-set` in.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_SEED_SETS",
-        value_name = "FILE",
-        requires = "seed_set",
-        help_heading = "Benchmark rules"
-    )]
-    pub seed_sets: Option<PathBuf>,
-    /// Largest SSE event (or line) a response may send, in bytes; a longer one fails the turn
-    /// (`event_too_large`) instead of growing the client's buffer without bound.
-    #[arg(long, env = "TOKENTAP_REPLAY_MAX_EVENT_BYTES", value_name = "BYTES", default_value_t = DEFAULT_MAX_EVENT_BYTES, help_heading = "Server")]
-    pub max_event_bytes: usize,
-    /// Exit 0 whenever the run ran and its records are whole, whatever its turns and verdict
-    /// (lost records still exit 1, an interrupted run 130).
-    #[arg(long, env = "TOKENTAP_REPLAY_EXIT_ZERO", help_heading = "Output")]
-    pub exit_zero: bool,
-    /// Warmup: issue this many trajectories before performance tracking starts (excluded from
-    /// every result, recorded in warmup.jsonl and declared in the summary).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_WARMUP_TRAJECTORIES",
-        value_name = "N",
-        help_heading = "Warmup"
-    )]
-    pub warmup_trajectories: Option<u64>,
-    /// Warmup: issue for this long (e.g. 5m), then let the started turns finish.
-    #[arg(long, env = "TOKENTAP_REPLAY_WARMUP_DURATION", value_parser = tokentap_core::duration::parse, value_name = "DURATION", help_heading = "Warmup")]
-    #[serde(with = "tokentap_core::duration::opt_secs")]
-    pub warmup_duration: Option<Duration>,
-    /// Dataset for the warmup (default: the performance dataset). Warmup requests are always
-    /// salted with a tag of their own, so no KV-cache entry carries over into the measurement.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_WARMUP_DATASET",
-        value_name = "FILE",
-        help_heading = "Warmup"
-    )]
-    pub warmup_dataset: Option<PathBuf>,
-    /// Concurrency of the warmup (default: --concurrency).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_WARMUP_CONCURRENCY",
-        value_name = "N",
-        help_heading = "Warmup"
-    )]
-    pub warmup_concurrency: Option<usize>,
-    /// Serve the client's live metrics (Prometheus text, `source="client"`) at
-    /// `http://ADDR/metrics` during the run. `PORT` alone means 127.0.0.1:PORT.
-    #[arg(long, env = "TOKENTAP_REPLAY_METRICS", value_name = "ADDR", value_parser = crate::metrics::parse_addr, help_heading = "Server")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub metrics: Option<std::net::SocketAddr>,
+    pub concurrency: usize,
+}
+
+/// `--concurrency` of one run: a whole number ≥ 1 (a list is a sweep's).
+fn parse_concurrency(s: &str) -> Result<usize, String> {
+    if s.contains(',') {
+        return Err(format!(
+            "a list of concurrencies is a sweep (`tokentap sweep --concurrency {s}`)"
+        ));
+    }
+    tokentap_core::value::positive(s)
 }
 
 /// Parses a subcommand's options (`A`, a `clap::Args`) from an argument list without a program
@@ -545,185 +355,401 @@ impl Opts {
     }
 }
 
-/// Which HTTP versions a run speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which HTTP versions a run speaks: `--http1` / `--http2`, one value (`config.json` keeps the
+/// two flags as `http1` and `http2`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Protocols {
-    /// HTTP/1.1 only (ALPN `http/1.1`).
+    /// `--http1`: HTTP/1.1 only, also on https:// (ALPN `http/1.1`), as the MLPerf reference
+    /// client.
     Http1,
     /// HTTP/1.1 on http://; on https://, HTTP/2 when the server's ALPN picks `h2`.
+    #[default]
     Auto,
-    /// `--http2`: HTTP/2 only (prior knowledge on http://).
+    /// `--http2`: HTTP/2 only (prior knowledge on http://, ALPN `h2` alone on https://).
     Http2,
 }
 
-/// Where requests go.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Endpoint {
-    /// As given by the operator.
-    pub base: String,
-    /// The full request URL.
-    pub url: String,
-    /// `https://`: TLS (rustls) to the server.
-    pub https: bool,
-    /// `host[:port]`, sent as `Host`.
-    pub authority: String,
-    pub host: String,
-    pub port: u16,
-    /// Origin-form request target, e.g. `/v1/chat/completions`.
-    pub path: String,
+impl clap::FromArgMatches for Protocols {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        Ok(if m.get_flag("http1") {
+            Protocols::Http1
+        } else if m.get_flag("http2") {
+            Protocols::Http2
+        } else {
+            Protocols::Auto
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
 }
 
-impl Endpoint {
-    /// Resolves a base URL (`http://` or `https://`).
-    pub fn parse(base: &str) -> Result<Endpoint, ReplayError> {
-        let bad = |why: String| ReplayError::Config(format!("--endpoint {base:?}: {why}"));
-        let uri: Uri = base
-            .parse()
-            .map_err(|e| bad(format!("expected a URL like http://127.0.0.1:8000 ({e})")))?;
-        let https = match uri.scheme() {
-            Some(s) if *s == Scheme::HTTP => false,
-            Some(s) if *s == Scheme::HTTPS => true,
-            _ => return Err(bad("expected an http:// or https:// URL".into())),
-        };
-        let authority = uri
-            .authority()
-            .ok_or_else(|| bad("expected a host".into()))?;
-        let host = authority
-            .host()
-            .trim_start_matches('[')
-            .trim_end_matches(']');
-        let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let base_path = uri.path().trim_end_matches('/');
-        let path = if base_path.ends_with("/chat/completions") {
-            base_path.to_string()
-        } else if base_path.ends_with("/v1") {
-            format!("{base_path}/chat/completions")
-        } else {
-            format!("{base_path}/v1/chat/completions")
-        };
-        PathAndQuery::from_str(&path).map_err(|e| bad(format!("bad path {path:?}: {e}")))?;
-        Ok(Endpoint {
-            base: base.to_string(),
-            url: format!(
-                "{}://{authority}{path}",
-                if https { "https" } else { "http" }
-            ),
-            https,
-            authority: authority.as_str().to_string(),
-            host: host.to_string(),
-            port,
-            path,
+impl clap::Args for Protocols {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        use clap::{Arg, ArgAction};
+        cmd.arg(
+            Arg::new("http2")
+                .long("http2")
+                .env("TOKENTAP_REPLAY_HTTP2")
+                .action(ArgAction::SetTrue)
+                .conflicts_with("http1")
+                .help_heading("Server")
+                .help("HTTP/2 only: prior knowledge on http:// (h2c), ALPN `h2` alone on https://. Without it, https:// uses HTTP/2 when the server's ALPN picks it, http:// uses HTTP/1.1. One stream per turn on one connection per conversation slot: the closed loop is unchanged"),
+        )
+        .arg(
+            Arg::new("http1")
+                .long("http1")
+                .env("TOKENTAP_REPLAY_HTTP1")
+                .action(ArgAction::SetTrue)
+                .help_heading("Server")
+                .help("HTTP/1.1 only, also on https:// (ALPN `http/1.1`), as the MLPerf reference client"),
+        )
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// `config.json`'s two keys for [`Protocols`].
+#[derive(Serialize, Deserialize)]
+struct ProtocolKeys {
+    #[serde(default)]
+    http1: bool,
+    #[serde(default)]
+    http2: bool,
+}
+
+impl Serialize for Protocols {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        ProtocolKeys {
+            http1: *self == Protocols::Http1,
+            http2: *self == Protocols::Http2,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Protocols {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let k = ProtocolKeys::deserialize(d)?;
+        Ok(match (k.http1, k.http2) {
+            (true, _) => Protocols::Http1,
+            (_, true) => Protocols::Http2,
+            _ => Protocols::Auto,
         })
     }
 }
 
-/// What identifies the dataset a run used.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DatasetInfo {
-    pub path: PathBuf,
-    /// `blake2b-256:<hex>` of the file bytes, when the file was read by the run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hash: Option<String>,
-    pub conversations: usize,
-    pub client_turns: usize,
-}
-
-impl DatasetInfo {
-    /// What identifies `ds` (`hash`: of the file's bytes, when the run read them).
-    pub fn of(ds: &Dataset, hash: Option<String>) -> DatasetInfo {
-        DatasetInfo {
-            path: ds.path.clone(),
-            hash,
-            conversations: ds.conversations.len(),
-            client_turns: ds.client_turns(),
-        }
-    }
-}
-
-/// The warmup phase (docs/benchmark.md#validity: declared, excluded from the metrics).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct WarmupConfig {
-    /// Trajectories to issue (`None`: as many as `duration` allows).
+/// The declared warmup (docs/benchmark.md#validity: declared, excluded from the metrics): on
+/// when `--warmup-trajectories` or `--warmup-duration` asks for one.
+#[derive(clap::Args, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[group(id = "WarmupOpts")]
+pub struct Warmup {
+    /// Warmup: issue this many trajectories before performance tracking starts (excluded from
+    /// every result, recorded in warmup.jsonl and declared in the summary).
+    #[arg(
+        id = "warmup_trajectories",
+        long = "warmup-trajectories",
+        env = "TOKENTAP_REPLAY_WARMUP_TRAJECTORIES",
+        value_name = "N",
+        help_heading = "Warmup"
+    )]
     pub trajectories: Option<u64>,
+    /// Warmup: issue for this long (e.g. 5m), then let the started turns finish.
+    #[arg(id = "warmup_duration", long = "warmup-duration", env = "TOKENTAP_REPLAY_WARMUP_DURATION", value_parser = tokentap_core::duration::parse, value_name = "DURATION", help_heading = "Warmup")]
     #[serde(
         with = "tokentap_core::duration::opt_secs",
         default,
         rename = "duration_s"
     )]
     pub duration: Option<Duration>,
-    /// `None`: the performance dataset.
+    /// Dataset for the warmup (default: the performance dataset). Warmup requests are always
+    /// salted with a tag of their own, so no KV-cache entry carries over into the measurement.
+    #[arg(
+        id = "warmup_dataset",
+        long = "warmup-dataset",
+        env = "TOKENTAP_REPLAY_WARMUP_DATASET",
+        value_name = "FILE",
+        help_heading = "Warmup"
+    )]
     pub dataset: Option<PathBuf>,
-    pub concurrency: usize,
+    /// Concurrency of the warmup (default: the run's, a sweep point's own).
+    #[arg(
+        id = "warmup_concurrency",
+        long = "warmup-concurrency",
+        env = "TOKENTAP_REPLAY_WARMUP_CONCURRENCY",
+        value_name = "N",
+        help_heading = "Warmup"
+    )]
+    pub concurrency: Option<usize>,
 }
 
-/// The fully resolved run configuration.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+impl Warmup {
+    /// A warmup was asked for.
+    pub fn enabled(&self) -> bool {
+        self.trajectories.is_some() || self.duration.is_some()
+    }
+
+    fn off(&self) -> bool {
+        *self == Warmup::default()
+    }
+}
+
+/// The run's configuration: every `tokentap replay` option (declared here once, shared by
+/// `tokentap sweep`), what resolution derived from them, and what the run learnt before its
+/// first request (the dataset's identity, a discovered model). Written to `config.json` and
+/// embedded in `summary.json`.
+#[derive(clap::Args, Clone, Debug, Serialize, Deserialize)]
+#[group(id = "ReplayConfig")]
 pub struct ReplayConfig {
-    /// One or more; a conversation stays on one (`client::Target::pick`).
+    /// Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000 or
+    /// https://llm.example.com (requests go to /v1/chat/completions under it). Repeat it for
+    /// several endpoints: each conversation stays on one, chosen by its id (rendezvous hashing,
+    /// as a session-affine router — and `tokentap proxy` — would).
+    #[arg(
+        long = "endpoint",
+        env = "TOKENTAP_REPLAY_ENDPOINT",
+        required = true,
+        num_args = 1,
+        value_name = "URL",
+        value_parser = Endpoint::parse_arg,
+        help_heading = "Server"
+    )]
     pub endpoints: Vec<Endpoint>,
-    /// `--ca`: more trusted roots for https endpoints.
+    /// Trust the CA certificates in this PEM file for https endpoints (besides the system's).
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_CA",
+        value_name = "FILE",
+        help_heading = "Server"
+    )]
     pub ca: Option<PathBuf>,
-    /// `--insecure`: https certificates were not checked.
+    /// Do not check https endpoints' certificates (test rigs only; the summary says so).
+    #[arg(long, env = "TOKENTAP_REPLAY_INSECURE", help_heading = "Server")]
     pub insecure: bool,
-    /// `--http2`: HTTP/2 only.
-    #[serde(default)]
-    pub http2: bool,
-    /// `--http1`: HTTP/1.1 only.
-    #[serde(default)]
-    pub http1: bool,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub protocols: Protocols,
     /// The model was not given: it is the one the endpoints list at `/v1/models`.
+    #[arg(skip)]
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub model_discovered: bool,
-    /// Run-level model name; rows may override it.
+    /// Model name sent in every request (a row's own `model` overrides it).
+    #[arg(long, env = "TOKENTAP_REPLAY_MODEL", help_heading = "Server")]
     pub model: Option<String>,
+    /// Official sampling settings, timeout and validity gates of one model.
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_PRESET",
+        value_enum,
+        help_heading = "Request body"
+    )]
     pub preset: Option<Preset>,
+    /// The sampling flags; resolved: what every request sends.
+    #[command(flatten)]
     pub sampling: Sampling,
+    /// Active conversations: the command's own `--concurrency` (a sweep point's).
+    #[arg(skip = 1usize)]
     pub concurrency: usize,
-    /// Trajectory budget (all shards together); `None` = one pass over the dataset.
+    /// MLPerf agentic dataset (JSONL, one row per message). `config.json` identifies it by
+    /// `dataset` (its hash) instead.
+    #[arg(
+        id = "dataset",
+        long = "dataset",
+        env = "TOKENTAP_REPLAY_DATASET",
+        value_name = "FILE",
+        help_heading = "Load"
+    )]
+    #[serde(skip)]
+    pub dataset_path: PathBuf,
+    /// Trajectories to issue (official: a multiple of the dataset size). Default: one pass.
+    #[arg(long, env = "TOKENTAP_REPLAY_TRAJECTORIES", help_heading = "Load")]
     pub trajectories: Option<u64>,
+    /// Salt the system prompt per pass and per conversation (docs/benchmark.md#salting; official
+    /// runs salt).
+    #[arg(long, env = "TOKENTAP_REPLAY_SALT", help_heading = "Load")]
     pub salt: bool,
+    /// Sleep each row's `delay_seconds` before issuing it (excluded from latency).
+    #[arg(long, env = "TOKENTAP_REPLAY_DELAYS", help_heading = "Load")]
     pub delays: bool,
+    /// Multiplier applied to `delay_seconds` when --delays is on (0 to 1000).
+    #[arg(long, env = "TOKENTAP_REPLAY_DELAY_SCALE", allow_negative_numbers = true, default_value_t = DEFAULT_DELAY_SCALE, help_heading = "Load")]
     pub delay_scale: f64,
+    /// Prefix a space to the first text of every replayed assistant message (generated-token
+    /// cache clearing, docs/benchmark.md#cache-clearing). Changes the bodies: off in
+    /// byte-compatible mode.
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_CLEAR_GENERATED",
+        help_heading = "Request body"
+    )]
     pub clear_generated: bool,
+    /// Ask for a final usage chunk (`stream_options.include_usage`): exact token counts, but the
+    /// body is no longer byte-compatible with the MLPerf client.
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_INCLUDE_USAGE",
+        help_heading = "Request body"
+    )]
     pub include_usage: bool,
+    /// Resolved: the body is what the MLPerf client would send (no usage request, no cache
+    /// clearing).
+    #[arg(skip = true)]
+    pub byte_compatible: bool,
+    /// Header(s) carrying the logical conversation id; repeatable. Giving any replaces the
+    /// default X-Session-ID.
+    #[arg(long = "routing-header", env = "TOKENTAP_REPLAY_ROUTING_HEADER", value_name = "NAME", default_values_t = [String::from(DEFAULT_ROUTING_HEADER)], help_heading = "Server")]
     pub routing_headers: Vec<String>,
-    /// Never serialized: [`Secret`] prints as `<redacted>`.
+    /// Sent as `Authorization: Bearer KEY`; never logged or recorded.
+    #[arg(
+        long,
+        env = "TOKENTAP_API_KEY",
+        hide_env_values = true,
+        help_heading = "Server"
+    )]
     #[serde(skip)]
     pub api_key: Option<Secret>,
-    /// True when an API key was given (the key itself is never recorded).
+    /// Resolved: an API key was given (the key itself is never recorded).
+    #[arg(skip)]
     pub api_key_set: bool,
-    #[serde(with = "tokentap_core::duration::secs", rename = "turn_timeout_s")]
-    pub turn_timeout: Duration,
+    /// Per-turn timeout (e.g. 600s, 4h). Default: the preset's official value, else 86400s.
+    /// Resolved: the timeout every turn gets ([`ReplayConfig::turn_timeout`]).
+    #[arg(long, env = "TOKENTAP_REPLAY_TURN_TIMEOUT", value_parser = tokentap_core::duration::parse, value_name = "DURATION", help_heading = "Load")]
+    #[serde(
+        with = "tokentap_core::duration::opt_secs",
+        default,
+        rename = "turn_timeout_s"
+    )]
+    pub turn_timeout: Option<Duration>,
+    /// Stop issuing when the first slot finds no trajectory left (tuning runs; official: off).
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_STOP_ISSUING_ON_FIRST_USER_COMPLETE",
+        help_heading = "Load"
+    )]
     pub stop_issuing_on_first_user_complete: bool,
+    /// Stop issuing after this long, then drain in-flight turns.
+    #[arg(long, env = "TOKENTAP_REPLAY_MAX_DURATION", value_parser = tokentap_core::duration::parse, value_name = "DURATION", help_heading = "Load")]
     #[serde(
         with = "tokentap_core::duration::opt_secs",
         default,
         rename = "max_duration_s"
     )]
     pub max_duration: Option<Duration>,
+    /// Directory for records.jsonl, summary.json and config.json (created if missing).
+    #[arg(long, env = "TOKENTAP_REPLAY_OUT", help_heading = "Output")]
     pub out: Option<PathBuf>,
-    /// `--metrics`: where the client's live metrics are served during the run.
+    /// Serve the client's live metrics (Prometheus text, `source="client"`) at
+    /// `http://ADDR/metrics` during the run. `PORT` alone means 127.0.0.1:PORT.
+    #[arg(long, env = "TOKENTAP_REPLAY_METRICS", value_name = "ADDR", value_parser = crate::metrics::parse_addr, help_heading = "Server")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Run only trajectories k with k mod N == I (N machines together issue the single-machine
+    /// set).
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_SHARD",
+        value_name = "I/N",
+        default_value = "0/1",
+        hide_default_value = true,
+        help_heading = "Load"
+    )]
     pub shard: Shard,
-    /// Response arrivals stamped by the kernel (`SO_TIMESTAMPNS`) rather than on read.
+    /// Stamp response arrivals when this process reads them instead of with the kernel's
+    /// receive timestamp (the default: arrival at the host, independent of the client's
+    /// scheduling; the difference is recorded per turn as `rx_lag_*`).
+    #[arg(
+        id = "kernel_rx_timestamps",
+        long = "user-rx-timestamps",
+        env = "TOKENTAP_REPLAY_USER_RX_TIMESTAMPS",
+        action = clap::ArgAction::SetFalse,
+        help_heading = "Server"
+    )]
     pub kernel_rx_timestamps: bool,
     /// Set by [`ReplayConfig::bind_dataset`] / `run`.
+    #[arg(skip)]
     pub dataset: Option<DatasetInfo>,
-    /// The body is what the MLPerf client would send (no usage request, no cache clearing).
-    pub byte_compatible: bool,
-    /// `--tokenizer`: the reference tokenizer folder.
+    /// The model's Hugging Face tokenizer folder (tokenizer.json, and the chat template in
+    /// chat_template.jinja or tokenizer_config.json): count OSL, the TPOT denominator and ISL
+    /// exactly as the MLPerf reference does. Read locally; nothing is downloaded. Without it,
+    /// output tokens come from server usage or chunk counts and the OSL gate is not evaluated.
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_TOKENIZER",
+        value_name = "DIR",
+        help_heading = "Benchmark rules"
+    )]
     pub tokenizer: Option<PathBuf>,
-    /// `--c-min`: the submission's C_min, for the point's region.
+    /// The curve's C_min (1–32; docs/rules.md): names the point's region in its files. The
+    /// minimum duration does not depend on it: 600 s at concurrency ≤ 32, 2,400 s above.
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_C_MIN",
+        value_name = "N",
+        help_heading = "Benchmark rules"
+    )]
     pub c_min: Option<u64>,
-    /// `--min-duration-scale`: extend the run to the region's minimum duration × this.
+    /// Run for at least the rules' minimum duration of the point's concurrency (600 s at
+    /// concurrency ≤ 32, 2,400 s above) times F: whole passes of the dataset are issued until it
+    /// has elapsed. F = 1 is the official length; anything else marks the point not official
+    /// (tuning runs). Without it the run is `--trajectories` long and the rule only checked.
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_MIN_DURATION_SCALE",
+        allow_negative_numbers = true,
+        value_name = "F",
+        help_heading = "Benchmark rules"
+    )]
     pub min_duration_scale: Option<f64>,
-    /// `--seed-set`: the published seed set the run is bound to.
+    /// Bind the run to a published seed set by its id (docs/rules.md), e.g. `A`: its
+    /// `model_seed` is sent as every request's `seed` (as the reference sends its model seed; a
+    /// row's own `seed`, or `--seed`, wins), and its three seeds are recorded in the run's files
+    /// and a submission's `point.yaml`. The checker's own sets are bundled.
+    #[arg(
+        id = "seed_set_id",
+        long = "seed-set",
+        env = "TOKENTAP_REPLAY_SEED_SET",
+        value_name = "ID",
+        help_heading = "Benchmark rules"
+    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed_set_id: Option<String>,
+    /// A newer seed-set file (the checker's `seed_sets.yaml` shape) to find `--seed-set` in.
+    #[arg(
+        long,
+        env = "TOKENTAP_REPLAY_SEED_SETS",
+        value_name = "FILE",
+        requires = "seed_set_id",
+        help_heading = "Benchmark rules"
+    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed_sets: Option<PathBuf>,
+    /// Resolved: the published seed set `--seed-set` names.
+    #[arg(skip)]
     pub seed_set: Option<tokentap_mlperf::seeds::SeedSet>,
-    /// `--max-event-bytes`: an SSE event (or line) longer than this fails the turn.
+    /// Largest SSE event (or line) a response may send, in bytes; a longer one fails the turn
+    /// (`event_too_large`) instead of growing the client's buffer without bound.
+    #[arg(long, env = "TOKENTAP_REPLAY_MAX_EVENT_BYTES", value_name = "BYTES", default_value_t = DEFAULT_MAX_EVENT_BYTES, help_heading = "Server")]
     pub max_event_bytes: usize,
-    /// `--record-outputs`: outputs kept in the records.
+    /// Keep every turn's output in its record (`content.output`, in the reference's
+    /// `sample.complete` shape) so `tokentap report --tokenizer` can count it later. Off: outputs
+    /// are never written.
+    #[arg(long, env = "TOKENTAP_REPLAY_RECORD_OUTPUTS", help_heading = "Output")]
     pub record_outputs: bool,
-    pub warmup: Option<WarmupConfig>,
+    #[command(flatten)]
+    #[serde(default, skip_serializing_if = "Warmup::off")]
+    pub warmup: Warmup,
+    /// No live progress line.
+    #[arg(long, env = "TOKENTAP_REPLAY_QUIET", help_heading = "Output")]
+    #[serde(skip)]
+    pub quiet: bool,
+    /// Exit 0 whenever the run ran and its records are whole, whatever its turns and verdict
+    /// (lost records still exit 1, an interrupted run 130).
+    #[arg(long, env = "TOKENTAP_REPLAY_EXIT_ZERO", help_heading = "Output")]
+    #[serde(skip)]
+    pub exit_zero: bool,
 }
 
 impl ReplayConfig {
@@ -736,15 +762,6 @@ impl ReplayConfig {
         }
     }
 
-    /// The HTTP versions `--http1` / `--http2` allow.
-    pub fn protocols(&self) -> Protocols {
-        match (self.http1, self.http2) {
-            (true, _) => Protocols::Http1,
-            (_, true) => Protocols::Http2,
-            _ => Protocols::Auto,
-        }
-    }
-
     /// The endpoints' URLs, comma-separated (for headlines).
     pub fn endpoint_urls(&self) -> String {
         self.endpoints
@@ -754,113 +771,76 @@ impl ReplayConfig {
             .join(", ")
     }
 
-    /// A config with the defaults of `tokentap replay --endpoint URL --dataset -`.
+    /// A resolved config with the defaults of `tokentap replay --endpoint URL --dataset -`: the
+    /// flags' own defaults, read from their declarations (the environment ignored).
     pub fn new(endpoint: &str) -> Result<ReplayConfig, ReplayError> {
-        Ok(ReplayConfig {
-            endpoints: vec![Endpoint::parse(endpoint)?],
-            ca: None,
-            insecure: false,
-            http2: false,
-            http1: false,
-            model_discovered: false,
-            model: None,
-            preset: None,
-            sampling: Sampling::default(),
-            concurrency: 1,
-            trajectories: None,
-            salt: false,
-            delays: false,
-            delay_scale: DEFAULT_DELAY_SCALE,
-            clear_generated: false,
-            include_usage: false,
-            routing_headers: vec![DEFAULT_ROUTING_HEADER.into()],
-            api_key: None,
-            api_key_set: false,
-            turn_timeout: DEFAULT_TURN_TIMEOUT,
-            stop_issuing_on_first_user_complete: false,
-            max_duration: None,
-            out: None,
-            metrics: None,
-            shard: Shard::default(),
-            kernel_rx_timestamps: true,
-            dataset: None,
-            byte_compatible: true,
-            tokenizer: None,
-            c_min: None,
-            min_duration_scale: None,
-            seed_set: None,
-            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
-            record_outputs: false,
-            warmup: None,
-        })
-    }
-
-    /// Combines the options: preset first, explicit flags over it.
-    pub fn from_opts(opts: &Opts) -> Result<ReplayConfig, ReplayError> {
-        let Some(first) = opts.endpoint.first() else {
-            return Err(ReplayError::Config("no --endpoint given".into()));
-        };
-        let mut c = ReplayConfig::new(first)?;
-        c.add_endpoints(&opts.endpoint[1..])?;
-        c.ca = opts.ca.clone();
-        c.insecure = opts.insecure;
-        c.http2 = opts.http2;
-        c.http1 = opts.http1;
-        c.sampling = sampling_of(opts);
-        c.model = opts.model.clone();
-        c.preset = opts.preset;
-        c.concurrency = concurrency_of(opts)?;
-        c.trajectories = opts.trajectories;
-        c.salt = opts.salt;
-        c.delays = opts.delays;
-        c.delay_scale = opts.delay_scale;
-        c.clear_generated = opts.clear_generated;
-        c.include_usage = opts.include_usage;
-        c.routing_headers = opts.routing_headers.clone();
-        c.api_key = opts.api_key.clone();
-        c.turn_timeout = opts
-            .turn_timeout
-            .or(opts.preset.and_then(Preset::turn_timeout))
-            .unwrap_or(DEFAULT_TURN_TIMEOUT);
-        c.stop_issuing_on_first_user_complete = opts.stop_issuing_on_first_user_complete;
-        c.max_duration = opts.max_duration;
-        c.out = opts.out.clone();
-        c.metrics = opts.metrics;
-        c.shard = opts.shard.unwrap_or_default();
-        c.kernel_rx_timestamps = !opts.user_rx_timestamps;
-        c.tokenizer = opts.tokenizer.clone();
-        c.c_min = opts.c_min;
-        c.min_duration_scale = opts.min_duration_scale;
-        c.seed_set = seed_set_of(opts)?;
-        // The reference sends its `model_params.seed` as every request's `seed` (a row's own
-        // wins); a published set's `model_seed` is that seed (docs/rules.md). `--seed` wins.
-        if let (Some(ss), None) = (&c.seed_set, c.sampling.seed) {
-            c.sampling.seed = Some(i128::from(ss.model_seed));
-        }
-        c.max_event_bytes = opts.max_event_bytes;
-        c.record_outputs = opts.record_outputs;
-        c.warmup = warmup_of(opts, c.concurrency)?;
-        c.check()?;
+        use clap::{Args as _, FromArgMatches as _};
+        Endpoint::parse(endpoint)?;
+        let clap_error = |e: clap::Error| ReplayError::Config(e.to_string());
+        let m = ReplayConfig::augment_args(clap::Command::new("replay"))
+            .mut_args(|a| a.env(None::<&str>))
+            .try_get_matches_from(["replay", "--endpoint", endpoint, "--dataset", "-"])
+            .map_err(clap_error)?;
+        let mut c = ReplayConfig::from_arg_matches(&m).map_err(clap_error)?;
+        c.resolve()?;
         Ok(c)
     }
 
-    /// Adds the `--endpoint`s after the first, refusing one given twice.
-    fn add_endpoints(&mut self, rest: &[String]) -> Result<(), ReplayError> {
-        for e in rest {
-            let ep = Endpoint::parse(e)?;
-            if self.endpoints.iter().any(|x| x.url == ep.url) {
-                return Err(ReplayError::Config(format!(
-                    "--endpoint {e:?} is given twice"
-                )));
-            }
-            self.endpoints.push(ep);
-        }
-        Ok(())
+    /// `tokentap replay`'s configuration: the options at their concurrency, resolved.
+    pub fn from_opts(opts: &Opts) -> Result<ReplayConfig, ReplayError> {
+        let mut c = opts.config.clone();
+        c.concurrency = opts.concurrency;
+        c.resolve()?;
+        Ok(c)
     }
 
-    /// Checks what does not need the dataset.
-    pub fn check(&mut self) -> Result<(), ReplayError> {
+    /// Fills in what the options imply — the preset's sampling under the flags, a seed set's
+    /// model seed, the turn timeout, `api_key_set`, `byte_compatible` — then checks. Idempotent.
+    pub fn resolve(&mut self) -> Result<(), ReplayError> {
+        if let Some(p) = self.preset {
+            self.sampling = std::mem::take(&mut self.sampling).over(p.sampling());
+        }
+        self.turn_timeout = Some(self.turn_timeout());
+        self.seed_set = match &self.seed_set_id {
+            Some(id) => Some(
+                tokentap_mlperf::seeds::find(id, self.seed_sets.as_deref())
+                    .map_err(|e| ReplayError::Config(format!("--seed-set: {e}")))?,
+            ),
+            None => None,
+        };
+        // The reference sends its `model_params.seed` as every request's `seed` (a row's own
+        // wins); a published set's `model_seed` is that seed (docs/rules.md). `--seed` wins.
+        if let (Some(ss), None) = (&self.seed_set, self.sampling.seed) {
+            self.sampling.seed = Some(i128::from(ss.model_seed));
+        }
+        self.api_key_set = self.api_key.is_some();
+        self.byte_compatible = !self.include_usage && !self.clear_generated;
+        self.check()
+    }
+
+    /// Every turn's timeout: `--turn-timeout`, else the preset's official value, else a day.
+    pub fn turn_timeout(&self) -> Duration {
+        self.turn_timeout
+            .or(self.preset.and_then(Preset::turn_timeout))
+            .unwrap_or(DEFAULT_TURN_TIMEOUT)
+    }
+
+    /// The warmup's concurrency: `--warmup-concurrency`, else the run's.
+    pub fn warmup_concurrency(&self) -> usize {
+        self.warmup.concurrency.unwrap_or(self.concurrency)
+    }
+
+    /// Checks what does not need the dataset; changes nothing.
+    pub fn check(&self) -> Result<(), ReplayError> {
         let bad = |m: String| Err(ReplayError::Config(m));
+        if self.endpoints.is_empty() {
+            return bad("no --endpoint given".into());
+        }
+        for (i, e) in self.endpoints.iter().enumerate() {
+            if self.endpoints[..i].iter().any(|x| x.url == e.url) {
+                return bad(format!("--endpoint {:?} is given twice", e.base));
+            }
+        }
         if self.concurrency == 0 {
             return bad("--concurrency must be at least 1".into());
         }
@@ -923,20 +903,7 @@ impl ReplayConfig {
                 return bad("--min-duration-scale with --shard: each shard would extend on its own clock and the union need not be a multiple of the dataset; give --trajectories".into());
             }
         }
-        if let Some(w) = &self.warmup {
-            if w.trajectories == Some(0) {
-                return bad("--warmup-trajectories must be at least 1".into());
-            }
-            if w.duration.is_some_and(|d| d.is_zero()) {
-                return bad("--warmup-duration must be more than 0".into());
-            }
-            if w.concurrency == 0 {
-                return bad("--warmup-concurrency must be at least 1".into());
-            }
-        }
-        if self.http1 && self.http2 {
-            return bad("--http1 and --http2 exclude each other".into());
-        }
+        self.check_warmup()?;
         if let Some(ca) = &self.ca {
             if let Err(why) = tokentap_core::tls::read_certs(ca) {
                 return bad(format!(
@@ -953,8 +920,25 @@ impl ReplayConfig {
                 ));
             }
         }
-        self.api_key_set = self.api_key.is_some();
-        self.byte_compatible = !self.include_usage && !self.clear_generated;
+        Ok(())
+    }
+
+    /// The warmup's flags: each bound, and its dataset and concurrency only with a warmup.
+    fn check_warmup(&self) -> Result<(), ReplayError> {
+        let bad = |m: &str| Err(ReplayError::Config(m.into()));
+        let w = &self.warmup;
+        if !w.enabled() && (w.dataset.is_some() || w.concurrency.is_some()) {
+            return bad("--warmup-dataset and --warmup-concurrency need --warmup-trajectories N or --warmup-duration D");
+        }
+        if w.trajectories == Some(0) {
+            return bad("--warmup-trajectories must be at least 1");
+        }
+        if w.duration.is_some_and(|d| d.is_zero()) {
+            return bad("--warmup-duration must be more than 0");
+        }
+        if w.concurrency == Some(0) {
+            return bad("--warmup-concurrency must be at least 1");
+        }
         Ok(())
     }
 
@@ -973,10 +957,11 @@ impl ReplayConfig {
         })
     }
 
-    /// Checks the config against the dataset (model names, salting needs a system prompt on
-    /// every conversation the run will issue) and records the dataset's identity.
+    /// Resolves the config again (a caller may have changed it), checks it against the dataset
+    /// (model names, salting needs a system prompt on every conversation the run will issue)
+    /// and records the dataset's identity.
     pub fn bind_dataset(&mut self, ds: &Dataset, hash: Option<String>) -> Result<(), ReplayError> {
-        self.check()?;
+        self.resolve()?;
         let n = ds.conversations.len() as u64;
         let budget = self.budget(ds);
         // Conversations reached by the budget: k mod N for k < budget.
@@ -1031,75 +1016,93 @@ impl ReplayConfig {
     }
 }
 
-/// The sampling parameters: the preset's, each explicit flag over it.
-fn sampling_of(opts: &Opts) -> Sampling {
-    let mut s = opts.preset.map(Preset::sampling).unwrap_or_default();
-    let set_f = |slot: &mut Option<f64>, v: Option<f64>| {
-        if v.is_some() {
-            *slot = v;
+/// Where requests go.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// As given by the operator.
+    pub base: String,
+    /// The full request URL.
+    pub url: String,
+    /// `https://`: TLS (rustls) to the server.
+    pub https: bool,
+    /// `host[:port]`, sent as `Host`.
+    pub authority: String,
+    pub host: String,
+    pub port: u16,
+    /// Origin-form request target, e.g. `/v1/chat/completions`.
+    pub path: String,
+}
+
+impl Endpoint {
+    /// Resolves a base URL (`http://` or `https://`).
+    pub fn parse(base: &str) -> Result<Endpoint, ReplayError> {
+        Endpoint::parse_arg(base)
+            .map_err(|why| ReplayError::Config(format!("--endpoint {base:?}: {why}")))
+    }
+
+    /// [`Endpoint::parse`] as `--endpoint`'s value parser: the reason alone (clap names the
+    /// flag and the value).
+    pub fn parse_arg(base: &str) -> Result<Endpoint, String> {
+        let uri: Uri = base
+            .parse()
+            .map_err(|e| format!("expected a URL like http://127.0.0.1:8000 ({e})"))?;
+        let https = match uri.scheme() {
+            Some(s) if *s == Scheme::HTTP => false,
+            Some(s) if *s == Scheme::HTTPS => true,
+            _ => return Err("expected an http:// or https:// URL".into()),
+        };
+        let authority = uri
+            .authority()
+            .ok_or_else(|| "expected a host".to_string())?;
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let base_path = uri.path().trim_end_matches('/');
+        let path = if base_path.ends_with("/chat/completions") {
+            base_path.to_string()
+        } else if base_path.ends_with("/v1") {
+            format!("{base_path}/chat/completions")
+        } else {
+            format!("{base_path}/v1/chat/completions")
+        };
+        PathAndQuery::from_str(&path).map_err(|e| format!("bad path {path:?}: {e}"))?;
+        Ok(Endpoint {
+            base: base.to_string(),
+            url: format!(
+                "{}://{authority}{path}",
+                if https { "https" } else { "http" }
+            ),
+            https,
+            authority: authority.as_str().to_string(),
+            host: host.to_string(),
+            port,
+            path,
+        })
+    }
+}
+
+/// What identifies the dataset a run used.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DatasetInfo {
+    pub path: PathBuf,
+    /// `blake2b-256:<hex>` of the file bytes, when the file was read by the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    pub conversations: usize,
+    pub client_turns: usize,
+}
+
+impl DatasetInfo {
+    /// What identifies `ds` (`hash`: of the file's bytes, when the run read them).
+    pub fn of(ds: &Dataset, hash: Option<String>) -> DatasetInfo {
+        DatasetInfo {
+            path: ds.path.clone(),
+            hash,
+            conversations: ds.conversations.len(),
+            client_turns: ds.client_turns(),
         }
-    };
-    set_f(&mut s.temperature, opts.temperature);
-    set_f(&mut s.top_p, opts.top_p);
-    set_f(&mut s.presence_penalty, opts.presence_penalty);
-    set_f(&mut s.repetition_penalty, opts.repetition_penalty);
-    set_f(&mut s.frequency_penalty, opts.frequency_penalty);
-    if opts.top_k.is_some() {
-        s.top_k = opts.top_k;
-    }
-    if opts.seed.is_some() {
-        s.seed = opts.seed.map(i128::from);
-    }
-    if opts.max_tokens.is_some() {
-        s.max_completion_tokens = opts.max_tokens;
-    }
-    if opts.chat_template_kwargs.is_some() {
-        s.chat_template_kwargs = opts.chat_template_kwargs.clone();
-    }
-    s
-}
-
-/// The run's one `--concurrency` (1 when none is given); a list is a sweep's.
-fn concurrency_of(opts: &Opts) -> Result<usize, ReplayError> {
-    match opts.concurrency[..] {
-        [] => Ok(1),
-        [c] => Ok(c),
-        _ => Err(ReplayError::Config(format!(
-            "--concurrency {}: a list of concurrencies is a sweep (`tokentap sweep --concurrency {}`)",
-            list(&opts.concurrency),
-            list(&opts.concurrency)
-        ))),
-    }
-}
-
-/// The published seed set `--seed-set` names (from `--seed-sets` if given), if one is named.
-fn seed_set_of(opts: &Opts) -> Result<Option<tokentap_mlperf::seeds::SeedSet>, ReplayError> {
-    match &opts.seed_set {
-        Some(id) => Ok(Some(
-            tokentap_mlperf::seeds::find(id, opts.seed_sets.as_deref())
-                .map_err(|e| ReplayError::Config(format!("--seed-set: {e}")))?,
-        )),
-        None => Ok(None),
-    }
-}
-
-/// The declared warmup, when `--warmup-trajectories` or `--warmup-duration` asks for one (at the
-/// run's `concurrency` unless `--warmup-concurrency` is given); its other flags alone are an
-/// error.
-fn warmup_of(opts: &Opts, concurrency: usize) -> Result<Option<WarmupConfig>, ReplayError> {
-    if opts.warmup_trajectories.is_some() || opts.warmup_duration.is_some() {
-        Ok(Some(WarmupConfig {
-            trajectories: opts.warmup_trajectories,
-            duration: opts.warmup_duration,
-            dataset: opts.warmup_dataset.clone(),
-            concurrency: opts.warmup_concurrency.unwrap_or(concurrency),
-        }))
-    } else if opts.warmup_dataset.is_some() || opts.warmup_concurrency.is_some() {
-        Err(ReplayError::Config(
-            "--warmup-dataset and --warmup-concurrency need --warmup-trajectories N or --warmup-duration D".into(),
-        ))
-    } else {
-        Ok(None)
     }
 }
 
@@ -1124,7 +1127,7 @@ mod tests {
             c.sampling.chat_template_kwargs,
             Some(serde_json::json!({"preserve_thinking": true}))
         );
-        assert_eq!(c.turn_timeout, Duration::from_secs(14_400));
+        assert_eq!(c.turn_timeout(), Duration::from_secs(14_400));
     }
 
     #[test]
@@ -1148,20 +1151,99 @@ mod tests {
             "--routing-header",
             "X-SMG-Routing-Key",
         ]);
-        assert_eq!(o.routing_headers, ["X-Session-ID", "X-SMG-Routing-Key"]);
+        assert_eq!(
+            o.config.routing_headers,
+            ["X-Session-ID", "X-SMG-Routing-Key"]
+        );
     }
 
     #[test]
     fn api_key_is_never_serialized() {
         let o = opts(&["--api-key", "sk-supersecret"]);
         let c = ReplayConfig::from_opts(&o).unwrap();
-        let a = serde_json::to_string(&o).unwrap();
         let b = serde_json::to_string(&c).unwrap();
         let d = format!("{o:?}{c:?}");
-        for s in [a, b, d] {
+        for s in [b, d] {
             assert!(!s.contains("supersecret"), "{s}");
         }
         assert!(c.api_key_set);
+    }
+
+    /// `new` takes every default from the flags' declarations, and resolves as the CLI does.
+    #[test]
+    fn new_is_the_command_line_without_flags() {
+        let a = ReplayConfig::new("http://127.0.0.1:9").unwrap();
+        let b = ReplayConfig::from_opts(&opts(&[])).unwrap();
+        let (a, b) = (
+            serde_json::to_value(&a).unwrap(),
+            serde_json::to_value(&b).unwrap(),
+        );
+        assert_eq!(a, b);
+        assert_eq!(a["delay_scale"], DEFAULT_DELAY_SCALE);
+        assert_eq!(a["max_event_bytes"], DEFAULT_MAX_EVENT_BYTES);
+        assert_eq!(a["turn_timeout_s"], 86_400.0);
+        assert_eq!(a["kernel_rx_timestamps"], true);
+        assert_eq!(a["byte_compatible"], true);
+        assert_eq!(a["shard"], serde_json::json!({"index": 0, "count": 1}));
+        assert_eq!(a["concurrency"], 1);
+    }
+
+    /// `config.json` reads back into the same configuration, the HTTP version's two keys and
+    /// the warmup included; resolving again changes nothing.
+    #[test]
+    fn config_json_round_trips_and_resolution_is_idempotent() {
+        let mut c = ReplayConfig::from_opts(&opts(&[
+            "--http2",
+            "--preset",
+            "qwen",
+            "--temperature",
+            "0.5",
+            "--warmup-trajectories",
+            "3",
+            "--seed-set",
+            "A",
+        ]))
+        .unwrap();
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            (v["http1"].clone(), v["http2"].clone()),
+            (false.into(), true.into())
+        );
+        assert_eq!(v["warmup"]["trajectories"], 3);
+        assert_eq!(v["sampling"]["temperature"], 0.5);
+        assert_eq!(v["sampling"]["top_k"], 20);
+        assert_eq!(v["seed_set"]["id"], "A");
+        let back: ReplayConfig = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(back.protocols, Protocols::Http2);
+        assert_eq!(serde_json::to_value(&back).unwrap(), v);
+        c.resolve().unwrap();
+        assert_eq!(serde_json::to_value(&c).unwrap(), v);
+    }
+
+    #[test]
+    fn one_concurrency_per_run() {
+        let e = Opts::try_parse_from_args([
+            "--endpoint",
+            "http://h",
+            "--dataset",
+            "x",
+            "--concurrency",
+            "1,4",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("tokentap sweep --concurrency 1,4"), "{e}");
+        let e = Opts::try_parse_from_args([
+            "--endpoint",
+            "http://h",
+            "--dataset",
+            "x",
+            "--concurrency",
+            "0",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(">= 1"), "{e}");
     }
 
     #[test]

@@ -476,7 +476,7 @@ async fn turn(
         m.issued();
     }
     let mut tl = None;
-    let deadline = tokio::time::Instant::now() + run.cfg.turn_timeout;
+    let deadline = tokio::time::Instant::now() + run.cfg.turn_timeout();
     let ended = {
         let fut = client::exchange(
             conn,
@@ -635,7 +635,7 @@ fn conclude(run: &Run, rec: &mut TurnRecord, ended: Ended, conn: &mut Conn, scra
                 ErrorKind::TurnTimeout,
                 format!(
                     "turn timeout of {:?} elapsed; request cancelled",
-                    run.cfg.turn_timeout
+                    run.cfg.turn_timeout()
                 ),
             ));
         }

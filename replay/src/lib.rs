@@ -6,8 +6,9 @@
 //! and the demo call [`run_with`] with a dataset already in memory.
 //!
 //! ## Layout
-//! - [`config`]: `Opts` (the flags) → [`ReplayConfig`] (presets, overrides, endpoint, dataset
-//!   checks). Written to `config.json` and embedded in `summary.json`.
+//! - [`config`]: [`ReplayConfig`], every option declared once (flags, defaults, `config.json`
+//!   keys), resolved (presets under the flags, seed set, timeout) and checked; [`Opts`] adds
+//!   the run's `--concurrency`. Written to `config.json` and embedded in `summary.json`.
 //! - [`body`]: byte-compatible request bodies built incrementally (each history message
 //!   serialized once per trajectory; the body is a list of shared segments).
 //! - [`salt`]: BLAKE2b-2 salt tags (docs/benchmark.md#salting).
@@ -144,11 +145,11 @@ impl RunOutcome {
 /// write everything recorded). Prints the summary to stdout.
 pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Result<RunOutcome> {
     let mut config = ReplayConfig::from_opts(&opts)?;
-    let (dataset, hash) = load_dataset(&opts.dataset).await?;
+    let (dataset, hash) = load_dataset(&opts.config.dataset_path).await?;
     // The model is discovered and the dataset bound once, by `run_with_hooks`; the hash rides
     // along in the config.
     config.dataset = Some(config::DatasetInfo::of(&dataset, Some(hash)));
-    let progress = if opts.quiet {
+    let progress = if opts.config.quiet {
         ProgressMode::Off
     } else {
         ProgressMode::Line
@@ -339,9 +340,10 @@ async fn prepare(config: &mut ReplayConfig, dataset: &Arc<Dataset>) -> anyhow::R
     let hash = config.dataset.as_ref().and_then(|d| d.hash.clone());
     models::discover(config, dataset).await?;
     config.bind_dataset(dataset, hash)?;
-    let warmup_setup = match &config.warmup {
-        Some(w) => Some(warmup_config(config, w, dataset).await?),
-        None => None,
+    let warmup_setup = if config.warmup.enabled() {
+        Some(warmup_config(config, dataset).await?)
+    } else {
+        None
     };
     let tokenizer = match &config.tokenizer {
         Some(dir) => Some(load_tokenizer(dir.clone()).await?),
@@ -353,7 +355,7 @@ async fn prepare(config: &mut ReplayConfig, dataset: &Arc<Dataset>) -> anyhow::R
         &config.routing_headers,
         config.api_key.as_ref().map(|k| k.expose()),
         &config.trust(),
-        config.protocols(),
+        config.protocols,
     )
     .await?;
     Ok(Prepared {
@@ -513,9 +515,9 @@ impl Warmup<'_> {
 /// here, before anything is sent).
 async fn warmup_config(
     config: &ReplayConfig,
-    w: &config::WarmupConfig,
     perf: &Arc<Dataset>,
 ) -> anyhow::Result<(ReplayConfig, Arc<Dataset>, String)> {
+    let w = &config.warmup;
     let (ds, source) = match &w.dataset {
         Some(path) => {
             let p = path.clone();
@@ -535,7 +537,7 @@ async fn warmup_config(
         ),
     };
     let mut c = config.clone();
-    c.concurrency = w.concurrency;
+    c.concurrency = config.warmup_concurrency();
     // A duration alone: as many trajectories as fit.
     c.trajectories = Some(w.trajectories.unwrap_or(u64::MAX / 4));
     c.max_duration = w.duration;
@@ -544,7 +546,7 @@ async fn warmup_config(
     c.shard = config::Shard::default();
     c.metrics = None;
     c.out = None;
-    c.warmup = None;
+    c.warmup = config::Warmup::default();
     c.dataset = None;
     c.bind_dataset(&ds, None)
         .map_err(|e| anyhow::anyhow!("warmup: {e}"))?;

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 use std::path::PathBuf;
-use tokentap_replay::config::WarmupConfig;
+use tokentap_replay::config::Warmup;
 use tokentap_replay::{Preset, Verdict};
 use tokentap_testkit::replay::*;
 
@@ -31,12 +31,12 @@ async fn warmup_is_declared_excluded_and_cache_isolated() {
     c.salt = true;
     c.include_usage = true;
     c.tokenizer = Some(golden_tokenizer());
-    c.warmup = Some(WarmupConfig {
+    c.warmup = Warmup {
         trajectories: Some(4),
         duration: None,
         dataset: None,
-        concurrency: 2,
-    });
+        concurrency: Some(2),
+    };
     let (out, recs) = run(c, dataset(DATASET)).await;
     let dir = out.out_dir.clone().unwrap();
 

@@ -138,7 +138,7 @@ async fn a_turn_timeout_cancels_the_request_and_aborts_the_rest_unsent() {
     .await;
     let ds = dataset(&conversations(2, 3, 0.0));
     let mut c = config(&sim, "timeout");
-    c.turn_timeout = Duration::from_millis(300);
+    c.turn_timeout = Some(Duration::from_millis(300));
     let t0 = tokio::time::Instant::now();
     let (out, recs) = run(c, ds).await;
     assert!(

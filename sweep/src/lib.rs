@@ -71,7 +71,19 @@ pub const EXIT_NOT_VALID: i32 = 3;
 #[group(id = "SweepOpts")]
 pub struct Opts {
     #[command(flatten)]
-    pub run: tokentap_replay::Opts,
+    pub run: ReplayConfig,
+    /// The points' concurrencies, e.g. `1,4,16,64` (one measurement point each); without it,
+    /// --c-min and --c-max propose a plan.
+    #[arg(
+        long,
+        env = "TOKENTAP_SWEEP_CONCURRENCY",
+        value_delimiter = ',',
+        num_args = 1,
+        value_name = "N",
+        value_parser = tokentap_core::value::positive::<usize>,
+        help_heading = "Load"
+    )]
+    pub concurrency: Vec<usize>,
     /// The submission's C_max. With --c-min and without --concurrency: a plan is proposed
     /// (one ultra-low point and the rest spread evenly over low, medium and high).
     #[arg(
@@ -188,8 +200,6 @@ fn parse_swe(s: &str) -> Result<(RegionName, f64), String> {
 pub struct Sweep {
     /// The replay configuration every point shares (bound to the dataset).
     pub base: ReplayConfig,
-    /// `--warmup-concurrency` was given (else a point's warmup runs at its concurrency).
-    pub warmup_concurrency_given: bool,
     pub dataset: Arc<Dataset>,
     pub plan: Plan,
     pub out: PathBuf,
@@ -217,16 +227,10 @@ pub struct SweepOutcome {
 impl Sweep {
     /// From the command line: the plan, the base replay config, the dataset.
     pub async fn from_opts(opts: &Opts) -> anyhow::Result<Sweep> {
-        let plan = plan(
-            &opts.run.concurrency,
-            opts.run.c_min,
-            opts.c_max,
-            opts.points,
-        )?;
-        let mut ro = opts.run.clone();
-        ro.concurrency = Vec::new();
-        ro.out = None;
-        let mut base = ReplayConfig::from_opts(&ro)?;
+        let plan = plan(&opts.concurrency, opts.run.c_min, opts.c_max, opts.points)?;
+        let mut base = opts.run.clone();
+        base.out = None;
+        base.resolve()?;
         if let Some(r) = &plan.regions {
             base.c_min = Some(r.c_min);
         }
@@ -275,12 +279,11 @@ impl Sweep {
             )),
             None => None,
         };
-        let (dataset, hash) = tokentap_replay::load_dataset(&opts.run.dataset).await?;
+        let (dataset, hash) = tokentap_replay::load_dataset(&opts.run.dataset_path).await?;
         tokentap_replay::models::discover(&mut base, &dataset).await?;
         base.bind_dataset(&dataset, Some(hash))?;
         Ok(Sweep {
             base,
-            warmup_concurrency_given: opts.run.warmup_concurrency.is_some(),
             dataset: Arc::new(dataset),
             plan,
             out: opts
@@ -305,7 +308,7 @@ impl Sweep {
 
     /// The shared config as stored in `sweep.json` (what a resumed sweep must match).
     fn config_value(&self) -> serde_json::Value {
-        compared_config(&self.base, self.warmup_concurrency_given)
+        compared_config(&self.base)
     }
 
     /// A fresh `sweep.json` for the plan, or the one in OUT merged with the plan (resume).
@@ -389,17 +392,12 @@ impl Sweep {
 
 /// The part of the points' configuration a resumed sweep must share with the one that wrote
 /// `sweep.json` (`base`: the points' settings; the concurrency is the point's own, the output
-/// and metrics addresses this process's; the warmup's concurrency only when given).
-pub fn compared_config(base: &ReplayConfig, warmup_concurrency_given: bool) -> serde_json::Value {
+/// and metrics addresses this process's).
+pub fn compared_config(base: &ReplayConfig) -> serde_json::Value {
     let mut v = serde_json::to_value(base).unwrap_or_default();
     if let Some(m) = v.as_object_mut() {
         for k in ["concurrency", "out", "metrics"] {
             m.remove(k);
-        }
-        if let Some(w) = m.get_mut("warmup").and_then(|w| w.as_object_mut()) {
-            if !warmup_concurrency_given {
-                w.remove("concurrency");
-            }
         }
     }
     v

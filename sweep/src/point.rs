@@ -199,11 +199,6 @@ fn point_config(sweep: &Sweep, c: u64, dir: &Path) -> ReplayConfig {
     let mut cfg = sweep.base.clone();
     cfg.concurrency = c as usize;
     cfg.out = Some(dir.to_path_buf());
-    if let Some(w) = cfg.warmup.as_mut() {
-        if !sweep.warmup_concurrency_given {
-            w.concurrency = c as usize;
-        }
-    }
     cfg
 }
 
