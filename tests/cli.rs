@@ -588,7 +588,7 @@ fn long_running_commands_take_every_option_from_the_environment() {
         .args(["sweep", "--plan"])
         .env("TOKENTAP_REPLAY_ENDPOINT", "http://127.0.0.1:9")
         .env("TOKENTAP_REPLAY_DATASET", &data)
-        .env("TOKENTAP_REPLAY_CONCURRENCY", "1,2,4")
+        .env("TOKENTAP_SWEEP_CONCURRENCY", "1,2,4")
         .env("TOKENTAP_REPLAY_MODEL", "m")
         .env("TOKENTAP_REPLAY_OUT", &out_dir)
         .env("TOKENTAP_REPLAY_SALT", "true")

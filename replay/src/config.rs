@@ -492,9 +492,19 @@ impl Warmup {
     pub fn enabled(&self) -> bool {
         self.trajectories.is_some() || self.duration.is_some()
     }
+}
 
-    fn off(&self) -> bool {
-        *self == Warmup::default()
+/// `config.json`'s `warmup`: null when no warmup option was given.
+mod warmup_or_null {
+    use super::Warmup;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(w: &Warmup, s: S) -> Result<S::Ok, S::Error> {
+        (*w != Warmup::default()).then_some(w).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Warmup, D::Error> {
+        Ok(Option::<Warmup>::deserialize(d)?.unwrap_or_default())
     }
 }
 
@@ -739,7 +749,7 @@ pub struct ReplayConfig {
     #[arg(long, env = "TOKENTAP_REPLAY_RECORD_OUTPUTS", help_heading = "Output")]
     pub record_outputs: bool,
     #[command(flatten)]
-    #[serde(default, skip_serializing_if = "Warmup::off")]
+    #[serde(default, with = "warmup_or_null")]
     pub warmup: Warmup,
     /// No live progress line.
     #[arg(long, env = "TOKENTAP_REPLAY_QUIET", help_heading = "Output")]
