@@ -115,6 +115,9 @@ pub struct ClientTurn {
     pub at: usize,
     /// The id the client sent in a request-id header (AIPerf `x_request_id` → `X-Request-ID`).
     pub request_id: Option<String>,
+    /// The server's response id as the client kept it (guidellm `response_id`, tokentap's
+    /// `response_id`): the exact key to the proxy's record of the same response.
+    pub response_id: Option<String>,
     /// The value of the session header the client sent (tokentap's conversation id, AIPerf's
     /// `x_correlation_id`, MLPerf's logical conversation id).
     pub session: Option<String>,
@@ -135,6 +138,7 @@ impl ClientTurn {
         ClientTurn {
             at,
             request_id: None,
+            response_id: None,
             session: None,
             turn: None,
             start_ns: None,

@@ -1,6 +1,9 @@
 //! Joining client turns to wire turns (docs/benchmark.md#client-formats).
 //!
-//! Three passes, each over what the previous ones left:
+//! Four passes, each over what the previous ones left:
+//! 0. **Response id.** The server's response id (`chatcmpl-…`, the `id` of its stream's chunks)
+//!    as the client kept it equals the one the proxy recorded (`response_id`). Exact: the
+//!    server gave one response one id, whatever the concurrency or the clocks.
 //! 1. **Request id.** The client's request id equals a recorded request header of a wire turn
 //!    (`X-Request-ID` by default; the proxy records it with `--record-header X-Request-ID`).
 //!    Exact, whatever the concurrency.
@@ -14,7 +17,10 @@
 //!    client never reported). Without start instants: plain order.
 //! 3. **Time.** Client turns that have no session, or whose session the wire never saw, are
 //!    matched to the remaining wire turns by start and end instants: the pair with the smallest
-//!    |Δstart| + |Δend| first, within [−slack, window].
+//!    |Δstart| + |Δend| first, within [−slack, window] — but only when the pair is clear: a
+//!    client turn with another free wire turn, or a wire turn with another loose client turn,
+//!    within `slack` of the pair's distance is ambiguous, and both are left unpaired (counted in
+//!    a note) rather than risk a mispair.
 //!
 //! Everything not joined is reported as a turn only one side has.
 
@@ -49,6 +55,7 @@ impl Default for JoinConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JoinMethod {
+    ResponseId,
     RequestId,
     SessionOrder,
     Time,
@@ -83,6 +90,7 @@ pub fn join(client: &ClientRun, wire: &[WireTurn], cfg: &JoinConfig) -> Joined {
         pairs: Vec::new(),
         notes: Vec::new(),
     };
+    j.by_response_id();
     j.by_request_id();
     let seen_sessions = j.by_session_order();
     j.by_time(&seen_sessions);
@@ -122,6 +130,48 @@ impl<'a> Joiner<'a> {
     fn pair(&mut self, client: usize, wire: usize, how: JoinMethod) {
         (self.c_used[client], self.w_used[wire]) = (true, true);
         self.pairs.push(Pair { client, wire, how });
+    }
+
+    /// Pass 0, response id: the server's id of the response, kept by both sides.
+    fn by_response_id(&mut self) {
+        let (client, wire) = (self.client, self.wire);
+        if !client.turns.iter().any(|t| t.response_id.is_some()) {
+            return;
+        }
+        let mut by_id: HashMap<&str, usize> = HashMap::new();
+        let mut repeated = 0usize;
+        for (i, w) in wire.iter().enumerate() {
+            if let Some(id) = w.record.measured.response_id.as_deref() {
+                if by_id.insert(id, i).is_some() {
+                    repeated += 1;
+                }
+            }
+        }
+        if by_id.is_empty() {
+            self.notes.push("the client kept the server's response ids but no proxy record has one (records of a tokentap older than response_id): joined by the other keys".into());
+            return;
+        }
+        if repeated > 0 {
+            // A server that reuses ids (or records of two runs): the id is no key for those.
+            let mut seen: HashMap<&str, usize> = HashMap::new();
+            for w in wire {
+                if let Some(id) = w.record.measured.response_id.as_deref() {
+                    *seen.entry(id).or_default() += 1;
+                }
+            }
+            by_id.retain(|id, _| seen[id] == 1);
+            self.notes.push(format!(
+                "{repeated} wire records repeat another's response id: those ids are not used for the join"
+            ));
+        }
+        for (ci, t) in client.turns.iter().enumerate() {
+            let Some(&wi) = t.response_id.as_deref().and_then(|id| by_id.get(id)) else {
+                continue;
+            };
+            if !self.w_used[wi] {
+                self.pair(ci, wi, JoinMethod::ResponseId);
+            }
+        }
     }
 
     /// Pass 1, request id: a client turn's id found in a recorded `--id-header` of the wire.
@@ -301,12 +351,51 @@ impl<'a> Joiner<'a> {
             }
         }
         cands.sort_unstable();
-        for (_, ci, wi) in cands {
-            if self.c_used[ci] || self.w_used[wi] {
+        let ambiguous = self.take_clear_pairs(&cands);
+        if ambiguous > 0 {
+            self.notes.push(format!(
+                "{ambiguous} client turns left unpaired by the time join: another turn's start and end were within {:.0} ms of theirs, so the pair was not certain (a session or request-id header, or the server's response id, pairs them exactly)",
+                cfg.slack_ns as f64 / 1e6
+            ));
+        }
+    }
+
+    /// Takes the time pass's candidates (sorted by distance) best first, each only when clear:
+    /// no other candidate of either side, its other side still free, lies within `slack` of its
+    /// distance (a nearer one was taken or refused already). Returns the client turns left
+    /// unpaired as ambiguous.
+    fn take_clear_pairs(&mut self, cands: &[(u64, usize, usize)]) -> usize {
+        let slack = self.cfg.slack_ns;
+        let mut ambiguous: HashSet<usize> = HashSet::new();
+        let mut blocked_c = vec![false; self.c_used.len()];
+        let mut blocked_w = vec![false; self.w_used.len()];
+        for (k, &(d, ci, wi)) in cands.iter().enumerate() {
+            if self.c_used[ci] || self.w_used[wi] || blocked_c[ci] || blocked_w[wi] {
                 continue;
             }
-            self.pair(ci, wi, JoinMethod::Time);
+            let near = cands[k + 1..]
+                .iter()
+                .take_while(|&&(d2, _, _)| d2 <= d.saturating_add(slack));
+            let rival = near.clone().any(|&(_, c2, w2)| {
+                (c2 == ci && w2 != wi && !self.w_used[w2] && !blocked_w[w2])
+                    || (w2 == wi && c2 != ci && !self.c_used[c2] && !blocked_c[c2])
+            });
+            if !rival {
+                self.pair(ci, wi, JoinMethod::Time);
+                continue;
+            }
+            // Neither side is paired by time: each could be the other's.
+            (blocked_c[ci], blocked_w[wi]) = (true, true);
+            ambiguous.insert(ci);
+            for &(_, c2, w2) in near {
+                if c2 == ci || w2 == wi {
+                    (blocked_c[c2], blocked_w[w2]) = (true, true);
+                    ambiguous.insert(c2);
+                }
+            }
         }
+        ambiguous.retain(|&c| !self.c_used[c]);
+        ambiguous.len()
     }
 }
 
@@ -421,17 +510,84 @@ mod tests {
 
     #[test]
     fn time_join_for_sessionless_clients() {
-        let w = vec![
-            wire("x", 100 * MS, None),
-            wire("y", 100 * MS + 300_000, None),
-        ];
-        let mut c0 = client(None, 0, 100 * MS + 200_000, None);
-        c0.values.set(Metric::E2e, Some(5.0));
+        let w = vec![wire("x", 100 * MS, None), wire("y", 300 * MS, None)];
+        let c0 = client(None, 0, 300 * MS - 200_000, None);
         let c1 = client(None, 1, 99 * MS + 900_000, None);
         let j = join(&run(vec![c0, c1]), &w, &JoinConfig::default());
         let got: Vec<(usize, usize)> = j.pairs.iter().map(|p| (p.client, p.wire)).collect();
         assert_eq!(got, [(0, 1), (1, 0)]);
         assert!(j.pairs.iter().all(|p| p.how == JoinMethod::Time));
+    }
+
+    /// Concurrency 8 without sessions or ids: the turns whose start and end lie within the slack
+    /// of another's could be either's — they are left unpaired and counted, never mispaired; the
+    /// clear ones are paired.
+    #[test]
+    fn time_join_leaves_ambiguous_turns_unpaired() {
+        // Wire starts (ms) and each client turn's truth: the client sends 0.2 ms earlier.
+        // 100/100.3 and 700/700.4 are two pairs of look-alikes (same E2E); the rest are clear.
+        let starts = [
+            100_000, 100_300, 300_000, 500_000, 700_000, 700_400, 900_000, 1_100_000,
+        ];
+        let w: Vec<WireTurn> = starts
+            .iter()
+            .map(|&us| wire("x", us * 1_000, None))
+            .collect();
+        // Client order shuffled against the wire's.
+        let order = [5, 2, 0, 7, 1, 4, 6, 3];
+        let c = run(order
+            .iter()
+            .map(|&i| client(None, 0, starts[i] * 1_000 - 200_000, None))
+            .collect());
+        let j = join(&c, &w, &JoinConfig::default());
+        for p in &j.pairs {
+            assert_eq!(order[p.client], p.wire, "mispaired: {:?}", j.pairs);
+        }
+        let paired: Vec<usize> = j.pairs.iter().map(|p| p.wire).collect();
+        assert_eq!(paired.len(), 4, "{:?}", j.pairs);
+        let mut unpaired: Vec<usize> = j.client_only.iter().map(|&c| order[c]).collect();
+        unpaired.sort_unstable();
+        assert_eq!(unpaired, [0, 1, 4, 5]);
+        assert!(
+            j.notes
+                .iter()
+                .any(|n| n.starts_with("4 client turns left unpaired by the time join")),
+            "{:?}",
+            j.notes
+        );
+    }
+
+    /// The server's response id pairs exactly, ahead of request ids, sessions and time: here
+    /// every other key would mislead.
+    #[test]
+    fn response_id_is_exact_and_first() {
+        let mut w = vec![
+            wire("s", 100 * MS, Some("b")),
+            wire("s", 200 * MS, Some("a")),
+            wire("t", 300 * MS, None),
+        ];
+        for (x, id) in w.iter_mut().zip(["chatcmpl-2", "chatcmpl-1", "chatcmpl-3"]) {
+            x.record.measured.response_id = Some(id.into());
+        }
+        let mut c = vec![
+            client(Some("s"), 0, 99 * MS, Some("b")),
+            client(Some("s"), 1, 199 * MS, Some("a")),
+            client(None, 2, 150 * MS, None),
+        ];
+        for (t, id) in c.iter_mut().zip(["chatcmpl-1", "chatcmpl-2", "chatcmpl-3"]) {
+            t.response_id = Some(id.into());
+        }
+        let j = join(&run(c), &w, &JoinConfig::default());
+        let got: Vec<(usize, usize, JoinMethod)> =
+            j.pairs.iter().map(|p| (p.client, p.wire, p.how)).collect();
+        assert_eq!(
+            got,
+            [
+                (0, 1, JoinMethod::ResponseId),
+                (1, 0, JoinMethod::ResponseId),
+                (2, 2, JoinMethod::ResponseId)
+            ]
+        );
     }
 
     #[test]

@@ -221,7 +221,7 @@ pub fn compare(opts: &Opts) -> Result<Report, CompareError> {
 pub fn run(opts: Opts) -> anyhow::Result<i32> {
     let report = compare(&opts)?;
     if opts.quiet {
-        println!("verdict: {}", report.verdict.as_str());
+        println!("verdict: {}", report.headline);
     } else {
         print!("{}", report.render_text());
     }

@@ -107,6 +107,7 @@ pub struct Counts {
     /// Wire records that were not completion requests (ignored).
     pub wire_ignored: usize,
     pub joined: usize,
+    pub by_response_id: usize,
     pub by_request_id: usize,
     pub by_session_order: usize,
     pub by_time: usize,
@@ -221,6 +222,9 @@ pub struct Report {
     pub verdict: Verdict,
     /// Why the verdict is not PASS.
     pub reasons: Vec<String>,
+    /// The verdict in one line, as the terminal prints it: `FAIL: 1 check failed, 12 of 12
+    /// claims within tolerance`.
+    pub headline: String,
     pub pairs: Vec<PairOut>,
     pub client_only: Vec<ClientOnly>,
     pub wire_only: Vec<WireOnly>,
@@ -266,7 +270,7 @@ pub fn build(
     let (pairs, values) = compare_pairs(client, wire, joined, &mut counts);
     let mut reasons = Vec::new();
     let mut judged = 0;
-    let metrics = Metric::ALL
+    let metrics: Vec<MetricReport> = Metric::ALL
         .into_iter()
         .map(|m| judge_metric(m, &values[m.idx()], client, s, &mut reasons, &mut judged))
         .collect();
@@ -289,6 +293,12 @@ pub fn build(
     } else {
         Verdict::Pass
     };
+    let headline = headline(
+        verdict,
+        &metrics,
+        &checks,
+        s.require_all_joined && (counts.client_only > 0 || counts.wire_only > 0),
+    );
     let (client_only, wire_only) = unjoined(client, wire, joined, s);
     let mut notes = client.notes.clone();
     notes.extend(joined.notes.iter().cloned());
@@ -312,12 +322,42 @@ pub fn build(
         metrics,
         verdict,
         reasons,
+        headline,
         pairs,
         client_only,
         wire_only,
         checks,
         notes,
     }
+}
+
+/// The verdict and what decided it, in one line: the failed checks, the claims within
+/// tolerance, the unjoined turns `--require-all-joined` refuses — each said only when it counts.
+fn headline(
+    verdict: Verdict,
+    metrics: &[MetricReport],
+    checks: &[crate::client::Check],
+    unjoined_refused: bool,
+) -> String {
+    let total: usize = metrics.iter().map(|m| m.claims.len()).sum();
+    let within: usize = metrics
+        .iter()
+        .flat_map(|m| &m.claims)
+        .filter(|c| c.verdict != Verdict::Fail)
+        .count();
+    let failed_checks = checks.iter().filter(|c| c.verdict == Verdict::Fail).count();
+    let mut parts = Vec::new();
+    if failed_checks > 0 {
+        parts.push(format!(
+            "{failed_checks} check{} failed",
+            if failed_checks == 1 { "" } else { "s" }
+        ));
+    }
+    if unjoined_refused {
+        parts.push("not every turn joined".to_string());
+    }
+    parts.push(format!("{within} of {total} claims within tolerance"));
+    format!("{}: {}", verdict.as_str(), parts.join(", "))
 }
 
 /// Every joined pair as the report shows it, counted by join method and status, and the values
@@ -332,6 +372,7 @@ fn compare_pairs(
     let mut values: Values = Default::default();
     for p in &joined.pairs {
         match p.how {
+            JoinMethod::ResponseId => counts.by_response_id += 1,
             JoinMethod::RequestId => counts.by_request_id += 1,
             JoinMethod::SessionOrder => counts.by_session_order += 1,
             JoinMethod::Time => counts.by_time += 1,
@@ -627,8 +668,8 @@ impl Report {
             }
         }
         *o += &format!(
-            "  joined     {} ({} by request id, {} by session + order, {} by time); client only {}; wire only {}; status differs {}\n",
-            c.joined, c.by_request_id, c.by_session_order, c.by_time, c.client_only, c.wire_only, c.status_differs
+            "  joined     {} ({} by response id, {} by request id, {} by session + order, {} by time); client only {}; wire only {}; status differs {}\n",
+            c.joined, c.by_response_id, c.by_request_id, c.by_session_order, c.by_time, c.client_only, c.wire_only, c.status_differs
         );
         *o += &format!(
             "  tolerance  |client − wire| ≤ max({} ms or {} tokens, {} % of wire)\n\n",
@@ -695,29 +736,13 @@ impl Report {
 
     /// The checks of what the client published, the verdict with its reasons, and the notes.
     fn text_verdict(&self, o: &mut String) {
-        let total: usize = self.metrics.iter().map(|m| m.claims.len()).sum();
-        let failed: usize = self
-            .metrics
-            .iter()
-            .map(|m| {
-                m.claims
-                    .iter()
-                    .filter(|c| c.verdict == Verdict::Fail)
-                    .count()
-            })
-            .sum();
         if !self.checks.is_empty() {
             *o += "\nchecks of what the client published\n";
             for c in &self.checks {
                 *o += &format!("  {:<5} {:<42} {}\n", c.verdict.as_str(), c.name, c.detail);
             }
         }
-        *o += &format!(
-            "\nverdict: {} ({} of {} claims within tolerance)\n",
-            self.verdict.as_str(),
-            total - failed,
-            total
-        );
+        *o += &format!("\nverdict: {}\n", self.headline);
         for r in &self.reasons {
             *o += &format!("  - {r}\n");
         }
@@ -818,9 +843,64 @@ mod tests {
         assert!(r.metrics[1].claims.is_empty());
         let text = r.render_text();
         assert!(
-            text.contains("verdict: FAIL (2 of 3 claims within tolerance)"),
+            text.contains("verdict: FAIL: 2 of 3 claims within tolerance\n"),
             "{text}"
         );
+    }
+
+    /// Every claim within tolerance but a check failed: the line says the check failed, the
+    /// reason names it with its number, and `compare.json` carries the same line.
+    #[test]
+    fn a_check_alone_fails_the_verdict_and_says_so() {
+        let wire: Vec<WireTurn> = (0..20).map(|i| wire_turn(10.0 + i as f64)).collect();
+        let turns: Vec<ClientTurn> = (0..20)
+            .map(|i| client_turn(i + 1, 10.2 + i as f64))
+            .collect();
+        let client = ClientRun {
+            clock: Clock::Mono,
+            turns,
+            published: None,
+            notes: vec![],
+            checks: vec![crate::client::Check {
+                name: "output tokens never negative".into(),
+                verdict: Verdict::Fail,
+                detail: "1 turn reports -3 tokens".into(),
+            }],
+        };
+        let joined = Joined {
+            pairs: (0..20)
+                .map(|i| Pair {
+                    client: i,
+                    wire: i,
+                    how: JoinMethod::ResponseId,
+                })
+                .collect(),
+            ..Joined::default()
+        };
+        let r = build(&client, &wire, 0, &joined, &settings());
+        assert_eq!(r.verdict, Verdict::Fail);
+        assert_eq!(
+            r.headline,
+            "FAIL: 1 check failed, 3 of 3 claims within tolerance"
+        );
+        assert_eq!(
+            r.reasons,
+            ["output tokens never negative: 1 turn reports -3 tokens"]
+        );
+        let text = r.render_text();
+        assert!(
+            text.contains(
+                "verdict: FAIL: 1 check failed, 3 of 3 claims within tolerance\n  - output tokens never negative: 1 turn reports -3 tokens\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("(20 by response id, 0 by request id"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["headline"], r.headline.as_str());
+        assert_eq!(json["counts"]["by_response_id"], 20);
     }
 
     #[test]

@@ -93,6 +93,13 @@ impl ChunkInfo {
 
     /// Reads one SSE `data` payload or a whole JSON response body.
     pub fn parse(data: &[u8]) -> Result<ChunkInfo, serde_json::Error> {
+        Self::parse_with_id(data).map(|(info, _)| info)
+    }
+
+    /// [`ChunkInfo::parse`], and the response's `id` as the server wrote it (a JSON string,
+    /// quotes included), when the chunk carries one: the server's response id (`chatcmpl-…`),
+    /// the same on every chunk of a stream.
+    pub fn parse_with_id(data: &[u8]) -> Result<(ChunkInfo, Option<&RawValue>), serde_json::Error> {
         let raw: RawChunk<'_> = serde_json::from_slice(data)?;
         let mut info = raw.choices.0;
         info.usage = raw.usage.map(|u| Usage {
@@ -102,8 +109,22 @@ impl ChunkInfo {
             reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
         });
         info.error = raw.error.is_some() || raw.object.is_some_and(|o| o.get() == "\"error\"");
-        Ok(info)
+        Ok((info, raw.id))
     }
+}
+
+/// A response id's text from its raw JSON value: a non-empty string, else none.
+pub fn response_id(raw: &RawValue) -> Option<String> {
+    let s = raw.get();
+    if !s.starts_with('"') {
+        return None;
+    }
+    let id = if s.contains('\\') {
+        serde_json::from_str::<String>(s).ok()?
+    } else {
+        s[1..s.len() - 1].to_string()
+    };
+    (!id.is_empty()).then_some(id)
 }
 
 #[derive(Deserialize)]
@@ -116,6 +137,8 @@ struct RawChunk<'a> {
     error: Option<IgnoredAny>,
     #[serde(default, borrow)]
     object: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    id: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -291,6 +314,22 @@ mod tests {
         );
         assert!(c.content);
         assert_eq!(c.finish_reason, Some(FinishReason::Stop));
+    }
+
+    #[test]
+    fn the_response_id() {
+        let id = |s: &str| {
+            let (_, raw) = ChunkInfo::parse_with_id(s.as_bytes()).unwrap();
+            raw.and_then(response_id)
+        };
+        assert_eq!(
+            id(r#"{"id":"chatcmpl-7f3","choices":[{"delta":{"content":"a"}}]}"#).as_deref(),
+            Some("chatcmpl-7f3")
+        );
+        assert_eq!(id(r#"{"id":"a\"b","choices":[]}"#).as_deref(), Some("a\"b"));
+        assert_eq!(id(r#"{"id":"","choices":[]}"#), None);
+        assert_eq!(id(r#"{"id":17,"choices":[]}"#), None);
+        assert_eq!(id(r#"{"choices":[]}"#), None);
     }
 
     #[test]

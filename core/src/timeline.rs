@@ -122,6 +122,11 @@ pub struct Measured {
     /// `data: [DONE]` was seen.
     #[serde(default)]
     pub done: bool,
+    /// The server's response id: the `id` of the first chunk (or of the JSON body) that has
+    /// one, e.g. `chatcmpl-…`. Both sides of the wire see the same, so it joins a client's
+    /// record to the proxy's exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
 }
 
 fn is_zero(v: &u32) -> bool {
@@ -243,8 +248,11 @@ impl Timeline {
     /// or `None` if it was malformed.
     #[inline]
     pub fn on_data(&mut self, t: MonoNs, data: &[u8]) -> Option<ChunkInfo> {
-        match ChunkInfo::parse(data) {
-            Ok(info) => {
+        match ChunkInfo::parse_with_id(data) {
+            Ok((info, id)) => {
+                if self.m.response_id.is_none() {
+                    self.m.response_id = id.and_then(crate::chunk::response_id);
+                }
                 self.on_chunk(t, &info);
                 Some(info)
             }
@@ -290,8 +298,9 @@ impl Timeline {
 
     /// A whole non-streaming JSON body (already fed to [`Timeline::on_bytes`]).
     pub fn on_json_body(&mut self, body: &[u8]) {
-        match ChunkInfo::parse(body) {
-            Ok(info) => {
+        match ChunkInfo::parse_with_id(body) {
+            Ok((info, id)) => {
+                self.m.response_id = id.and_then(crate::chunk::response_id);
                 if info.error {
                     self.m.error_events += 1;
                 }

@@ -35,6 +35,7 @@ fn read(path: &Path, src: Source<'_>, clock: Clock) -> Result<ClientRun, Compare
         t.session = r.conversation_id.clone();
         t.turn = Some(r.turn_index);
         t.request_id = r.headers.get("x-request-id").cloned();
+        t.response_id = r.measured.response_id.clone();
         t.start_ns = Some(match clock {
             Clock::Mono => r.start_mono_ns,
             Clock::Wall => r.anchor.wall_of(r.start_mono_ns),
