@@ -406,6 +406,26 @@ mod tests {
     }
     const USAGE: &str = r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4}}}"#;
 
+    /// The response id is the first chunk's that has one (a usage chunk without it changes
+    /// nothing), or the JSON body's.
+    #[test]
+    fn the_response_id_is_kept() {
+        let mut t = Timeline::new(0, 4);
+        t.on_data(1, br#"{"choices":[{"delta":{"content":"a"}}]}"#);
+        t.on_data(
+            2,
+            br#"{"id":"chatcmpl-1","choices":[{"delta":{"content":"b"}}]}"#,
+        );
+        t.on_data(3, br#"{"id":"chatcmpl-2","choices":[]}"#);
+        assert_eq!(t.finish(None).response_id.as_deref(), Some("chatcmpl-1"));
+        let mut t = Timeline::new(0, 1);
+        t.on_json_body(br#"{"id":"chatcmpl-9","object":"chat.completion","choices":[]}"#);
+        let m = t.finish(None);
+        assert_eq!(m.response_id.as_deref(), Some("chatcmpl-9"));
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(v["response_id"], "chatcmpl-9");
+    }
+
     #[test]
     fn prelude_is_not_ttft_and_itl_is_per_chunk() {
         let mut t = Timeline::new(1000, 8);

@@ -250,6 +250,8 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResBody
         Ok(p) => p,
         Err(msg) => return error(&shared, entry, StatusCode::BAD_REQUEST, &msg),
     };
+    plan.id.push('-');
+    plan.id.push_str(&shared.instance);
     drop(parsed);
     entry.prompt_tokens = plan.prompt_tokens;
     entry.fault = plan.fault.map(|f| f.kind.name().to_string());

@@ -22,6 +22,10 @@ pub(crate) struct Shared {
     pub metrics: EngineMetrics,
     /// The recorded answers of `answer_from`, loaded at start.
     pub answers: Option<Answers>,
+    /// Eight hex digits drawn at start and appended to every response id
+    /// (`chatcmpl-sim00000007-1f2e3d4c`): like a real server's random ids, unique across
+    /// replicas and restarts, so a client's record joins the proxy's by it exactly.
+    pub instance: String,
 }
 
 /// The parts of the model that requests contend for; locked once per request at admission
@@ -54,6 +58,7 @@ impl Shared {
             metrics: EngineMetrics::new(config.engine_metrics, &config.model),
             answers,
             config,
+            instance: instance_tag(),
         })
     }
 
@@ -90,4 +95,19 @@ impl Shared {
         };
         Some(done)
     }
+}
+
+/// Eight hex digits that differ between servers: std's randomly keyed hasher over the clock
+/// and the process id.
+fn instance_tag() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.write_u32(std::process::id());
+    format!("{:08x}", h.finish() as u32)
 }
