@@ -789,6 +789,20 @@ mod tests {
         }
     }
 
+    /// Client turn i joined to wire turn i, for `n` turns.
+    fn one_to_one(n: usize, how: JoinMethod) -> Joined {
+        Joined {
+            pairs: (0..n)
+                .map(|i| Pair {
+                    client: i,
+                    wire: i,
+                    how,
+                })
+                .collect(),
+            ..Joined::default()
+        }
+    }
+
     #[test]
     fn verdicts_use_the_larger_of_absolute_and_relative_tolerance() {
         // Wire TTFT 10..=109 ms; the client adds 0.5 ms everywhere, and 30 ms to the slowest
@@ -804,16 +818,7 @@ mod tests {
             notes: vec![],
             checks: vec![],
         };
-        let joined = Joined {
-            pairs: (0..100)
-                .map(|i| Pair {
-                    client: i,
-                    wire: i,
-                    how: JoinMethod::SessionOrder,
-                })
-                .collect(),
-            ..Joined::default()
-        };
+        let joined = one_to_one(100, JoinMethod::SessionOrder);
         let r = build(&client, &wire, 0, &joined, &settings());
         let ttft = &r.metrics[0];
         assert_eq!(ttft.turns, 100);
@@ -867,16 +872,7 @@ mod tests {
                 detail: "1 turn reports -3 tokens".into(),
             }],
         };
-        let joined = Joined {
-            pairs: (0..20)
-                .map(|i| Pair {
-                    client: i,
-                    wire: i,
-                    how: JoinMethod::ResponseId,
-                })
-                .collect(),
-            ..Joined::default()
-        };
+        let joined = one_to_one(20, JoinMethod::ResponseId);
         let r = build(&client, &wire, 0, &joined, &settings());
         assert_eq!(r.verdict, Verdict::Fail);
         assert_eq!(

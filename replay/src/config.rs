@@ -564,8 +564,8 @@ pub struct ReplayConfig {
     /// Active conversations: the command's own `--concurrency` (a sweep point's).
     #[arg(skip = 1usize)]
     pub concurrency: usize,
-    /// MLPerf agentic dataset (JSONL, one row per message). `config.json` identifies it by
-    /// `dataset` (its hash) instead.
+    // Not in `config.json`: `dataset` (its hash) identifies the file there.
+    /// MLPerf agentic dataset (JSONL, one row per message).
     #[arg(
         id = "dataset",
         long = "dataset",
@@ -625,8 +625,8 @@ pub struct ReplayConfig {
     /// Resolved: an API key was given (the key itself is never recorded).
     #[arg(skip)]
     pub api_key_set: bool,
+    // Resolved: the timeout every turn gets (`ReplayConfig::turn_timeout`).
     /// Per-turn timeout (e.g. 600s, 4h). Default: the preset's official value, else 86400s.
-    /// Resolved: the timeout every turn gets ([`ReplayConfig::turn_timeout`]).
     #[arg(long, env = "TOKENTAP_REPLAY_TURN_TIMEOUT", value_parser = tokentap_core::duration::parse, value_name = "DURATION", help_heading = "Load")]
     #[serde(
         with = "tokentap_core::duration::opt_secs",
