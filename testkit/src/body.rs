@@ -42,8 +42,9 @@ pub fn post_chat(base: &str, body: Bytes, session: Option<&str>) -> Request<Full
     post(&format!("{base}/v1/chat/completions"), body, session)
 }
 
-/// Replaces the value of every `"created":N` so two sims' bodies can be compared byte for byte
-/// (`created` is the wall-clock second, the one field a second sim cannot reproduce).
+/// Replaces the value of every `"created":N` and the sim's instance tag in its response ids so
+/// two sims' bodies can be compared byte for byte (`created` is the wall-clock second and the
+/// tag is drawn at start: the two things a second sim cannot reproduce).
 pub fn mask_created(b: &[u8]) -> String {
     let s = String::from_utf8_lossy(b);
     let mut out = String::with_capacity(s.len());
@@ -54,6 +55,31 @@ pub fn mask_created(b: &[u8]) -> String {
         let end = b.find(|c: char| !c.is_ascii_digit()).unwrap_or(b.len());
         out.push('N');
         rest = &b[end..];
+    }
+    out.push_str(rest);
+    mask_sim_instance(&out)
+}
+
+/// The sim's response ids end in its instance tag (`chatcmpl-sim00000007-1f2e3d4c`), drawn at
+/// start so that two servers never share an id: masked to `-T`, so two sims' bodies compare.
+fn mask_sim_instance(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("-sim") {
+        let (a, b) = rest.split_at(i + 4);
+        out.push_str(a);
+        let bytes = b.as_bytes();
+        let tagged = bytes.len() >= 17
+            && bytes[..8].iter().all(u8::is_ascii_digit)
+            && bytes[8] == b'-'
+            && bytes[9..17].iter().all(u8::is_ascii_hexdigit);
+        if tagged {
+            out.push_str(&b[..9]);
+            out.push('T');
+            rest = &b[17..];
+        } else {
+            rest = b;
+        }
     }
     out.push_str(rest);
     out
