@@ -63,8 +63,9 @@ pub struct Opts {
     /// The client's per-request output (see --format).
     #[arg(long)]
     pub client: PathBuf,
-    /// The client's output format.
-    #[arg(long, value_enum)]
+    /// The client's output format; `auto` (the default) tells it from the file's first records.
+    /// A file of another format than the one given is refused, naming what it is.
+    #[arg(long, value_enum, default_value = "auto")]
     pub format: Format,
     /// Write the full comparison as JSON (schema in docs/compare.md), including every joined
     /// pair (client vs wire per turn).
@@ -191,13 +192,8 @@ pub fn compare(opts: &Opts) -> Result<Report, CompareError> {
         tokenizer: tokenizer.as_ref(),
         dataset: dataset.as_ref(),
     };
-    let client = formats::load(
-        opts.format,
-        &opts.client,
-        opts.clock,
-        &published,
-        &reference,
-    )?;
+    let format = formats::resolve(opts.format, &opts.client)?;
+    let client = formats::load(format, &opts.client, opts.clock, &published, &reference)?;
     let (wire, ignored) = wire::load(&opts.wire)?;
     let joined = join::join(&client, &wire, &join_cfg);
     Ok(report::build(
@@ -206,7 +202,7 @@ pub fn compare(opts: &Opts) -> Result<Report, CompareError> {
         ignored,
         &joined,
         &report::Settings {
-            format: opts.format,
+            format,
             client_file: opts.client.display().to_string(),
             wire: opts.wire.iter().map(|p| p.display().to_string()).collect(),
             tolerance,

@@ -200,3 +200,63 @@ fn computed_metrics_variant_and_bad_shapes() {
         "{e}"
     );
 }
+
+/// Every reader checks its file is of its format: each file given as every other format is
+/// refused with what it is and the flag that reads it, and `--format auto` picks its reader.
+/// The files: a real AIPerf 0.13.0 export, the fixtures above, a tokentap replay record, a
+/// tokentap proxy's records (never a client file) and AIPerf's summary (not the per-request file).
+#[test]
+fn every_file_of_another_format_is_refused_naming_it() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let files = [
+        (
+            repo.join("fuzz/seeds/compare_readers/tokentap-records.jsonl"),
+            Format::Tokentap,
+        ),
+        (fixture("mlperf-events.jsonl"), Format::Mlperf),
+        (
+            repo.join("testdata/aiperf-0.13.0/profile_export.jsonl"),
+            Format::Aiperf,
+        ),
+        (
+            fixture("inference-perf-lifecycle.json"),
+            Format::InferencePerf,
+        ),
+    ];
+    for (file, actual) in &files {
+        assert_eq!(formats::resolve(Format::Auto, file).unwrap(), *actual);
+        for given in Format::READ.into_iter().filter(|f| f != actual) {
+            let e = formats::load(
+                given,
+                file,
+                None,
+                &PublishedSource::Off,
+                &Default::default(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains(&format!(
+                    "not {} (this is {}: use --format {})",
+                    given.file_name(),
+                    actual.file_name(),
+                    actual.as_str()
+                )),
+                "{} as {}: {e}",
+                file.display(),
+                given.as_str()
+            );
+        }
+    }
+    // Not a client file at all: the proxy's records, AIPerf's summary.
+    let wire = fixture("mlperf-wire.jsonl");
+    for given in Format::READ.into_iter().chain([Format::Auto]) {
+        let e = formats::resolve(given, &wire).unwrap_err().to_string();
+        assert!(e.contains("give them as --wire"), "{e}");
+    }
+    let summary = repo.join("testdata/aiperf-0.13.0/profile_export_aiperf.json");
+    let e = formats::resolve(Format::Aiperf, &summary)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("profile_export_aiperf.json (the summary"), "{e}");
+}

@@ -12,6 +12,7 @@ pub mod aiperf;
 pub mod inference_perf;
 pub mod json;
 pub mod mlperf;
+pub mod sniff;
 pub mod tokentap;
 
 use crate::client::{ClientRun, Clock};
@@ -22,6 +23,8 @@ use std::path::Path;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
+    /// Whichever of the formats below the file is, told from its first records.
+    Auto,
     /// tokentap replay `records.jsonl` (TurnRecord, origin replay).
     Tokentap,
     /// MLPerf Endpoints `events.jsonl`.
@@ -34,12 +37,32 @@ pub enum Format {
 }
 
 impl Format {
+    /// The formats a file can be read in (all but `auto`).
+    pub const READ: [Format; 4] = [
+        Format::Tokentap,
+        Format::Mlperf,
+        Format::Aiperf,
+        Format::InferencePerf,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
+            Format::Auto => "auto",
             Format::Tokentap => "tokentap",
             Format::Mlperf => "mlperf",
             Format::Aiperf => "aiperf",
             Format::InferencePerf => "inference-perf",
+        }
+    }
+
+    /// The format's file as a person would name it.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Format::Auto => "a client file",
+            Format::Tokentap => "a tokentap replay records.jsonl",
+            Format::Mlperf => "an MLPerf Endpoints events.jsonl",
+            Format::Aiperf => "an AIPerf profile_export.jsonl",
+            Format::InferencePerf => "an inference-perf per_request_lifecycle_metrics.json",
         }
     }
 
@@ -71,9 +94,20 @@ pub enum PublishedSource {
     Off,
 }
 
-/// Reads a client file in `format`, a line (or for a JSON array, an element) at a time: memory
-/// is the turns, not the file. `clock` overrides the format's clock where the file carries
-/// both (tokentap records); other formats ignore it.
+/// The format to read `path` in: `format`, after checking the file is of it (a file of another
+/// tool is refused, naming what it is), or with `auto` the one its first records show.
+pub fn resolve(format: Format, path: &Path) -> Result<Format, CompareError> {
+    if format == Format::Auto {
+        sniff::detect(path)
+    } else {
+        sniff::expect(path, format)?;
+        Ok(format)
+    }
+}
+
+/// Reads a client file in `format` (resolved: see [`resolve`]), a line (or for a JSON array, an
+/// element) at a time: memory is the turns, not the file. `clock` overrides the format's clock
+/// where the file carries both (tokentap records); other formats ignore it.
 pub fn load(
     format: Format,
     path: &Path,
@@ -81,7 +115,12 @@ pub fn load(
     published: &PublishedSource,
     reference: &Reference<'_>,
 ) -> Result<ClientRun, CompareError> {
+    let format = resolve(format, path)?;
     match format {
+        Format::Auto => Err(CompareError::File {
+            path: path.to_path_buf(),
+            msg: "its format could not be told: give --format".into(),
+        }),
         Format::Tokentap => tokentap::load(path, clock.unwrap_or(Clock::Mono)),
         Format::Mlperf => {
             let (rs, sc) = match published {
