@@ -163,8 +163,31 @@ pub struct PairOut {
     /// to (its record's `upstream`).
     pub wire_source: usize,
     pub replica: Option<String>,
+    /// The server's response id the wire recorded.
+    pub response_id: Option<String>,
     pub client: Side,
     pub wire: Side,
+    /// The wire's TTFT split by the engine's own timing (`--inject-metrics`): queue, engine,
+    /// outside the engine as the proxy saw it.
+    pub ttft_split: Option<tokentap_core::timeline::TtftSplit>,
+    /// The client's TTFT less the engine's queue and first-token time: what the engine did
+    /// not see, from the client's side (network both ways, the proxy, the client itself).
+    pub client_outside_ms: Option<f64>,
+}
+
+/// The TTFT of the joined pairs split by the engine's own per-request timing (vLLM `metrics`,
+/// recorded by `tokentap proxy --inject-metrics`), over the pairs that have it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TtftSplitReport {
+    pub turns: usize,
+    /// The engine's queue.
+    pub queue_ms: Dist,
+    /// Scheduling to the first token inside the engine.
+    pub engine_ms: Dist,
+    /// The wire's TTFT less both: the server's front end and the path to the proxy.
+    pub wire_outside_ms: Dist,
+    /// The client's TTFT less both (pairs where the client has a TTFT).
+    pub client_outside_ms: Option<Dist>,
 }
 
 /// One `--wire` path (one proxy): its turns, how many were joined, and per replica.
@@ -218,6 +241,8 @@ pub struct Report {
     pub join: JoinSettings,
     pub counts: Counts,
     pub metrics: Vec<MetricReport>,
+    /// TTFT split by the engine's own timing, when the wire recorded it.
+    pub ttft_split: Option<TtftSplitReport>,
     /// PASS when every judged claim passes (and, with `--require-all-joined`, every turn joined).
     pub verdict: Verdict,
     /// Why the verdict is not PASS.
@@ -320,6 +345,7 @@ pub fn build(
         },
         counts,
         metrics,
+        ttft_split: split_report(&pairs),
         verdict,
         reasons,
         headline,
@@ -329,6 +355,39 @@ pub fn build(
         checks,
         notes,
     }
+}
+
+/// The pairs' TTFT splits as distributions, when any pair has one.
+fn split_report(pairs: &[PairOut]) -> Option<TtftSplitReport> {
+    let with: Vec<(&PairOut, tokentap_core::timeline::TtftSplit)> = pairs
+        .iter()
+        .filter_map(|p| p.ttft_split.map(|sp| (p, sp)))
+        .collect();
+    if with.is_empty() {
+        return None;
+    }
+    let dist = |xs: Vec<f64>| -> Option<Dist> {
+        let mut s: Samples = xs.into_iter().collect();
+        s.percentiles().map(|p| Dist {
+            min: p.min,
+            p50: p.p50,
+            p90: p.p90,
+            p99: p.p99,
+            max: p.max,
+            mean: p.mean,
+        })
+    };
+    Some(TtftSplitReport {
+        turns: with.len(),
+        queue_ms: dist(with.iter().map(|(_, s)| s.queue_ms).collect())?,
+        engine_ms: dist(with.iter().map(|(_, s)| s.engine_ms).collect())?,
+        wire_outside_ms: dist(with.iter().map(|(_, s)| s.outside_ms).collect())?,
+        client_outside_ms: dist(
+            with.iter()
+                .filter_map(|(p, _)| p.client_outside_ms)
+                .collect(),
+        ),
+    })
 }
 
 /// The verdict and what decided it, in one line: the failed checks, the claims within
@@ -402,8 +461,15 @@ fn compare_pairs(
                 .map(|cs| (w.start_on(client.clock) as f64 - cs as f64) / 1e6),
             wire_source: w.source,
             replica: w.record.upstream.clone(),
+            response_id: w.record.measured.response_id.clone(),
             client: Side::of(c.ok, &c.values),
             wire: Side::of(w.ok(), &wv),
+            ttft_split: w.record.measured.ttft_split,
+            client_outside_ms: w.record.measured.ttft_split.and_then(|sp| {
+                c.values
+                    .get(Metric::Ttft)
+                    .map(|t| t - sp.queue_ms - sp.engine_ms)
+            }),
         });
     }
     (pairs, values)
@@ -620,9 +686,33 @@ impl Report {
         let mut o = String::new();
         self.text_header(&mut o);
         self.text_diffs(&mut o);
+        self.text_split(&mut o);
         self.text_claims(&mut o);
         self.text_verdict(&mut o);
         o
+    }
+
+    /// TTFT split by the engine's own timing, when the wire recorded it.
+    fn text_split(&self, o: &mut String) {
+        let Some(sp) = &self.ttft_split else {
+            return;
+        };
+        *o += &format!(
+            "\nTTFT split by the engine's own timing ({} turns)    p50        p90        p99\n",
+            sp.turns
+        );
+        let mut row = |label: &str, d: &Dist| {
+            *o += &format!(
+                "  {:<44}{:>9.3}  {:>9.3}  {:>9.3}\n",
+                label, d.p50, d.p90, d.p99
+            );
+        };
+        row("engine queue (ms)", &sp.queue_ms);
+        row("engine: scheduled → first token (ms)", &sp.engine_ms);
+        row("outside the engine, at the wire (ms)", &sp.wire_outside_ms);
+        if let Some(c) = &sp.client_outside_ms {
+            row("outside the engine, at the client (ms)", c);
+        }
     }
 
     /// The inputs, the join's counts and the tolerance.

@@ -63,8 +63,31 @@ pub struct Usage {
     pub reasoning_tokens: Option<u64>,
 }
 
+/// The engine's own timing of one request, as vLLM returns it with `--enable-per-request-metrics`
+/// and the request's `include_metrics` (the `metrics` member of the final usage chunk, or of a
+/// non-streaming body). Each field as the server sent it; a missing or `null` one is unknown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct EngineMetrics {
+    /// From the request's scheduling to its first output token: prefill and the first decode
+    /// step, inside the engine (not the queue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_first_token_ms: Option<f64>,
+    /// Waiting in the scheduler's queue before processing began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_time_ms: Option<f64>,
+    /// From the first output token to the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation_time_ms: Option<f64>,
+    /// Mean time between output tokens while decoding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_itl_ms: Option<f64>,
+    /// Output tokens over scheduling → last token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_second: Option<f64>,
+}
+
 /// The measurement-relevant content of one chunk.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ChunkInfo {
     /// Some choice has non-empty `delta.content` (or `text` for `/v1/completions`).
     pub content: bool,
@@ -82,6 +105,8 @@ pub struct ChunkInfo {
     pub usage: Option<Usage>,
     /// The chunk is an error object (`{"error": ...}` or `"object": "error"`).
     pub error: bool,
+    /// The engine's per-request `metrics`, when the chunk carries them.
+    pub engine: Option<EngineMetrics>,
 }
 
 impl ChunkInfo {
@@ -109,6 +134,7 @@ impl ChunkInfo {
             reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
         });
         info.error = raw.error.is_some() || raw.object.is_some_and(|o| o.get() == "\"error\"");
+        info.engine = raw.metrics;
         Ok((info, raw.id))
     }
 }
@@ -139,6 +165,8 @@ struct RawChunk<'a> {
     object: Option<&'a RawValue>,
     #[serde(default, borrow)]
     id: Option<&'a RawValue>,
+    #[serde(default)]
+    metrics: Option<EngineMetrics>,
 }
 
 #[derive(Deserialize)]
@@ -330,6 +358,18 @@ mod tests {
         assert_eq!(id(r#"{"id":"","choices":[]}"#), None);
         assert_eq!(id(r#"{"id":17,"choices":[]}"#), None);
         assert_eq!(id(r#"{"choices":[]}"#), None);
+    }
+
+    #[test]
+    fn engine_metrics_of_the_usage_chunk() {
+        let c = p(
+            r#"{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2},"metrics":{"time_to_first_token_ms":85.2,"generation_time_ms":1240.5,"queue_time_ms":12.3,"mean_itl_ms":null,"tokens_per_second":103.2}}"#,
+        );
+        let e = c.engine.unwrap();
+        assert_eq!(e.time_to_first_token_ms, Some(85.2));
+        assert_eq!(e.queue_time_ms, Some(12.3));
+        assert_eq!(e.mean_itl_ms, None);
+        assert!(p(r#"{"choices":[],"metrics":null}"#).engine.is_none());
     }
 
     #[test]

@@ -22,7 +22,7 @@
 //! - Inter-chunk latency: one sample per token-carrying chunk after the first.
 //! - TPOT: (E2E − TTFT) / (output tokens − 1), when there are at least two tokens.
 
-use crate::chunk::{ChunkInfo, FinishReason, Usage};
+use crate::chunk::{ChunkInfo, EngineMetrics, FinishReason, Usage};
 use crate::clock::MonoNs;
 use serde::{Deserialize, Serialize};
 
@@ -127,6 +127,26 @@ pub struct Measured {
     /// record to the proxy's exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_id: Option<String>,
+    /// The engine's own per-request timing (vLLM's `metrics`), when the response carried it
+    /// (the proxy's `--inject-metrics` asks for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_metrics: Option<EngineMetrics>,
+    /// TTFT as measured here, split by the engine's own timing: its queue, its prefill and first
+    /// token, and the rest — outside the engine (network, proxy, the server's front end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_split: Option<TtftSplit>,
+}
+
+/// [`Measured::ttft_split`]: TTFT = `queue_ms` + `engine_ms` + `outside_ms`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TtftSplit {
+    /// The engine's queue (`queue_time_ms`).
+    pub queue_ms: f64,
+    /// Scheduling to the first token inside the engine (`time_to_first_token_ms`).
+    pub engine_ms: f64,
+    /// TTFT here less both: what the engine did not see. Negative only when the clocks
+    /// disagree (the engine's own TTFT longer than the wire's).
+    pub outside_ms: f64,
 }
 
 fn is_zero(v: &u32) -> bool {
@@ -134,6 +154,18 @@ fn is_zero(v: &u32) -> bool {
 }
 
 impl Measured {
+    /// TTFT split by the engine's own timing, when both are known.
+    pub fn split_ttft(&self) -> Option<TtftSplit> {
+        let e = self.engine_metrics?;
+        let (queue_ms, engine_ms) = (e.queue_time_ms?, e.time_to_first_token_ms?);
+        let ttft_ms = self.ttft_ns? as f64 / 1e6;
+        Some(TtftSplit {
+            queue_ms,
+            engine_ms,
+            outside_ms: ttft_ms - queue_ms - engine_ms,
+        })
+    }
+
     /// ITL samples in ns, per token (docs/benchmark.md#metrics, SGLang's method).
     pub fn itl_samples(&self) -> impl Iterator<Item = f64> + '_ {
         let first = self.chunks.iter().position(|c| c.text);
@@ -253,6 +285,9 @@ impl Timeline {
                 if self.m.response_id.is_none() {
                     self.m.response_id = id.and_then(crate::chunk::response_id);
                 }
+                if info.engine.is_some() {
+                    self.m.engine_metrics = info.engine;
+                }
                 self.on_chunk(t, &info);
                 Some(info)
             }
@@ -301,6 +336,7 @@ impl Timeline {
         match ChunkInfo::parse_with_id(body) {
             Ok((info, id)) => {
                 self.m.response_id = id.and_then(crate::chunk::response_id);
+                self.m.engine_metrics = info.engine;
                 if info.error {
                     self.m.error_events += 1;
                 }
@@ -345,6 +381,7 @@ impl Timeline {
                 self.m.tpot_ns = Some(e2e.saturating_sub(ttft) / (n - 1));
             }
         }
+        self.m.ttft_split = self.m.split_ttft();
         self.m
     }
 }

@@ -188,6 +188,12 @@ pub struct Opts {
     /// With --inject-usage, also ask for continuous usage (vLLM): exact tokens per chunk.
     #[arg(long, env = "TOKENTAP_PROXY_INJECT_CONTINUOUS_USAGE")]
     pub inject_continuous_usage: bool,
+    /// Ask the engine for its own per-request timing (vLLM `include_metrics`, served with
+    /// --enable-per-request-metrics) on streaming requests, keep it in the record (TTFT split
+    /// into the engine's queue, its prefill and first token, and the rest outside it) and
+    /// strip it from the response. Implies --inject-usage (the metrics ride on the usage chunk).
+    #[arg(long, env = "TOKENTAP_PROXY_INJECT_METRICS")]
+    pub inject_metrics: bool,
     /// Forward the client's Host header instead of the upstream's authority.
     #[arg(long, env = "TOKENTAP_PROXY_PRESERVE_HOST")]
     pub preserve_host: bool,
@@ -261,6 +267,8 @@ pub struct Config {
     pub sniff_limit: usize,
     pub inject_usage: bool,
     pub inject_continuous_usage: bool,
+    /// `--inject-metrics`: ask for the engine's per-request timing (implies usage injection).
+    pub inject_metrics: bool,
     pub preserve_host: bool,
     pub via: bool,
     pub upstream_client: UpstreamClient,
@@ -325,6 +333,7 @@ impl Config {
             sniff_limit: 16 << 20,
             inject_usage: false,
             inject_continuous_usage: false,
+            inject_metrics: false,
             preserve_host: false,
             via: false,
             upstream_client: UpstreamClient::Direct,
@@ -374,8 +383,9 @@ impl Config {
         c.upstream_keepalive = o.upstream_keepalive;
         c.max_header_bytes = o.max_header_bytes;
         c.max_body_bytes = o.max_body_bytes;
-        c.inject_usage = o.inject_usage;
+        c.inject_usage = o.inject_usage || o.inject_metrics;
         c.inject_continuous_usage = o.inject_continuous_usage;
+        c.inject_metrics = o.inject_metrics;
         c.preserve_host = o.preserve_host;
         c.via = o.via;
         c.upstream_client = o.upstream_client;

@@ -16,6 +16,10 @@
 //!   once `include_usage` is on). The member is cut out of the JSON text, so every other byte
 //!   is the server's own.
 //!
+//! `--inject-metrics` asks for the engine's own per-request timing the same way (vLLM's
+//! `include_metrics`, returned as a `metrics` member of the final usage chunk — so usage is asked
+//! for too): the member is cut out of whatever chunk carries it when the client did not ask.
+//!
 //! Measurement always sees the server's original bytes (with usage): that is the point.
 //! Limitation: a server that would have sent `"usage":null` to a client that asked for
 //! `include_usage` but not continuous usage, when the proxy injects continuous usage, gets the
@@ -32,22 +36,39 @@ pub struct Plan {
     pub drop_usage_chunk: bool,
     /// Remove `usage` from chunks that have choices.
     pub strip_chunk_usage: bool,
+    /// Remove the engine's `metrics` from any chunk that carries them.
+    pub strip_metrics: bool,
 }
 
 impl Plan {
     pub fn is_noop(&self) -> bool {
-        !self.drop_usage_chunk && !self.strip_chunk_usage
+        !self.drop_usage_chunk && !self.strip_chunk_usage && !self.strip_metrics
     }
+}
+
+/// What the proxy asks the server for on the client's behalf.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ask {
+    /// `stream_options.continuous_usage_stats` besides `include_usage`.
+    pub continuous: bool,
+    /// The engine's per-request timing: `include_metrics`.
+    pub metrics: bool,
 }
 
 /// Rewrites a request body. Returns the body to send and the plan, or `None` when nothing needs
 /// injecting (not JSON, not streaming, or the client already asked for everything).
-pub fn rewrite_request(body: &[u8], continuous: bool) -> Option<(Bytes, Plan)> {
+pub fn rewrite_request(body: &[u8], ask: Ask) -> Option<(Bytes, Plan)> {
     let mut v: Value = serde_json::from_slice(body).ok()?;
     let obj = v.as_object_mut()?;
     if obj.get("stream").and_then(Value::as_bool) != Some(true) {
         return None;
     }
+    let mut plan = Plan::default();
+    if ask.metrics && obj.get("include_metrics").and_then(Value::as_bool) != Some(true) {
+        obj.insert("include_metrics".into(), Value::Bool(true));
+        plan.strip_metrics = true;
+    }
+    let continuous = ask.continuous;
     let so = obj
         .entry("stream_options")
         .or_insert_with(|| Value::Object(Default::default()));
@@ -57,7 +78,6 @@ pub fn rewrite_request(body: &[u8], continuous: bool) -> Option<(Bytes, Plan)> {
     let so = so.as_object_mut()?;
     let had_usage = so.get("include_usage").and_then(Value::as_bool) == Some(true);
     let had_cont = so.get("continuous_usage_stats").and_then(Value::as_bool) == Some(true);
-    let mut plan = Plan::default();
     if !had_usage {
         so.insert("include_usage".into(), Value::Bool(true));
         plan.drop_usage_chunk = true;
@@ -195,17 +215,30 @@ impl Stripper {
             self.edited += 1;
             return;
         }
+        // The members to cut, one after the other (a chunk that has both loses both).
+        let mut keys: [Option<&[u8]>; 2] = [None, None];
+        if self.plan.strip_metrics && memchr::memmem::find(json, b"\"metrics\"").is_some() {
+            keys[0] = Some(b"metrics");
+        }
         if info.choices > 0 && self.plan.strip_chunk_usage {
-            if let Some((a, b)) = member_span(json, b"usage") {
-                self.edited += 1;
-                let start = body.len() - json.len();
-                self.out.extend_from_slice(&body[..start + a]);
-                self.out.extend_from_slice(&json[b..]);
-                self.out.extend_from_slice(term);
-                return;
+            keys[1] = Some(b"usage");
+        }
+        let mut cut: Option<Vec<u8>> = None;
+        for key in keys.into_iter().flatten() {
+            let cur = cut.as_deref().unwrap_or(json);
+            if let Some((a, b)) = member_span(cur, key) {
+                cut = Some([&cur[..a], &cur[b..]].concat());
             }
         }
-        self.out.extend_from_slice(ev);
+        let Some(cut) = cut else {
+            self.out.extend_from_slice(ev);
+            return;
+        };
+        self.edited += 1;
+        let start = body.len() - json.len();
+        self.out.extend_from_slice(&body[..start]);
+        self.out.extend_from_slice(&cut);
+        self.out.extend_from_slice(term);
     }
 }
 
@@ -364,7 +397,11 @@ mod tests {
 
     #[test]
     fn request_gets_usage_and_plan_says_strip() {
-        let (b, plan) = rewrite_request(br#"{"model":"m","stream":true}"#, false).unwrap();
+        let ask = |continuous| Ask {
+            continuous,
+            metrics: false,
+        };
+        let (b, plan) = rewrite_request(br#"{"model":"m","stream":true}"#, ask(false)).unwrap();
         assert_eq!(
             &b[..],
             br#"{"model":"m","stream":true,"stream_options":{"include_usage":true}}"#
@@ -372,20 +409,76 @@ mod tests {
         assert!(plan.drop_usage_chunk && plan.strip_chunk_usage);
         let (b, plan) = rewrite_request(
             br#"{"stream":true,"stream_options":{"include_usage":true}}"#,
-            true,
+            ask(true),
         )
         .unwrap();
         assert!(!plan.drop_usage_chunk && plan.strip_chunk_usage);
         assert!(std::str::from_utf8(&b)
             .unwrap()
             .contains("continuous_usage_stats"));
-        assert!(rewrite_request(br#"{"stream":false}"#, true).is_none());
+        assert!(rewrite_request(br#"{"stream":false}"#, ask(true)).is_none());
         assert!(rewrite_request(
             br#"{"stream":true,"stream_options":{"include_usage":true}}"#,
-            false
+            ask(false)
         )
         .is_none());
-        assert!(rewrite_request(b"nope", true).is_none());
+        assert!(rewrite_request(b"nope", ask(true)).is_none());
+    }
+
+    /// `--inject-metrics`: `include_metrics` and usage asked for; the usage chunk dropped when the
+    /// client asked for no usage, its `metrics` cut when it did; a client that asked for both
+    /// gets everything untouched.
+    #[test]
+    fn metrics_are_asked_for_and_cut_back_out() {
+        let ask = Ask {
+            continuous: false,
+            metrics: true,
+        };
+        let (b, plan) = rewrite_request(br#"{"stream":true}"#, ask).unwrap();
+        assert_eq!(
+            &b[..],
+            br#"{"stream":true,"include_metrics":true,"stream_options":{"include_usage":true}}"#
+        );
+        assert!(plan.drop_usage_chunk && plan.strip_metrics);
+        let (_, plan) = rewrite_request(
+            br#"{"stream":true,"stream_options":{"include_usage":true}}"#,
+            ask,
+        )
+        .unwrap();
+        assert!(!plan.drop_usage_chunk && plan.strip_metrics);
+        let mut s = Stripper::new(plan);
+        let usage = b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3},\"metrics\":{\"queue_time_ms\":1.5}}\n\n";
+        assert_eq!(
+            &s.push(usage)[..],
+            &b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3}}\n\n"[..]
+        );
+        // Both members of one chunk, next to each other and apart.
+        let mut s = Stripper::new(Plan {
+            strip_chunk_usage: true,
+            strip_metrics: true,
+            ..Plan::default()
+        });
+        for (i, o) in [
+            (
+                &b"data: {\"choices\":[{\"text\":\"a\"}],\"usage\":{\"x\":1},\"metrics\":{}}\n\n"[..],
+                &b"data: {\"choices\":[{\"text\":\"a\"}]}\n\n"[..],
+            ),
+            (
+                b"data: {\"metrics\":{},\"choices\":[{\"text\":\"a\"}],\"usage\":null}\n\n",
+                b"data: {\"choices\":[{\"text\":\"a\"}]}\n\n",
+            ),
+            (
+                b"data: {\"usage\":null,\"metrics\":{},\"choices\":[{\"text\":\"a\"}]}\n\n",
+                b"data: {\"choices\":[{\"text\":\"a\"}]}\n\n",
+            ),
+        ] {
+            assert_eq!(&s.push(i)[..], o, "{}", String::from_utf8_lossy(i));
+        }
+        assert!(rewrite_request(
+            br#"{"stream":true,"include_metrics":true,"stream_options":{"include_usage":true}}"#,
+            ask
+        )
+        .is_none());
     }
 
     #[test]
@@ -427,6 +520,7 @@ mod tests {
         let plan = Plan {
             drop_usage_chunk: true,
             strip_chunk_usage: true,
+            strip_metrics: true,
         };
         for round in 0..3000 {
             let mut v = seeds[round % 3].to_vec();
@@ -462,6 +556,7 @@ mod tests {
         let plan = Plan {
             drop_usage_chunk: true,
             strip_chunk_usage: true,
+            strip_metrics: true,
         };
         let big = format!(
             "data: {{\"choices\":[{{\"delta\":{{\"content\":\"{}\"}}}}],\"usage\":{{\"completion_tokens\":9}}}}\n\n",
@@ -503,6 +598,7 @@ mod tests {
         let plan = Plan {
             drop_usage_chunk: true,
             strip_chunk_usage: true,
+            strip_metrics: true,
         };
         let b = served.as_bytes();
         for i in 0..=b.len() {

@@ -271,7 +271,11 @@ async fn prepare_body(
         if shared.ledger.keep_bodies() {
             let _ = cell.content.set(b.clone());
         }
-        match inject::rewrite_request(&b, cfg.inject_continuous_usage) {
+        let ask = inject::Ask {
+            continuous: cfg.inject_continuous_usage,
+            metrics: cfg.inject_metrics,
+        };
+        match inject::rewrite_request(&b, ask) {
             Some((nb, p)) => {
                 plan = Some(p);
                 shared.ledger.metrics.usage_injected.inc();

@@ -336,3 +336,86 @@ async fn the_session_table_is_bounded_and_counts_evictions() {
         .unwrap();
     assert!(ev >= 4.0, "{ev}");
 }
+
+/// `--inject-metrics`: the server is asked for the engine's own timing (`include_metrics`, and
+/// usage, which carries it); the client gets the bytes it would have got directly; the record
+/// keeps the metrics and splits TTFT into the engine's queue, its first-token time and the rest.
+/// One prefill lane and 40 ms of prefill make the second of two concurrent requests queue.
+#[tokio::test]
+async fn inject_metrics_splits_ttft_yet_the_client_gets_the_direct_bytes() {
+    let timed = || {
+        let mut c = rich();
+        c.timing.prefill_base_ms = 40.0;
+        c.timing.prefill_lanes = 1;
+        c.timing.decode_ms = 2.0;
+        c
+    };
+    let direct = sim(timed()).await;
+    let behind = sim(timed()).await;
+    let mut cfg = proxy_cfg(&[behind.base_url()]);
+    cfg.inject_usage = true;
+    cfg.inject_metrics = true;
+    let p = proxy(cfg).await;
+    let c = client();
+    let plain = chat(true, 9, json!({}));
+    let usage = chat(true, 9, json!({"stream_options": {"include_usage": true}}));
+    for (i, body) in [&plain, &usage].into_iter().enumerate() {
+        let a = send(&c, post_chat(&direct.base_url(), body.clone(), None)).await;
+        let b = send(&c, post_chat(&p.base_url(), body.clone(), None)).await;
+        assert_eq!(mask_created(&a.body), mask_created(&b.body), "variant {i}");
+        assert!(
+            !b.text().contains("\"metrics\""),
+            "variant {i}: {}",
+            b.text()
+        );
+    }
+    // Two at once: the second waits for the one prefill lane.
+    let (x, y) = tokio::join!(
+        send(&c, post_chat(&p.base_url(), plain.clone(), None)),
+        send(&c, post_chat(&p.base_url(), plain.clone(), None))
+    );
+    assert!(!x.text().contains("metrics") && !y.text().contains("metrics"));
+    // A client that asks for the metrics itself gets them, its request forwarded as sent.
+    let own = chat(
+        true,
+        9,
+        json!({"include_metrics": true, "stream_options": {"include_usage": true}}),
+    );
+    let z = send(&c, post_chat(&p.base_url(), own.clone(), None)).await;
+    assert!(
+        z.text().contains("\"metrics\":{\"time_to_first_token_ms\""),
+        "{}",
+        z.text()
+    );
+
+    let recs = p.wait_records(5).await;
+    let log = behind.log();
+    let sent0: serde_json::Value = serde_json::from_slice(log[0].body.as_ref().unwrap()).unwrap();
+    assert_eq!(sent0["include_metrics"], true);
+    assert_eq!(sent0["stream_options"]["include_usage"], true);
+    assert_eq!(log[4].body.as_ref().unwrap(), &own);
+    for r in &recs {
+        let e = r.measured.engine_metrics.expect("engine metrics recorded");
+        let sp = r.measured.ttft_split.expect("TTFT split");
+        let ttft = r.measured.ttft_ns.unwrap() as f64 / 1e6;
+        assert!(
+            (sp.queue_ms + sp.engine_ms + sp.outside_ms - ttft).abs() < 1e-6,
+            "{sp:?} {ttft}"
+        );
+        // The sim's engine: 40 ms of prefill before the first token; the rest is small.
+        assert!(sp.engine_ms >= 39.0, "{sp:?}");
+        assert!(sp.outside_ms > -1.0 && sp.outside_ms < 30.0, "{sp:?}");
+        assert!(e.generation_time_ms.unwrap() > 0.0 && e.tokens_per_second.unwrap() > 0.0);
+    }
+    // Of the two concurrent requests, one queued behind the other's prefill.
+    let queued = recs[2]
+        .measured
+        .ttft_split
+        .unwrap()
+        .queue_ms
+        .max(recs[3].measured.ttft_split.unwrap().queue_ms);
+    assert!(queued >= 30.0, "{:?}", &recs[2..4]);
+    assert!(recs[..2]
+        .iter()
+        .all(|r| r.measured.ttft_split.unwrap().queue_ms < 5.0));
+}

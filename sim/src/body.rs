@@ -94,6 +94,10 @@ pub(crate) struct SimBody {
     flush_next: bool,
     /// The last `Pending` let hyper write the previous chunk: stamp its `flushed_mono_ns`.
     flushed_pending: bool,
+    /// `include_metrics`: when the request left the queue, and its first and last token chunks.
+    scheduled_at: Instant,
+    first_token: Option<Instant>,
+    last_token: Option<Instant>,
 }
 
 impl SimBody {
@@ -138,10 +142,40 @@ impl SimBody {
             yielded_before_cut: false,
             flush_next: false,
             flushed_pending: false,
+            scheduled_at: first_token_at
+                .map(|f| f - plan.prefill)
+                .unwrap_or_else(Instant::now),
+            first_token: None,
+            last_token: None,
             log: Some(log),
             plan,
             shared,
         }
+    }
+
+    /// The engine's timing of this request, as vLLM's `metrics` member: queue, scheduling to
+    /// first token, first to last token, mean ITL, tokens per second over scheduling → last.
+    fn engine_metrics(&self) -> String {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let num = |v: Option<f64>| v.map_or("null".to_string(), |x| format!("{x:.3}"));
+        let (first, last) = (self.first_token, self.last_token);
+        let ttft = first.map(|f| ms(f - self.scheduled_at));
+        let gen = first.zip(last).map(|(f, l)| ms(l - f));
+        let itl = gen
+            .filter(|_| self.tokens_done > 1)
+            .map(|g| g / (self.tokens_done - 1) as f64);
+        let tps = last
+            .map(|l| (l - self.scheduled_at).as_secs_f64())
+            .filter(|s| *s > 0.0)
+            .map(|s| self.tokens_done as f64 / s);
+        format!(
+            "{{\"time_to_first_token_ms\":{},\"generation_time_ms\":{},\"queue_time_ms\":{},\"mean_itl_ms\":{},\"tokens_per_second\":{}}}",
+            num(ttft),
+            num(gen),
+            num(Some(ms(self.plan.queue))),
+            num(itl),
+            num(tps)
+        )
     }
 
     /// Waits for `due`; `Ready` at once when it has passed.
@@ -409,6 +443,11 @@ impl SimBody {
         }
         self.chunk_index += 1;
         self.tokens_done += tokens;
+        if tokens > 0 {
+            let now = Instant::now();
+            self.first_token.get_or_insert(now);
+            self.last_token = Some(now);
+        }
         self.next_due = None;
         if let Due::At(t) = due {
             self.last_due = Some(t);
@@ -448,13 +487,24 @@ impl SimBody {
         if self.plan.stream {
             self.phase = Phase::Done;
             if self.plan.include_usage {
-                let bytes = self.writer.usage(self.tokens_done);
+                let metrics = self.plan.include_metrics.then(|| self.engine_metrics());
+                let bytes = self.writer.usage(self.tokens_done, metrics.as_deref());
                 return self.emit(bytes, 0, ChunkKind::Usage);
             }
             return Poll::Ready(Step::Next);
         }
         self.phase = Phase::End;
-        let body = self.full.take().unwrap_or_default();
+        let mut body = self.full.take().unwrap_or_default();
+        if self.plan.include_metrics && body.last() == Some(&b'}') {
+            // The whole body's last member, before its closing brace.
+            let m = self.engine_metrics();
+            let mut b = Vec::with_capacity(body.len() + m.len() + 12);
+            b.extend_from_slice(&body[..body.len() - 1]);
+            b.extend_from_slice(b",\"metrics\":");
+            b.extend_from_slice(m.as_bytes());
+            b.push(b'}');
+            body = Bytes::from(b);
+        }
         self.emit(body, self.tokens_done as u32, ChunkKind::Body)
     }
 }

@@ -117,11 +117,15 @@ impl ChunkWriter {
         self.end_choice(finish, usage)
     }
 
-    /// The usage-only final chunk.
-    pub fn usage(&mut self, completion: u64) -> Bytes {
-        self.begin(160);
+    /// The usage-only final chunk, with the engine's `metrics` (a JSON object) when asked for.
+    pub fn usage(&mut self, completion: u64, metrics: Option<&str>) -> Bytes {
+        self.begin(160 + metrics.map_or(0, str::len));
         self.buf.put_u8(b']');
         self.push_usage(completion);
+        if let Some(m) = metrics {
+            self.buf.put_slice(b",\"metrics\":");
+            self.buf.put_slice(m.as_bytes());
+        }
         self.buf.put_slice(b"}\n\n");
         self.buf.split().freeze()
     }

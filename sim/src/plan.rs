@@ -44,6 +44,9 @@ pub(crate) struct CompletionRequest {
     pub max_tokens: Option<u64>,
     #[serde(default)]
     pub max_completion_tokens: Option<u64>,
+    /// vLLM's per-request timing, asked for (`--enable-per-request-metrics` servers).
+    #[serde(default)]
+    pub include_metrics: Option<bool>,
 }
 
 /// A request body that parsed.
@@ -260,6 +263,11 @@ pub(crate) struct Plan {
     pub model: String,
     pub include_usage: bool,
     pub continuous_usage: bool,
+    /// `include_metrics`: the engine's per-request timing in the usage chunk (or the body), as
+    /// vLLM returns it.
+    pub include_metrics: bool,
+    /// Waiting for a prefill lane (set at admission): the `queue_time_ms` of the metrics.
+    pub queue: Duration,
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
     pub output: Output,
@@ -368,6 +376,12 @@ pub(crate) fn build(
         model: model.unwrap_or_else(|| cfg.model.clone()),
         include_usage: opts.include_usage.unwrap_or(false),
         continuous_usage: opts.continuous_usage_stats.unwrap_or(false),
+        include_metrics: match parsed {
+            Parsed::Chat(r) => r.extra.get("include_metrics").and_then(Value::as_bool),
+            Parsed::Completion(r) => r.include_metrics,
+        }
+        .unwrap_or(false),
+        queue: Duration::ZERO,
         prompt_tokens,
         cached_tokens: 0,
         output,

@@ -88,6 +88,7 @@ impl Shared {
         let done = match e.lanes.iter_mut().min() {
             Some(lane) => {
                 let begin = (*lane).max(start);
+                plan.queue = begin - start;
                 *lane = begin + prefill;
                 *lane
             }
