@@ -2,8 +2,9 @@
 //! in-process on 127.0.0.1; the Prometheus server of the Debian `prometheus` package
 //! (scripts/install-test-deps) scrapes the proxy's admin `/metrics` (source="wire") and the
 //! replay's `--metrics` (source="client") and the sims' own `/metrics` (job `engine`) every
-//! second. The proxy has two upstream sims: one plays vLLM (`vllm:*` series, served on the API
-//! port as vLLM does), the other SGLang (`engine_metrics: sglang`); they are our simulated
+//! second. The proxy has three upstream sims: one plays vLLM (`vllm:*` series, served on the API
+//! port as vLLM does), one SGLang (`engine_metrics: sglang`), one TensorRT-LLM (`trtllm_*`,
+//! scraped at `/prometheus/metrics` as `trtllm-serve` serves them); they are our simulated
 //! engines, so their engine view is legitimate test data. Then EVERY PromQL expression of EVERY
 //! dashboard in `dashboards/grafana/` is evaluated through Prometheus' HTTP API and must return
 //! data — engine panels included, no exception.
@@ -133,6 +134,11 @@ fn dashboards_are_well_formed_and_use_only_exported_names() {
                             || tokentap_sim::metrics::SGLANG_NAMES.contains(&n.as_str()),
                         "{name}/{title}: {n} is not exported by the sim as SGLang"
                     );
+                    assert!(
+                        !n.starts_with("trtllm_")
+                            || tokentap_sim::metrics::TRTLLM_NAMES.contains(&n.as_str()),
+                        "{name}/{title}: {n} is not exported by the sim as TensorRT-LLM"
+                    );
                 }
             }
         }
@@ -217,18 +223,22 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let replay_port = free_port();
     let replay_addr: SocketAddr = ([127, 0, 0, 1], replay_port).into();
-    let (proxy_admin, sim_addr, sglang_addr, run) = rt.block_on(async {
+    let (proxy_admin, sim_addr, sglang_addr, trtllm_addr, run) = rt.block_on(async {
         let sim = SimServer::start(SimConfig::zero_delay())
             .await
             .expect("sim starts");
         let mut sg = SimConfig::zero_delay();
         sg.engine_metrics = EngineFlavor::Sglang;
         let sglang = SimServer::start(sg).await.expect("sglang sim starts");
-        let (sim_addr, sglang_addr) = (sim.addr(), sglang.addr());
-        // Sessions are spread over both upstreams, so both engines see traffic.
+        let mut tr = SimConfig::zero_delay();
+        tr.engine_metrics = EngineFlavor::Trtllm;
+        let trtllm = SimServer::start(tr).await.expect("trtllm sim starts");
+        let (sim_addr, sglang_addr, trtllm_addr) = (sim.addr(), sglang.addr(), trtllm.addr());
+        // Sessions are spread over the upstreams, so every engine sees traffic.
         let proxy = Proxy::start(tokentap_proxy::Config::new([
             sim.base_url(),
             sglang.base_url(),
+            trtllm.base_url(),
         ]))
         .await
         .expect("proxy starts");
@@ -263,9 +273,10 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
             drop(proxy);
             sim.shutdown().await;
             sglang.shutdown().await;
+            trtllm.shutdown().await;
             out
         });
-        (admin, sim_addr, sglang_addr, run)
+        (admin, sim_addr, sglang_addr, trtllm_addr, run)
     });
     until("the replay's --metrics listener", deadline, || {
         get(replay_addr, "/metrics").filter(|b| b.contains("tokentap_in_window"))
@@ -279,7 +290,7 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
     std::fs::write(
         &cfg,
         format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: wire\n    static_configs:\n      - targets: ['{proxy_admin}']\n  - job_name: client\n    static_configs:\n      - targets: ['{replay_addr}']\n  - job_name: engine\n    static_configs:\n      - targets: ['{sim_addr}', '{sglang_addr}']\n"
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: wire\n    static_configs:\n      - targets: ['{proxy_admin}']\n  - job_name: client\n    static_configs:\n      - targets: ['{replay_addr}']\n  - job_name: engine\n    static_configs:\n      - targets: ['{sim_addr}', '{sglang_addr}']\n  - job_name: engine_trtllm\n    metrics_path: /prometheus/metrics\n    static_configs:\n      - targets: ['{trtllm_addr}']\n"
         ),
     )
     .expect("write config");
@@ -297,10 +308,10 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
             .spawn()
             .expect("prometheus starts"),
     );
-    until("all four targets up", deadline, || {
+    until("all five targets up", deadline, || {
         let t: Value = serde_json::from_str(&get(prom_addr, "/api/v1/targets")?).ok()?;
         let active = t["data"]["activeTargets"].as_array()?;
-        (active.len() == 4 && active.iter().all(|a| a["health"] == "up")).then_some(())
+        (active.len() == 5 && active.iter().all(|a| a["health"] == "up")).then_some(())
     });
 
     let boards = dashboards();
@@ -332,7 +343,9 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
     }
     let engine_with_data = |p: &str| all.iter().filter(|(_, _, e)| e.contains(p)).count();
     assert!(
-        engine_with_data("vllm:") >= 3 && engine_with_data("sglang:") >= 2,
+        engine_with_data("vllm:") >= 3
+            && engine_with_data("sglang:") >= 2
+            && engine_with_data("trtllm_") >= 3,
         "engine panels were checked with data"
     );
 
@@ -341,6 +354,7 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
     let client = get(replay_addr, "/metrics").expect("replay /metrics");
     let engine = get(sim_addr, "/metrics").expect("sim /metrics");
     let sglang = get(sglang_addr, "/metrics").expect("sglang sim /metrics");
+    let trtllm = get(trtllm_addr, "/prometheus/metrics").expect("trtllm sim /prometheus/metrics");
     for (_, _, e) in &all {
         for n in names_in_expr(e) {
             // Label vectors with no child yet are not in the text exposition: these two only
@@ -368,6 +382,13 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
                     tokentap_sim::metrics::SGLANG_NAMES.contains(&n.as_str())
                         && sglang.contains(&format!("# TYPE {n} ")),
                     "{n} is used by a dashboard but the sim (our SGLang) does not export it"
+                );
+            }
+            if n.starts_with("trtllm_") {
+                assert!(
+                    tokentap_sim::metrics::TRTLLM_NAMES.contains(&n.as_str())
+                        && trtllm.contains(&format!("# TYPE {n} ")),
+                    "{n} is used by a dashboard but the sim (our TensorRT-LLM) does not export it"
                 );
             }
         }

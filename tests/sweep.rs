@@ -869,3 +869,45 @@ async fn a_sweep_directory_has_one_writer_and_keeps_every_attempt() {
     );
     assert!(out.join("r1/records.jsonl").is_file(), "nothing moved");
 }
+
+/// TensorRT-LLM's names: the sim speaking `trtllm-serve`'s dialect at `/prometheus/metrics`
+/// gives the sweep's engine view its TTFT, ITL and E2E histograms, and its prefix-cache hit rate
+/// from `trtllm_prompt_cached_tokens_total` over `trtllm_prompt_tokens_total`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_view_reads_tensorrt_llm_names() {
+    use tokentap_sweep::engine;
+    let sim = tokentap_testkit::replay::sim_with(|c| {
+        c.engine_metrics = tokentap_sim::config::EngineFlavor::Trtllm;
+        c.timing.prefill_base_ms = 2.0;
+        c.timing.decode_ms = 1.0;
+    })
+    .await;
+    let url = engine::parse_url(&format!("{}/prometheus/metrics", sim.base_url())).unwrap();
+    let scrape = || async {
+        let text = engine::get(&url, std::time::Duration::from_secs(5))
+            .await
+            .expect("scrape");
+        let (samples, _) = engine::parse(std::str::from_utf8(&text).unwrap());
+        engine::Snapshot::of(&samples)
+    };
+    let before = scrape().await;
+    let mut c = tokentap_testkit::replay::config(&sim, "trtllm");
+    c.concurrency = 2;
+    let ds = tokentap_testkit::data::synth_dataset(1, 2, 0.05);
+    let (out, recs) = tokentap_testkit::replay::run(c, ds).await;
+    let turns = out.summary.counts.total as f64;
+    assert!(turns > 0.0 && recs.len() as f64 == turns);
+    let view = before.delta(&scrape().await).view();
+    assert_eq!(view.flavor, "trtllm");
+    let ttft = view
+        .ttft
+        .expect("TTFT from trtllm_time_to_first_token_seconds");
+    assert_eq!(ttft.series, "trtllm_time_to_first_token_seconds");
+    assert_eq!(ttft.count, turns);
+    assert_eq!(view.e2e.expect("E2E").count, turns);
+    assert!(view.itl.expect("ITL").count > 0.0);
+    // Later turns of a conversation find its earlier prompt in the cache.
+    assert!(view
+        .prefix_cache_hit_rate
+        .is_some_and(|r| r > 0.0 && r < 1.0));
+}

@@ -67,7 +67,8 @@ pub const ALL_NAMES: &[&str] = &[
 ];
 
 /// Engine series of docs/benchmark.md#prometheus that dashboards may reference (the sim exports
-/// every `vllm:` one, or with `engine_metrics: sglang` every `sglang:` one; label `model_name`; see
+/// every `vllm:` one, with `engine_metrics: sglang` every `sglang:` one, with `trtllm` every
+/// `trtllm_` one; label `model_name`; see
 /// `tokentap_sim::metrics`).
 pub const ENGINE_NAMES: &[&str] = &[
     "vllm:time_to_first_token_seconds",
@@ -85,13 +86,24 @@ pub const ENGINE_NAMES: &[&str] = &[
     "sglang:num_running_reqs",
     "sglang:prompt_tokens_total",
     "sglang:generation_tokens_total",
+    "trtllm_time_to_first_token_seconds",
+    "trtllm_time_per_output_token_seconds",
+    "trtllm_e2e_request_latency_seconds",
+    "trtllm_prompt_cached_tokens_total",
+    "trtllm_num_requests_running",
+    "trtllm_prompt_tokens_total",
+    "trtllm_generation_tokens_total",
 ];
 
 /// The vLLM half of [`ENGINE_NAMES`] (what the sim exports as vLLM).
 pub const ENGINE_VLLM_NAMES: &[&str] = ENGINE_NAMES.split_at(8).0;
 
-/// The SGLang half of [`ENGINE_NAMES`] (what the sim exports as SGLang).
-pub const ENGINE_SGLANG_NAMES: &[&str] = ENGINE_NAMES.split_at(8).1;
+/// The SGLang part of [`ENGINE_NAMES`] (what the sim exports as SGLang).
+pub const ENGINE_SGLANG_NAMES: &[&str] = ENGINE_NAMES.split_at(8).1.split_at(7).0;
+
+/// The TensorRT-LLM part of [`ENGINE_NAMES`] (`trtllm-serve`'s `MetricsCollector` names, served
+/// at `/prometheus/metrics`; what the sim exports as TensorRT-LLM).
+pub const ENGINE_TRTLLM_NAMES: &[&str] = ENGINE_NAMES.split_at(15).1;
 
 /// Label values.
 pub mod labels {
@@ -210,7 +222,8 @@ pub fn names_in_expr(expr: &str) -> Vec<String> {
             let is_call = next == Some(b'(');
             let is_metric = word.starts_with("tokentap_")
                 || word.starts_with("vllm:")
-                || word.starts_with("sglang:");
+                || word.starts_with("sglang:")
+                || word.starts_with("trtllm_");
             if is_metric && !is_call {
                 let base = ["_bucket", "_sum", "_count"]
                     .iter()

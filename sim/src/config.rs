@@ -53,6 +53,8 @@ pub enum EngineFlavor {
     #[default]
     Vllm,
     Sglang,
+    /// TensorRT-LLM's `trtllm-serve` (`trtllm_*`, also at `/prometheus/metrics`).
+    Trtllm,
 }
 
 /// The timing model. See the crate docs ("Timing model") for the formulas.

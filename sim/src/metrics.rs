@@ -1,5 +1,6 @@
 //! The engine's own Prometheus view: the sim plays vLLM here and exports vLLM's series (or
-//! SGLang's, with `SimConfig::engine_metrics = sglang`).
+//! SGLang's, with `SimConfig::engine_metrics = sglang`, or TensorRT-LLM's, `trtllm`: served at
+//! `/prometheus/metrics` as `trtllm-serve` does, and at `/metrics`).
 //!
 //! Why: a real vLLM serves `vllm:*` metrics on its API port; the "Proxy vs engine" dashboard
 //! compares the proxy's (`source="wire"`) view with them. The sim is our simulated vLLM, so its
@@ -70,10 +71,22 @@ const SGLANG: Names = Names {
     generation_tokens: SGLANG_NAMES[6],
 };
 
-/// Every name the sim exports as vLLM, and as SGLang: the engine names of
+const TRTLLM: Names = Names {
+    ttft: TRTLLM_NAMES[0],
+    itl: TRTLLM_NAMES[1],
+    e2e: TRTLLM_NAMES[2],
+    cache_queries: None,
+    cache_hits: TRTLLM_NAMES[3],
+    running: TRTLLM_NAMES[4],
+    prompt_tokens: TRTLLM_NAMES[5],
+    generation_tokens: TRTLLM_NAMES[6],
+};
+
+/// Every name the sim exports as vLLM, as SGLang and as TensorRT-LLM: the engine names of
 /// docs/benchmark.md#prometheus as core lists them.
 pub use tokentap_core::metrics::{
-    ENGINE_SGLANG_NAMES as SGLANG_NAMES, ENGINE_VLLM_NAMES as VLLM_NAMES,
+    ENGINE_SGLANG_NAMES as SGLANG_NAMES, ENGINE_TRTLLM_NAMES as TRTLLM_NAMES,
+    ENGINE_VLLM_NAMES as VLLM_NAMES,
 };
 
 /// The names exported for `flavor`.
@@ -81,6 +94,7 @@ pub fn names(flavor: EngineFlavor) -> &'static [&'static str] {
     match flavor {
         EngineFlavor::Vllm => VLLM_NAMES,
         EngineFlavor::Sglang => SGLANG_NAMES,
+        EngineFlavor::Trtllm => TRTLLM_NAMES,
     }
 }
 
@@ -101,6 +115,7 @@ impl EngineMetrics {
         let n = match flavor {
             EngineFlavor::Vllm => &VLLM,
             EngineFlavor::Sglang => &SGLANG,
+            EngineFlavor::Trtllm => &TRTLLM,
         };
         let consts = HashMap::from([("model_name".to_string(), model.to_string())]);
         // `new_custom` only fails on an invalid prefix or label *name*; the name is static.

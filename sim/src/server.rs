@@ -213,7 +213,8 @@ impl From<Infallible> for SimBodyError {
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResBody> {
     let received = Anchor::now();
     let start = Instant::now();
-    if req.uri().path() == "/metrics" && req.method() == Method::GET {
+    if matches!(req.uri().path(), "/metrics" | "/prometheus/metrics") && req.method() == Method::GET
+    {
         // Not in the request log: a scrape every second must neither shift `seq` (the join
         // key of `x-sim-seq`) nor fill the ground-truth log.
         return metrics_response(&shared);

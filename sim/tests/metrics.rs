@@ -169,3 +169,32 @@ async fn sglang_flavor_exports_sglang_names() {
     }
     assert!(!m.contains("vllm:"));
 }
+
+#[tokio::test]
+async fn trtllm_flavor_exports_trtllm_names_at_both_paths() {
+    let mut c = SimConfig::zero_delay();
+    c.engine_metrics = EngineFlavor::Trtllm;
+    let s = SimServer::start(c).await.unwrap();
+    let body = json!({"messages": [{"role": "user", "content": text(400, 1)}], "stream": true,
+                      "max_completion_tokens": 8});
+    for _ in 0..2 {
+        assert!(chat(s.addr(), body.clone()).await.done());
+    }
+    s.wait_finished(2).await;
+    for path in ["/prometheus/metrics", "/metrics"] {
+        let m = String::from_utf8(send(s.addr(), get(path)).await.body).unwrap();
+        let l = "{model_name=\"tokentap-sim\"}";
+        assert_eq!(
+            sample(&m, &format!("trtllm_time_to_first_token_seconds_count{l}")),
+            2.0,
+            "{path}"
+        );
+        for name in tokentap_sim::metrics::TRTLLM_NAMES {
+            assert!(
+                m.contains(&format!("# TYPE {name} ")),
+                "{name} exported at {path}"
+            );
+        }
+        assert!(!m.contains("vllm:") && !m.contains("sglang:"));
+    }
+}

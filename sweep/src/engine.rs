@@ -1,5 +1,6 @@
 //! The engine's view of a point (`--engine-metrics URL`, repeatable): the server's own
-//! Prometheus endpoint (vLLM `vllm:*`, SGLang `sglang:*`) scraped at the start and the end of
+//! Prometheus endpoint (vLLM `vllm:*`, SGLang `sglang:*`, TensorRT-LLM `trtllm_*` at
+//! `/prometheus/metrics`) scraped at the start and the end of
 //! the point and every `--engine-interval` in between. The raw engine samples (only the
 //! `vllm:`/`sglang:` lines of each scrape) go to `r<C>/engine-metrics.jsonl`; the point's view is
 //! the change between the first and the last good scrape of each endpoint, summed over
@@ -289,6 +290,8 @@ impl Snapshot {
             "vllm"
         } else if has("sglang:") {
             "sglang"
+        } else if has("trtllm_") {
+            "trtllm"
         } else if has("llamacpp:") {
             // llama.cpp's server: counters and gauges only, no latency histograms.
             "llamacpp"
@@ -313,6 +316,10 @@ impl Snapshot {
             "sglang" => ratio(
                 self.counter(&["sglang:cached_tokens_total"]),
                 self.counter(&["sglang:prompt_tokens_total"]),
+            ),
+            "trtllm" => ratio(
+                self.counter(&["trtllm_prompt_cached_tokens_total"]),
+                self.counter(&["trtllm_prompt_tokens_total"]),
             ),
             // llama.cpp counts prompt tokens excluding the cached ones.
             "llamacpp" => {
@@ -344,21 +351,25 @@ impl Snapshot {
             ttft: self.quantiles(&[
                 "vllm:time_to_first_token_seconds",
                 "sglang:time_to_first_token_seconds",
+                "trtllm_time_to_first_token_seconds",
             ]),
             itl: self
                 .quantiles(&[
                     "vllm:inter_token_latency_seconds",
                     "vllm:time_per_output_token_seconds",
                     "sglang:inter_token_latency_seconds",
+                    "trtllm_time_per_output_token_seconds",
                 ])
                 .or(llama_itl),
             e2e: self.quantiles(&[
                 "vllm:e2e_request_latency_seconds",
                 "sglang:e2e_request_latency_seconds",
+                "trtllm_e2e_request_latency_seconds",
             ]),
             queue: self.quantiles(&[
                 "vllm:request_queue_time_seconds",
                 "sglang:queue_time_seconds",
+                "trtllm_request_queue_time_seconds",
             ]),
             prefix_cache_hit_rate: hit_rate,
             cost: ScrapeCost::default(),
@@ -396,15 +407,15 @@ pub fn histogram_quantile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
     Some(prev.0)
 }
 
-/// Engine lines of a scrape: `vllm:`, `sglang:` and `llamacpp:` series only (a real server's
-/// endpoint also serves Python process metrics we do not keep).
+/// Engine lines of a scrape: `vllm:`, `sglang:`, `trtllm_` and `llamacpp:` series only (a real
+/// server's endpoint also serves Python process metrics we do not keep).
 fn engine_lines(text: &str) -> String {
     let mut o = String::new();
     for l in text.lines() {
         let t = l
             .trim_start_matches("# HELP ")
             .trim_start_matches("# TYPE ");
-        let engine = ["vllm:", "sglang:", "llamacpp:"]
+        let engine = ["vllm:", "sglang:", "trtllm_", "llamacpp:"]
             .iter()
             .any(|p| t.starts_with(p));
         if engine && !l.starts_with("# HELP") {
