@@ -60,7 +60,8 @@ pub struct Opts {
     /// Keep the exact request bodies in the request log.
     #[arg(long, env = "TOKENTAP_SIM_CAPTURE_BODIES")]
     pub capture_bodies: bool,
-    /// Engine whose metric names `GET /metrics` serves (`vllm:*` or `sglang:*`).
+    /// Engine whose metric names `GET /metrics` serves (`vllm:*`, `sglang:*`, or `trtllm_*`, then
+    /// also at `/prometheus/metrics` as trtllm-serve serves them).
     #[arg(long, env = "TOKENTAP_SIM_ENGINE_METRICS", value_enum)]
     pub engine_metrics: Option<EngineFlavor>,
 
