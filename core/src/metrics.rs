@@ -498,8 +498,10 @@ impl TurnSeries {
                 c.with_label_values(&l).inc_by(n);
             }
         }
+        // Touched on every turn, so the series exists (at 0) from a model's first turn on.
+        let without_usage = self.streams_without_usage.with_label_values(&l);
         if ms.prompt_tokens.is_none() && streamed {
-            self.streams_without_usage.with_label_values(&l).inc();
+            without_usage.inc();
         }
     }
 }
