@@ -460,10 +460,16 @@ fn compare_section(o: &mut String, run: &Run) {
         return;
     };
     o.push_str(r#"<h2 id="compare">Client vs wire (compare.json)</h2>"#);
+    // The one-line verdict (`headline`: failed checks and claims), else the bare verdict.
+    let verdict = if c["headline"].is_string() {
+        &c["headline"]
+    } else {
+        &c["verdict"]
+    };
     let _ = write!(
         o,
         "<p>verdict: <b>{}</b> · format {} · schema {}</p>",
-        esc(&value_text(&c["verdict"])),
+        esc(&value_text(verdict)),
         esc(&value_text(&c["format"])),
         esc(&value_text(&c["schema"]))
     );
@@ -539,6 +545,66 @@ fn compare_section(o: &mut String, run: &Run) {
             .render(),
         );
     }
+    ttft_split_section(o, c);
+}
+
+/// Where TTFT went, when the proxy recorded the engine's own timing (`--inject-metrics`):
+/// the distribution of queue, engine and outside-the-engine time (`ttft_split`), and per turn
+/// the time outside the engine against the engine's own part.
+fn ttft_split_section(o: &mut String, c: &Value) {
+    let sp = &c["ttft_split"];
+    if !sp.is_object() {
+        return;
+    }
+    let _ = write!(
+        o,
+        "<h3 id=\"ttft-split\">TTFT split by the engine's own timing ({} turns)</h3>",
+        f(&sp["turns"])
+    );
+    o.push_str("<table id=\"ttft-split-table\"><tr><th>part</th><th>p50 (ms)</th><th>p90 (ms)</th><th>p99 (ms)</th></tr>");
+    for (label, key) in [
+        ("engine queue", "queue_ms"),
+        ("engine: scheduled → first token", "engine_ms"),
+        ("outside the engine, at the wire", "wire_outside_ms"),
+        ("outside the engine, at the client", "client_outside_ms"),
+    ] {
+        let d = &sp[key];
+        if d.is_object() {
+            let _ = write!(
+                o,
+                "<tr><td>{label}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                f(&d["p50"]),
+                f(&d["p90"]),
+                f(&d["p99"])
+            );
+        }
+    }
+    o.push_str("</table>");
+    let points: Vec<(f64, f64)> = c["pairs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            let s = &p["ttft_split"];
+            Some((
+                s["queue_ms"].as_f64()? + s["engine_ms"].as_f64()?,
+                s["outside_ms"].as_f64()?,
+            ))
+        })
+        .collect();
+    if !points.is_empty() {
+        o.push_str(
+            &Scatter {
+                name: "ttft_split",
+                title: "Per turn: time outside the engine against the engine's queue + first token",
+                x_label: "engine queue + first token (ms)",
+                y_label: "outside the engine, at the wire (ms)",
+                log_y: false,
+                points,
+            }
+            .render(),
+        );
+    }
 }
 
 fn value_text(v: &Value) -> String {
@@ -594,5 +660,41 @@ mod tests {
         let mut o = String::new();
         steady_state_section(&mut o, &run(s));
         assert!(o.contains("not found: too short"), "{o}");
+    }
+
+    /// The comparison's one-line verdict and, with the engine's own timing on the wire, the TTFT
+    /// split's distribution and its per-turn scatter.
+    #[test]
+    fn the_compare_section_shows_the_headline_and_the_ttft_split() {
+        let d = |a: f64| json!({"min": a, "p50": a, "p90": a + 1.0, "p99": a + 2.0, "max": a + 2.0, "mean": a});
+        let mut r = run(json!({}));
+        r.compare = Some(json!({
+            "schema": "tokentap-compare/1", "format": "tokentap", "verdict": "FAIL",
+            "headline": "FAIL: 1 check failed, 12 of 12 claims within tolerance",
+            "reasons": ["ttft never shorter than the wire's: 1 turn"],
+            "ttft_split": {"turns": 2, "queue_ms": d(3.0), "engine_ms": d(40.0),
+                           "wire_outside_ms": d(0.4), "client_outside_ms": d(0.9)},
+            "pairs": [
+                {"client": {"ttft_ms": 44.0}, "wire": {"ttft_ms": 43.5},
+                 "ttft_split": {"queue_ms": 3.0, "engine_ms": 40.0, "outside_ms": 0.5}},
+                {"client": {"ttft_ms": 45.0}, "wire": {"ttft_ms": 44.4},
+                 "ttft_split": {"queue_ms": 4.0, "engine_ms": 40.0, "outside_ms": 0.4}}
+            ]
+        }));
+        let mut o = String::new();
+        compare_section(&mut o, &r);
+        assert!(
+            o.contains("verdict: <b>FAIL: 1 check failed, 12 of 12 claims within tolerance</b>"),
+            "{o}"
+        );
+        assert!(
+            o.contains("TTFT split by the engine's own timing (2 turns)"),
+            "{o}"
+        );
+        assert!(
+            o.contains("<td>outside the engine, at the client</td><td>0.9"),
+            "{o}"
+        );
+        assert!(o.contains("ttft_split"), "the per-turn scatter: {o}");
     }
 }
