@@ -159,6 +159,8 @@ pub struct Published {
     /// The client's percentile method is numpy `lower` (the MLPerf reference), not `linear`:
     /// the wire's side of a published claim is then computed the same way.
     pub lower: bool,
+    /// The client's percentile method is nearest rank (numpy `inverted_cdf`: guidellm).
+    pub nearest_rank: bool,
     /// Only the client's performance-window turns are in the published numbers.
     pub tracked_only: bool,
 }
@@ -204,7 +206,20 @@ pub struct ClientRun {
     pub clock: Clock,
     pub turns: Vec<ClientTurn>,
     pub published: Option<Published>,
+    /// The file's benchmark levels (guidellm: one benchmark per concurrency or rate), each judged
+    /// on its own; empty for a file of one level.
+    pub levels: Vec<Level>,
     /// Facts worth telling the reader (skipped lines, unsupported fields...).
     pub notes: Vec<String>,
     pub checks: Vec<Check>,
+}
+
+/// One benchmark level of a client file that holds several (guidellm's `benchmarks[]`): its
+/// turns (indices into [`ClientRun::turns`]) and what it published.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Level {
+    /// As the client names it, e.g. `concurrent@4`, `constant@10`.
+    pub name: String,
+    pub turns: std::ops::Range<usize>,
+    pub published: Option<Published>,
 }

@@ -446,6 +446,7 @@ mod tests {
             published: None,
             notes: vec![],
             checks: vec![],
+            levels: Vec::new(),
         }
     }
 

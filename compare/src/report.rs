@@ -16,7 +16,7 @@
 pub use crate::client::Verdict;
 use crate::client::{ClientRun, Clock, Metric};
 use crate::formats::Format;
-use crate::join::{JoinConfig, JoinMethod, Joined};
+use crate::join::{JoinConfig, JoinMethod, Joined, Pair};
 use crate::wire::WireTurn;
 use serde::Serialize;
 use tokentap_core::stats::Samples;
@@ -175,6 +175,17 @@ pub struct PairOut {
     pub client_outside_ms: Option<f64>,
 }
 
+/// One benchmark level's judgement (its turns' pairs, its published claims).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LevelReport {
+    pub name: String,
+    pub verdict: Verdict,
+    pub headline: String,
+    pub reasons: Vec<String>,
+    pub counts: Counts,
+    pub metrics: Vec<MetricReport>,
+}
+
 /// The TTFT of the joined pairs split by the engine's own per-request timing (vLLM `metrics`,
 /// recorded by `tokentap proxy --inject-metrics`), over the pairs that have it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -243,6 +254,10 @@ pub struct Report {
     pub metrics: Vec<MetricReport>,
     /// TTFT split by the engine's own timing, when the wire recorded it.
     pub ttft_split: Option<TtftSplitReport>,
+    /// One judgement per benchmark level of the client file (guidellm: one benchmark per
+    /// concurrency or rate), each over its own turns and its own published percentiles; the
+    /// file's verdict fails when a level's does. Empty for a file of one level.
+    pub levels: Vec<LevelReport>,
     /// PASS when every judged claim passes (and, with `--require-all-joined`, every turn joined).
     pub verdict: Verdict,
     /// Why the verdict is not PASS.
@@ -310,6 +325,10 @@ pub fn build(
             counts.client_only, counts.wire_only
         ));
     }
+    let levels = level_reports(client, wire, joined, s);
+    for l in levels.iter().filter(|l| l.verdict == Verdict::Fail) {
+        reasons.push(format!("level {}: {}", l.name, l.headline));
+    }
     let verdict = if !reasons.is_empty() {
         Verdict::Fail
     } else if judged == 0 {
@@ -346,6 +365,7 @@ pub fn build(
         counts,
         metrics,
         ttft_split: split_report(&pairs),
+        levels,
         verdict,
         reasons,
         headline,
@@ -355,6 +375,59 @@ pub fn build(
         checks,
         notes,
     }
+}
+
+/// Each level of the client file judged on its own: its turns, the pairs of those turns, its
+/// published claims.
+fn level_reports(
+    client: &ClientRun,
+    wire: &[WireTurn],
+    joined: &Joined,
+    s: &Settings,
+) -> Vec<LevelReport> {
+    client
+        .levels
+        .iter()
+        .map(|level| {
+            let r = level.turns.clone();
+            let sub = ClientRun {
+                clock: client.clock,
+                turns: client.turns[r.clone()].to_vec(),
+                published: level.published.clone(),
+                notes: Vec::new(),
+                checks: Vec::new(),
+                levels: Vec::new(),
+            };
+            let sub_joined = Joined {
+                pairs: joined
+                    .pairs
+                    .iter()
+                    .filter(|p| r.contains(&p.client))
+                    .map(|p| Pair {
+                        client: p.client - r.start,
+                        ..*p
+                    })
+                    .collect(),
+                client_only: joined
+                    .client_only
+                    .iter()
+                    .filter(|c| r.contains(c))
+                    .map(|c| c - r.start)
+                    .collect(),
+                wire_only: Vec::new(),
+                notes: Vec::new(),
+            };
+            let rep = build(&sub, wire, 0, &sub_joined, s);
+            LevelReport {
+                name: level.name.clone(),
+                verdict: rep.verdict,
+                headline: rep.headline,
+                reasons: rep.reasons,
+                counts: rep.counts,
+                metrics: rep.metrics,
+            }
+        })
+        .collect()
 }
 
 /// The pairs' TTFT splits as distributions, when any pair has one.
@@ -505,6 +578,7 @@ fn judge_metric(
     // published (its performance window), with its percentile method.
     let tracked_only = published.is_some() && pubd.is_some_and(|p| p.tracked_only);
     let lower = published.is_some() && pubd.is_some_and(|p| p.lower);
+    let nearest = published.is_some() && pubd.is_some_and(|p| p.nearest_rank);
     let in_pop = |t: &bool| !tracked_only || *t;
     let mut wire_s: Samples = vals.iter().filter(|v| in_pop(&v.2)).map(|v| v.1).collect();
     let mut client_s: Samples = vals.iter().map(|v| v.0).collect();
@@ -521,6 +595,8 @@ fn judge_metric(
         };
         let wire_q = if lower {
             wire_s.quantile_lower(*q)
+        } else if nearest {
+            wire_s.quantile_nearest_rank(*q)
         } else {
             wire_s.quantile(*q)
         };
@@ -688,6 +764,7 @@ impl Report {
         self.text_diffs(&mut o);
         self.text_split(&mut o);
         self.text_claims(&mut o);
+        self.text_levels(&mut o);
         self.text_verdict(&mut o);
         o
     }
@@ -825,6 +902,22 @@ impl Report {
     }
 
     /// The checks of what the client published, the verdict with its reasons, and the notes.
+    fn text_levels(&self, o: &mut String) {
+        if self.levels.is_empty() {
+            return;
+        }
+        *o += "\nper benchmark level (each over its own turns and published claims)\n";
+        for l in &self.levels {
+            *o += &format!(
+                "  {:<20} {:>4} turns joined  {}\n",
+                l.name, l.counts.joined, l.headline
+            );
+            for r in &l.reasons {
+                *o += &format!("      - {r}\n");
+            }
+        }
+    }
+
     fn text_verdict(&self, o: &mut String) {
         if !self.checks.is_empty() {
             *o += "\nchecks of what the client published\n";
@@ -907,6 +1000,7 @@ mod tests {
             published: None,
             notes: vec![],
             checks: vec![],
+            levels: Vec::new(),
         };
         let joined = one_to_one(100, JoinMethod::SessionOrder);
         let r = build(&client, &wire, 0, &joined, &settings());
@@ -961,6 +1055,7 @@ mod tests {
                 verdict: Verdict::Fail,
                 detail: "1 turn reports -3 tokens".into(),
             }],
+            levels: Vec::new(),
         };
         let joined = one_to_one(20, JoinMethod::ResponseId);
         let r = build(&client, &wire, 0, &joined, &settings());
@@ -1011,6 +1106,7 @@ mod tests {
             }),
             notes: vec![],
             checks: vec![],
+            levels: Vec::new(),
         };
         let joined = Joined {
             pairs: vec![

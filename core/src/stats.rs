@@ -73,6 +73,17 @@ impl Samples {
         Some(self.v[i.min(self.v.len() - 1)])
     }
 
+    /// The q-quantile by nearest rank (numpy's `inverted_cdf`, guidellm's): the sample at rank
+    /// ceil(n·q), 1-based.
+    pub fn quantile_nearest_rank(&mut self, q: f64) -> Option<f64> {
+        if self.v.is_empty() {
+            return None;
+        }
+        self.sort();
+        let rank = (self.v.len() as f64 * q).ceil() as usize;
+        Some(self.v[rank.clamp(1, self.v.len()) - 1])
+    }
+
     /// All published statistics, or `None` with no samples.
     pub fn percentiles(&mut self) -> Option<Percentiles> {
         if self.v.is_empty() {

@@ -89,6 +89,7 @@ fn run(turns: Vec<ClientTurn>) -> ClientRun {
         published: None,
         notes: Vec::new(),
         checks: Vec::new(),
+        levels: Vec::new(),
     }
 }
 

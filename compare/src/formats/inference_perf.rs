@@ -113,6 +113,7 @@ fn read<'de, R: serde_json::de::Read<'de>>(
         published: None,
         notes,
         checks: Vec::new(),
+        levels: Vec::new(),
     })
 }
 

@@ -195,6 +195,7 @@ fn read(path: &Path, src: Source<'_>, x: &Extras<'_>) -> Result<ClientRun, Compa
         published,
         notes,
         checks,
+        levels: Vec::new(),
     })
 }
 

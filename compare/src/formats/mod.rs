@@ -7,8 +7,10 @@
 //! | [`mlperf`] | MLPerf Endpoints `events.jsonl` | `sample.issued` `timestamp_ns` (monotonic, main process) | session + order |
 //! | [`aiperf`] | AIPerf `profile_export.jsonl` | `request_start_ns` (wall clock) | `X-Request-ID`, else `X-Correlation-ID` + order |
 //! | [`inference_perf`] | `per_request_lifecycle_metrics.json` | `start_time` (monotonic seconds, `time.perf_counter`) | `session_id` + order, else time |
+//! | [`guidellm`] | `benchmarks.json` | `request_start_time` (wall-clock epoch seconds) | the server's response id, else time |
 
 pub mod aiperf;
+pub mod guidellm;
 pub mod inference_perf;
 pub mod json;
 pub mod mlperf;
@@ -34,15 +36,18 @@ pub enum Format {
     Aiperf,
     /// kubernetes-sigs inference-perf `per_request_lifecycle_metrics.json`.
     InferencePerf,
+    /// guidellm `benchmarks.json` (`--output kind=json`): one verdict per benchmark level.
+    Guidellm,
 }
 
 impl Format {
     /// The formats a file can be read in (all but `auto`).
-    pub const READ: [Format; 4] = [
+    pub const READ: [Format; 5] = [
         Format::Tokentap,
         Format::Mlperf,
         Format::Aiperf,
         Format::InferencePerf,
+        Format::Guidellm,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -52,6 +57,7 @@ impl Format {
             Format::Mlperf => "mlperf",
             Format::Aiperf => "aiperf",
             Format::InferencePerf => "inference-perf",
+            Format::Guidellm => "guidellm",
         }
     }
 
@@ -63,13 +69,14 @@ impl Format {
             Format::Mlperf => "an MLPerf Endpoints events.jsonl",
             Format::Aiperf => "an AIPerf profile_export.jsonl",
             Format::InferencePerf => "an inference-perf per_request_lifecycle_metrics.json",
+            Format::Guidellm => "a guidellm benchmarks.json",
         }
     }
 
     /// The clock the format's start instants are on.
     pub fn clock(self) -> Clock {
         match self {
-            Format::Aiperf => Clock::Wall,
+            Format::Aiperf | Format::Guidellm => Clock::Wall,
             _ => Clock::Mono,
         }
     }
@@ -154,5 +161,15 @@ pub fn load(
             Ok(run)
         }
         Format::InferencePerf => inference_perf::load(path),
+        Format::Guidellm => {
+            let mut run = guidellm::load(path)?;
+            if matches!(published, PublishedSource::Off) {
+                run.published = None;
+                for l in &mut run.levels {
+                    l.published = None;
+                }
+            }
+            Ok(run)
+        }
     }
 }

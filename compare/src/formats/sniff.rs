@@ -79,7 +79,7 @@ fn object(t: &str) -> Kind {
     // One document (pretty-printed, or a single line): its keys near the start.
     let has = |k: &str| t.contains(&format!("\"{k}\""));
     if has("benchmarks") && (has("requests") || has("metrics") || has("args")) {
-        return Kind::Other("a guidellm benchmarks.json");
+        return Kind::Client(Format::Guidellm);
     }
     if has("ttfts") && has("itls") {
         return Kind::Other("a vLLM / SGLang serving-benchmark result");
@@ -109,7 +109,7 @@ fn record(o: &Map<String, Value>) -> Option<Kind> {
         return Some(Kind::Client(Format::Mlperf));
     }
     if o.contains_key("benchmarks") {
-        return Some(Kind::Other("a guidellm benchmarks.json"));
+        return Some(Kind::Client(Format::Guidellm));
     }
     if o.contains_key("ttfts") && o.contains_key("itls") {
         return Some(Kind::Other("a vLLM / SGLang serving-benchmark result"));
@@ -259,7 +259,7 @@ mod tests {
     #[test]
     fn other_tools_are_named() {
         let g = "{\n  \"metadata\": {\"version\": 1},\n  \"args\": {},\n  \"benchmarks\": [{\"requests\": {\"successful\": []}}]\n}";
-        assert_eq!(k(g), Kind::Other("a guidellm benchmarks.json"));
+        assert_eq!(k(g), Kind::Client(Format::Guidellm));
         let v = "{\"date\": \"20261204\", \"backend\": \"openai-chat\", \"ttfts\": [0.1], \"itls\": [[]]}";
         assert!(matches!(k(v), Kind::Other(s) if s.contains("serving-benchmark")));
         assert!(matches!(k("a,b\n1,2\n"), Kind::Unknown(_)));

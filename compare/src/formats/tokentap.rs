@@ -57,5 +57,6 @@ fn read(path: &Path, src: Source<'_>, clock: Clock) -> Result<ClientRun, Compare
         published: None,
         notes,
         checks: Vec::new(),
+        levels: Vec::new(),
     })
 }

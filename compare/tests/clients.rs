@@ -1,0 +1,189 @@
+//! The clients serving engineers run, read from the files they really wrote: guidellm 0.8.1,
+//! `vllm bench serve` 0.34.0 (its Python and its Rust client) and SGLang 0.5.23's
+//! `bench_serving`, each run through `tokentap proxy` in front of the sim and committed with the
+//! proxy's records (`tests/fixtures/*/README.md` says how each was made). Each format is joined
+//! to its records with no mispair against the truth the records give (the server's response id,
+//! the client's own request-id header), and judged.
+
+use std::path::{Path, PathBuf};
+use tokentap_compare::{compare, formats, Format, JoinMethod, Opts, Verdict};
+
+fn fixture(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(p)
+}
+
+/// Chat records of a proxy records file, with their response ids.
+fn wire_ids(p: &Path) -> Vec<Option<String>> {
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["route"] == "/v1/chat/completions")
+        .map(|v| v["response_id"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn guidellm_opts(run: &str) -> Opts {
+    let mut o = Opts::new(
+        Format::Auto,
+        fixture(&format!("guidellm/{run}.json")),
+        vec![fixture(&format!("guidellm/{run}-wire.jsonl"))],
+    );
+    // A debug build on a shared 2-core box made these files: the pipeline is what is tested.
+    o.time_tolerance = std::time::Duration::from_millis(20);
+    o
+}
+
+/// Every guidellm run joins exactly by the server's response id: every request that has one
+/// pairs with the record of the same id, and nothing else does.
+#[test]
+fn guidellm_joins_by_response_id_with_no_mispair() {
+    for run in [
+        "c148",
+        "multiturn-c4",
+        "constant-r10",
+        "faults-r10",
+        "c148-torch",
+    ] {
+        let r = compare(&guidellm_opts(run)).unwrap_or_else(|e| panic!("{run}: {e}"));
+        assert_eq!(r.format, Format::Guidellm, "{run}: auto picks guidellm");
+        let client = formats::load(
+            Format::Guidellm,
+            &fixture(&format!("guidellm/{run}.json")),
+            None,
+            &formats::PublishedSource::Off,
+            &Default::default(),
+        )
+        .unwrap();
+        let with_id = client
+            .turns
+            .iter()
+            .filter(|t| t.response_id.is_some())
+            .count();
+        assert!(with_id > 0, "{run}");
+        for p in &r.pairs {
+            if p.join == JoinMethod::ResponseId {
+                assert!(p.response_id.is_some(), "{run}: {p:?}");
+            }
+        }
+        assert_eq!(r.counts.by_response_id, with_id, "{run}: {:?}", r.counts);
+        let chat = wire_ids(&fixture(&format!("guidellm/{run}-wire.jsonl")));
+        assert_eq!(r.counts.wire_turns, chat.len(), "{run}: chat records only");
+        match run {
+            // Everything guidellm reports is on the wire and joined by id.
+            "c148" | "c148-torch" | "multiturn-c4" => {
+                assert_eq!(
+                    (r.counts.joined, r.counts.client_only, r.counts.wire_only),
+                    (chat.len(), 0, 0),
+                    "{run}"
+                );
+                assert_eq!(r.counts.by_response_id, chat.len(), "{run}");
+            }
+            // guidellm closed the benchmark with its 40th request still running: on the wire
+            // only.
+            "constant-r10" => {
+                assert_eq!((r.counts.joined, r.counts.wire_only), (39, 1), "{run}");
+            }
+            // 32 successful and 2 incomplete (cut by the benchmark's end: the wire's cancelled)
+            // pair by id; the 7 guidellm keeps without one (errored, and a 429 after the end)
+            // by time, each with a failed record.
+            "faults-r10" => {
+                assert_eq!(r.counts.client_turns, 41, "{run}");
+                assert_eq!(
+                    (r.counts.by_response_id, r.counts.by_time),
+                    (34, 7),
+                    "{run}: {:?}",
+                    r.counts
+                );
+                assert!(
+                    r.pairs.iter().all(|p| p.client.ok == p.wire.ok),
+                    "{run}: a request that did not succeed pairs with a record that did not"
+                );
+            }
+            _ => unreachable!(),
+        }
+    }
+}
+
+/// One guidellm file holds one benchmark per level: each level is judged over its own turns and
+/// its own published percentiles (nearest rank), the file over all of them.
+#[test]
+fn guidellm_levels_are_judged_one_by_one() {
+    let r = compare(&guidellm_opts("c148")).unwrap();
+    let names: Vec<&str> = r.levels.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["concurrent@1", "concurrent@4", "concurrent@8"]);
+    for l in &r.levels {
+        assert_eq!(l.counts.joined, 24, "{}", l.name);
+        let ttft = &l.metrics[0];
+        assert_eq!(ttft.claims_source, "published", "{}", l.name);
+        assert_eq!(ttft.claims.len(), 3, "{}", l.name);
+        assert_ne!(l.verdict, Verdict::NoData, "{}", l.name);
+    }
+    // The file's own claims are recomputed over every level's turns, never the levels' mixed.
+    assert_eq!(r.metrics[0].claims_source, "recomputed");
+    let text = r.render_text();
+    assert!(text.contains("per benchmark level"), "{text}");
+    assert!(text.contains("concurrent@8"), "{text}");
+    // A single-level file is its own level: its published claims are the file's.
+    let one = compare(&guidellm_opts("multiturn-c4")).unwrap();
+    assert!(one.levels.is_empty());
+    assert_eq!(one.metrics[0].claims_source, "published");
+}
+
+/// Without the response id (a client that keeps none), a time join at concurrency 8 pairs only
+/// what it can tell apart: every pair it makes is the true one, the look-alikes stay unpaired.
+#[test]
+fn a_time_only_join_never_mispairs() {
+    let src = std::fs::read_to_string(fixture("guidellm/c148.json")).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&src).unwrap();
+    let mut truth = Vec::new();
+    for b in v["benchmarks"].as_array_mut().unwrap() {
+        for r in b["requests"]["successful"].as_array_mut().unwrap() {
+            truth.push(r["response_id"].as_str().unwrap().to_string());
+            r["response_id"] = serde_json::Value::Null;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let client = dir.path().join("c148-no-ids.json");
+    std::fs::write(&client, v.to_string()).unwrap();
+    let mut o = guidellm_opts("c148");
+    o.client = client;
+    let r = compare(&o).unwrap();
+    assert_eq!(r.counts.by_response_id, 0);
+    assert!(r.counts.by_time > 0, "{:?}", r.counts);
+    for p in &r.pairs {
+        assert_eq!(
+            p.response_id.as_deref(),
+            Some(truth[p.client_at - 1].as_str()),
+            "mispaired: client {} joined to {}",
+            p.client_at,
+            p.wire_at
+        );
+    }
+    // What could not be told apart is said, not guessed.
+    if r.counts.client_only > 0 {
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("left unpaired by the time join")),
+            "{:?}",
+            r.notes
+        );
+    }
+}
+
+/// A guidellm file given as any other format is refused, naming what it is.
+#[test]
+fn a_guidellm_file_is_never_read_as_another_format() {
+    let f = fixture("guidellm/c148.json");
+    for given in Format::READ.into_iter().filter(|f| *f != Format::Guidellm) {
+        let e = formats::resolve(given, &f).unwrap_err().to_string();
+        assert!(
+            e.contains("this is a guidellm benchmarks.json: use --format guidellm"),
+            "{}: {e}",
+            given.as_str()
+        );
+    }
+}
