@@ -195,6 +195,12 @@ pub fn compare(opts: &Opts) -> Result<Report, CompareError> {
     let format = formats::resolve(opts.format, &opts.client)?;
     let client = formats::load(format, &opts.client, opts.clock, &published, &reference)?;
     let (wire, ignored) = wire::load(&opts.wire)?;
+    let mut client = client;
+    if format == Format::VllmBench {
+        if let Some(note) = formats::vllm_bench::bind_request_ids(&mut client, &wire) {
+            client.notes.push(note);
+        }
+    }
     let joined = join::join(&client, &wire, &join_cfg);
     Ok(report::build(
         &client,

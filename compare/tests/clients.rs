@@ -187,3 +187,84 @@ fn a_guidellm_file_is_never_read_as_another_format() {
         );
     }
 }
+
+fn only_json(dir: &Path) -> PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap_or_else(|| panic!("no result file in {}", dir.display()))
+}
+
+/// `vllm bench serve`, Python and Rust clients: every request joins by the `x-request-id` its
+/// client sent (`bench-<run>-<i>`, the run's prefix found among the proxy's recorded headers),
+/// failed requests with failed records, and the Python client's `perf_counter` start times are
+/// on the proxy's monotonic clock.
+#[test]
+fn vllm_bench_joins_by_its_request_ids() {
+    for (case, failed) in [
+        ("chat", 0),
+        ("errors", 7),
+        ("completions", 0),
+        ("rust-chat", 0),
+        ("rust-errors", 7),
+    ] {
+        let dir = fixture(&format!("vllm-bench/{case}"));
+        let mut o = Opts::new(
+            Format::Auto,
+            only_json(&dir),
+            vec![dir.join("proxy-records.jsonl")],
+        );
+        o.time_tolerance = std::time::Duration::from_millis(20);
+        let r = compare(&o).unwrap_or_else(|e| panic!("{case}: {e}"));
+        assert_eq!(r.format, Format::VllmBench, "{case}");
+        assert_eq!(r.counts.client_turns, 40, "{case}");
+        assert_eq!(
+            (
+                r.counts.joined,
+                r.counts.by_request_id,
+                r.counts.client_only
+            ),
+            (40, 40, 0),
+            "{case}: {:?}",
+            r.counts
+        );
+        for p in &r.pairs {
+            let i = p.client_at - 1;
+            assert!(
+                p.request_id
+                    .as_deref()
+                    .is_some_and(|id| id.ends_with(&format!("-{i}"))),
+                "{case}: {p:?}"
+            );
+            assert_eq!(p.client.ok, p.wire.ok, "{case}: {p:?}");
+        }
+        assert_eq!(
+            r.pairs.iter().filter(|p| !p.client.ok).count(),
+            failed,
+            "{case}"
+        );
+        let ttft = &r.metrics[0];
+        assert_eq!(ttft.claims_source, "published", "{case}");
+        if !case.starts_with("rust") {
+            // perf_counter is CLOCK_MONOTONIC: the client sent each request before the proxy
+            // saw it, by well under a second.
+            assert!(
+                r.pairs
+                    .iter()
+                    .all(|p| p.start_offset_ms.is_some_and(|d| d > 0.0 && d < 1000.0)),
+                "{case}"
+            );
+        }
+    }
+    // vllm-rs --multi-turn keeps no per-request values: refused, saying so.
+    let dir = fixture("vllm-bench/rust-multi-turn");
+    let e = compare(&Opts::new(
+        Format::Auto,
+        only_json(&dir),
+        vec![dir.join("proxy-records.jsonl")],
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("multi-turn summary"), "{e}");
+}

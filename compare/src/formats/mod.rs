@@ -8,6 +8,7 @@
 //! | [`aiperf`] | AIPerf `profile_export.jsonl` | `request_start_ns` (wall clock) | `X-Request-ID`, else `X-Correlation-ID` + order |
 //! | [`inference_perf`] | `per_request_lifecycle_metrics.json` | `start_time` (monotonic seconds, `time.perf_counter`) | `session_id` + order, else time |
 //! | [`guidellm`] | `benchmarks.json` | `request_start_time` (wall-clock epoch seconds) | the server's response id, else time |
+//! | [`vllm_bench`] | `vllm bench serve --save-detailed` JSON | `start_times` (`perf_counter` seconds: monotonic; the Rust client's are relative) | `x-request-id` `bench-<run>-<i>` |
 
 pub mod aiperf;
 pub mod guidellm;
@@ -16,6 +17,7 @@ pub mod json;
 pub mod mlperf;
 pub mod sniff;
 pub mod tokentap;
+pub mod vllm_bench;
 
 use crate::client::{ClientRun, Clock};
 use crate::error::CompareError;
@@ -38,16 +40,19 @@ pub enum Format {
     InferencePerf,
     /// guidellm `benchmarks.json` (`--output kind=json`): one verdict per benchmark level.
     Guidellm,
+    /// `vllm bench serve --save-result --save-detailed` result (Python or Rust client).
+    VllmBench,
 }
 
 impl Format {
     /// The formats a file can be read in (all but `auto`).
-    pub const READ: [Format; 5] = [
+    pub const READ: [Format; 6] = [
         Format::Tokentap,
         Format::Mlperf,
         Format::Aiperf,
         Format::InferencePerf,
         Format::Guidellm,
+        Format::VllmBench,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -58,6 +63,7 @@ impl Format {
             Format::Aiperf => "aiperf",
             Format::InferencePerf => "inference-perf",
             Format::Guidellm => "guidellm",
+            Format::VllmBench => "vllm-bench",
         }
     }
 
@@ -70,6 +76,7 @@ impl Format {
             Format::Aiperf => "an AIPerf profile_export.jsonl",
             Format::InferencePerf => "an inference-perf per_request_lifecycle_metrics.json",
             Format::Guidellm => "a guidellm benchmarks.json",
+            Format::VllmBench => "a vllm bench serve result",
         }
     }
 
@@ -161,6 +168,13 @@ pub fn load(
             Ok(run)
         }
         Format::InferencePerf => inference_perf::load(path),
+        Format::VllmBench => {
+            let mut run = vllm_bench::load(path)?;
+            if matches!(published, PublishedSource::Off) {
+                run.published = None;
+            }
+            Ok(run)
+        }
         Format::Guidellm => {
             let mut run = guidellm::load(path)?;
             if matches!(published, PublishedSource::Off) {

@@ -81,8 +81,14 @@ fn object(t: &str) -> Kind {
     if has("benchmarks") && (has("requests") || has("metrics") || has("args")) {
         return Kind::Client(Format::Guidellm);
     }
+    if has("ttfts") && has("itls") && has("model_id") {
+        return Kind::Client(Format::VllmBench);
+    }
     if has("ttfts") && has("itls") {
-        return Kind::Other("a vLLM / SGLang serving-benchmark result");
+        return Kind::Other("an SGLang bench_serving result");
+    }
+    if has("per_turn_metrics") && has("model_id") {
+        return Kind::Client(Format::VllmBench);
     }
     if has("records") && has("input_config") {
         return Kind::Other("an AIPerf profile_export_aiperf.json (the summary: give the per-request profile_export.jsonl beside it)");
@@ -112,7 +118,11 @@ fn record(o: &Map<String, Value>) -> Option<Kind> {
         return Some(Kind::Client(Format::Guidellm));
     }
     if o.contains_key("ttfts") && o.contains_key("itls") {
-        return Some(Kind::Other("a vLLM / SGLang serving-benchmark result"));
+        return Some(if o.contains_key("model_id") {
+            Kind::Client(Format::VllmBench)
+        } else {
+            Kind::Other("an SGLang bench_serving result")
+        });
     }
     if o.contains_key("metadata") && o.contains_key("metrics") {
         return Some(Kind::Client(Format::Aiperf));
@@ -260,8 +270,10 @@ mod tests {
     fn other_tools_are_named() {
         let g = "{\n  \"metadata\": {\"version\": 1},\n  \"args\": {},\n  \"benchmarks\": [{\"requests\": {\"successful\": []}}]\n}";
         assert_eq!(k(g), Kind::Client(Format::Guidellm));
-        let v = "{\"date\": \"20261204\", \"backend\": \"openai-chat\", \"ttfts\": [0.1], \"itls\": [[]]}";
-        assert!(matches!(k(v), Kind::Other(s) if s.contains("serving-benchmark")));
+        let v = "{\"date\": \"20261204\", \"backend\": \"openai-chat\", \"model_id\": \"m\", \"ttfts\": [0.1], \"itls\": [[]]}";
+        assert_eq!(k(v), Kind::Client(Format::VllmBench));
+        let s = "{\"backend\": \"sglang-oai-chat\", \"request_rate\": Infinity, \"ttfts\": [0.1], \"itls\": [[]]}";
+        assert_eq!(k(s), Kind::Other("an SGLang bench_serving result"));
         assert!(matches!(k("a,b\n1,2\n"), Kind::Unknown(_)));
     }
 

@@ -1,0 +1,181 @@
+//! `vllm bench serve --save-result --save-detailed`: one JSON document per run (checked against
+//! vLLM 0.34.0's real output, its Python client and the Rust `vllm-rs` one,
+//! `compare/tests/fixtures/vllm-bench/`; `vllm bench sweep` writes one such file per run).
+//!
+//! Per request `i`, arrays in request order, failures included: `ttfts[i]` and `latencies[i]`
+//! (seconds; a latency ends at the last content chunk), `itls[i]` (seconds, per chunk),
+//! `output_lens[i]` (the server's usage; 0 on failure), `errors[i]` (`""` when it succeeded),
+//! `start_times[i]` — `time.perf_counter()` seconds in the Python client (`CLOCK_MONOTONIC` on
+//! Linux: the proxy's clock on the same host), seconds since the benchmark began in the Rust one.
+//! Published: `median_`/`p50_`/`p90_`/`p99_` of `ttft`, `tpot` and `e2el` (ms), over the
+//! successful requests (numpy's linear percentiles).
+//!
+//! Decisions:
+//! - The join key is the request id both clients send, `x-request-id: bench-<hex>-<i>` with `i`
+//!   the array index (the file does not hold the `<hex>` run prefix: [`bind_request_ids`] finds
+//!   it among the proxy's recorded `x-request-id` headers). Record it with
+//!   `tokentap proxy --record-header x-request-id`.
+//! - ITL per request = vLLM's own TPOT, (latency − TTFT) / (output tokens − 1): the per-turn mean
+//!   compared here; its published ITL percentiles pool every chunk gap of every request, so the
+//!   published ITL claims are its `tpot` ones.
+//! - The Rust client's start times are not on a shared clock: its turns have no start instant
+//!   (joined by request id only).
+//! - `vllm-rs --multi-turn` writes a summary without per-request arrays: refused, with why.
+
+use super::json::document;
+use crate::client::{ClientRun, ClientTurn, Clock, Metric, Published};
+use crate::error::CompareError;
+use crate::wire::WireTurn;
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+#[derive(Deserialize)]
+struct File {
+    #[serde(default)]
+    ttfts: Option<Vec<f64>>,
+    #[serde(default)]
+    latencies: Option<Vec<f64>>,
+    #[serde(default)]
+    output_lens: Option<Vec<f64>>,
+    #[serde(default)]
+    errors: Option<Vec<String>>,
+    #[serde(default)]
+    start_times: Option<Vec<f64>>,
+    #[serde(default)]
+    steady_state: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    max_model_len: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    per_turn_metrics: Option<serde::de::IgnoredAny>,
+}
+
+/// Reads a `vllm bench serve` result file.
+pub fn load(path: &Path) -> Result<ClientRun, CompareError> {
+    let bytes = document(path, "cannot read the client file")?;
+    parse(path, &bytes)
+}
+
+/// Parses the bytes of a `vllm bench serve` result file.
+pub fn parse(path: &Path, bytes: &[u8]) -> Result<ClientRun, CompareError> {
+    let bad = |msg: String| CompareError::File {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let f: File = serde_json::from_slice(bytes)
+        .map_err(|e| bad(format!("not a vllm bench serve result: {e}")))?;
+    let (Some(ttfts), Some(latencies)) = (&f.ttfts, &f.latencies) else {
+        return Err(bad(if f.per_turn_metrics.is_some() {
+            "a vllm-rs multi-turn summary: it holds no per-request values to compare (run the single-turn benchmark with --save-detailed)".into()
+        } else {
+            "no per-request `ttfts` / `latencies`: save the result with --save-detailed".into()
+        }));
+    };
+    let n = ttfts.len();
+    let rust = f.steady_state.is_some() || f.max_model_len.is_some();
+    let get = |v: &Option<Vec<f64>>, i: usize| v.as_ref().and_then(|v| v.get(i).copied());
+    let mut turns = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut t = ClientTurn::new(i + 1);
+        t.ok = f
+            .errors
+            .as_ref()
+            .and_then(|e| e.get(i))
+            .is_none_or(|e| e.is_empty());
+        if !rust {
+            t.start_ns = get(&f.start_times, i)
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(|s| (s * 1e9) as u64);
+        }
+        if t.ok {
+            let (ttft, lat) = (ttfts[i] * 1e3, latencies.get(i).map(|l| l * 1e3));
+            let out = get(&f.output_lens, i);
+            t.values.set(Metric::Ttft, Some(ttft));
+            t.values.set(Metric::E2e, lat);
+            t.values.set(Metric::OutputTokens, out);
+            let itl = match (lat, out) {
+                (Some(l), Some(o)) if o > 1.0 => Some((l - ttft) / (o - 1.0)),
+                _ => None,
+            };
+            t.values.set(Metric::Itl, itl);
+        }
+        turns.push(t);
+    }
+    let v: Value = serde_json::from_slice(bytes).unwrap_or_default();
+    let mut notes = vec![
+        "vLLM's latency ends at the last content chunk, the wire's E2E at the last byte ([DONE] included): E2E differs by the tail".to_string(),
+    ];
+    if rust {
+        notes.push("the Rust client's start times count from the benchmark's start, not a shared clock: its turns join by request id only".into());
+    }
+    Ok(ClientRun {
+        clock: Clock::Mono,
+        turns,
+        published: Some(published(path, &v)).filter(|p| p.stats.iter().any(Option::is_some)),
+        notes,
+        checks: Vec::new(),
+        levels: Vec::new(),
+    })
+}
+
+/// The published p50 (`median_`, or `p50_`), p90 and p99 of TTFT, TPOT (as ITL) and E2E.
+fn published(path: &Path, v: &Value) -> Published {
+    let mut p = Published {
+        source: path.display().to_string(),
+        ..Published::default()
+    };
+    for (key, metric) in [
+        ("ttft", Metric::Ttft),
+        ("tpot", Metric::Itl),
+        ("e2el", Metric::E2e),
+    ] {
+        let get = |k: String| v[k].as_f64();
+        let row = [
+            get(format!("p50_{key}_ms")).or_else(|| get(format!("median_{key}_ms"))),
+            get(format!("p90_{key}_ms")),
+            get(format!("p99_{key}_ms")),
+        ];
+        if row.iter().any(Option::is_some) {
+            p.stats[metric.idx()] = Some(row);
+        }
+    }
+    p
+}
+
+/// Gives each request the `x-request-id` its client sent, `bench-<hex>-<i>`: the `<hex>` is the
+/// run's, found among the wire's recorded headers — the prefix whose indices cover the client's
+/// requests. Returns a note when the wire recorded none (or several runs fit).
+pub fn bind_request_ids(run: &mut ClientRun, wire: &[WireTurn]) -> Option<String> {
+    let mut runs: BTreeMap<&str, usize> = BTreeMap::new();
+    for w in wire {
+        let Some(id) = w.header("x-request-id") else {
+            continue;
+        };
+        if let Some((prefix, i)) = id.rsplit_once('-') {
+            if prefix.starts_with("bench-") && i.parse::<usize>().is_ok() {
+                *runs.entry(prefix).or_default() += 1;
+            }
+        }
+    }
+    let n = run.turns.len();
+    let fits: Vec<&str> = runs
+        .iter()
+        .filter(|(_, &c)| c <= n && c * 2 >= n)
+        .map(|(p, _)| *p)
+        .collect();
+    match fits[..] {
+        [prefix] => {
+            for (i, t) in run.turns.iter_mut().enumerate() {
+                t.request_id = Some(format!("{prefix}-{i}"));
+            }
+            None
+        }
+        [] => Some("vLLM's client sends x-request-id: bench-<run>-<i> with every request, but no proxy record has it: run the proxy with --record-header x-request-id for exact joins".into()),
+        _ => Some(format!(
+            "the proxy's records hold {} vllm bench runs ({}): give the records of this run only for exact joins",
+            fits.len(),
+            fits.join(", ")
+        )),
+    }
+}
