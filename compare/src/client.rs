@@ -118,6 +118,9 @@ pub struct ClientTurn {
     /// The server's response id as the client kept it (guidellm `response_id`, tokentap's
     /// `response_id`): the exact key to the proxy's record of the same response.
     pub response_id: Option<String>,
+    /// The text the client received, when its file keeps it (SGLang's `generated_texts`): a join
+    /// key against the proxy's `--record-content` output when nothing else is shared.
+    pub output_text: Option<String>,
     /// The value of the session header the client sent (tokentap's conversation id, AIPerf's
     /// `x_correlation_id`, MLPerf's logical conversation id).
     pub session: Option<String>,
@@ -139,6 +142,7 @@ impl ClientTurn {
             at,
             request_id: None,
             response_id: None,
+            output_text: None,
             session: None,
             turn: None,
             start_ns: None,

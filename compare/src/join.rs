@@ -57,6 +57,7 @@ impl Default for JoinConfig {
 pub enum JoinMethod {
     ResponseId,
     RequestId,
+    OutputText,
     SessionOrder,
     Time,
 }
@@ -92,6 +93,7 @@ pub fn join(client: &ClientRun, wire: &[WireTurn], cfg: &JoinConfig) -> Joined {
     };
     j.by_response_id();
     j.by_request_id();
+    j.by_output_text();
     let seen_sessions = j.by_session_order();
     j.by_time(&seen_sessions);
     let Joiner {
@@ -202,6 +204,55 @@ impl<'a> Joiner<'a> {
                     self.pair(ci, wi, JoinMethod::RequestId);
                 }
             }
+        }
+    }
+
+    /// Pass 1b, output text: a client that keeps its outputs and nothing else the wire has
+    /// (SGLang's bench_serving) pairs by the text, when the proxy recorded it
+    /// (`--record-content`) and it is unique on both sides.
+    fn by_output_text(&mut self) {
+        let (client, wire) = (self.client, self.wire);
+        if !client.turns.iter().any(|t| t.output_text.is_some()) {
+            return;
+        }
+        let mut by_text: HashMap<u64, Vec<usize>> = HashMap::new();
+        for (i, w) in wire.iter().enumerate() {
+            if let (false, Some(h)) = (self.w_used[i], w.output_hash) {
+                by_text.entry(h).or_default().push(i);
+            }
+        }
+        if by_text.is_empty() {
+            self.notes.push("the client kept its outputs but no proxy record has its output text: run the proxy with --record-content to join on it".into());
+            return;
+        }
+        let hash = |t: &ClientTurn| t.output_text.as_deref().map(crate::wire::output_hash);
+        let mut client_count: HashMap<u64, usize> = HashMap::new();
+        for t in &client.turns {
+            if let Some(x) = hash(t) {
+                *client_count.entry(x).or_default() += 1;
+            }
+        }
+        let mut ambiguous = 0;
+        for (ci, t) in client.turns.iter().enumerate() {
+            let Some(x) = hash(t) else {
+                continue;
+            };
+            if self.c_used[ci] {
+                continue;
+            }
+            match by_text.get(&x).map(Vec::as_slice) {
+                Some([wi]) if client_count[&x] == 1 && !self.w_used[*wi] => {
+                    self.pair(ci, *wi, JoinMethod::OutputText)
+                }
+                Some([_, _, ..]) => ambiguous += 1,
+                Some([_]) if client_count[&x] > 1 => ambiguous += 1,
+                _ => {}
+            }
+        }
+        if ambiguous > 0 {
+            self.notes.push(format!(
+                "{ambiguous} client turns share their output text with another turn: not joined by it"
+            ));
         }
     }
 

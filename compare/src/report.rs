@@ -109,6 +109,7 @@ pub struct Counts {
     pub joined: usize,
     pub by_response_id: usize,
     pub by_request_id: usize,
+    pub by_output_text: usize,
     pub by_session_order: usize,
     pub by_time: usize,
     pub client_only: usize,
@@ -506,6 +507,7 @@ fn compare_pairs(
         match p.how {
             JoinMethod::ResponseId => counts.by_response_id += 1,
             JoinMethod::RequestId => counts.by_request_id += 1,
+            JoinMethod::OutputText => counts.by_output_text += 1,
             JoinMethod::SessionOrder => counts.by_session_order += 1,
             JoinMethod::Time => counts.by_time += 1,
         }
@@ -835,8 +837,10 @@ impl Report {
             }
         }
         *o += &format!(
-            "  joined     {} ({} by response id, {} by request id, {} by session + order, {} by time); client only {}; wire only {}; status differs {}\n",
-            c.joined, c.by_response_id, c.by_request_id, c.by_session_order, c.by_time, c.client_only, c.wire_only, c.status_differs
+            "  joined     {} ({} by response id, {} by request id,{} {} by session + order, {} by time); client only {}; wire only {}; status differs {}\n",
+            c.joined, c.by_response_id, c.by_request_id,
+            if c.by_output_text > 0 { format!(" {} by output text,", c.by_output_text) } else { String::new() },
+            c.by_session_order, c.by_time, c.client_only, c.wire_only, c.status_differs
         );
         *o += &format!(
             "  tolerance  |client − wire| ≤ max({} ms or {} tokens, {} % of wire)\n\n",

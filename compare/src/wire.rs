@@ -18,6 +18,9 @@ pub struct WireTurn {
     /// [`WireTurn::values`], and any recorded content): memory is per turn, not per chunk.
     pub record: TurnRecord,
     values: Values,
+    /// A hash of the recorded output text (`--record-content`), kept when the content is let go:
+    /// the join key of a client that keeps only its outputs.
+    pub output_hash: Option<u64>,
 }
 
 impl WireTurn {
@@ -46,6 +49,10 @@ impl WireTurn {
     /// A wire turn of `record`: its values computed, then its chunks and content let go.
     pub fn new(at: String, source: usize, mut record: TurnRecord) -> WireTurn {
         let values = values_of(&record);
+        let output_hash = record
+            .content
+            .as_ref()
+            .and_then(|c| c.get("output")?.as_str().map(|t| output_hash(t)));
         record.measured.chunks = Vec::new();
         record.content = None;
         WireTurn {
@@ -53,6 +60,7 @@ impl WireTurn {
             source,
             record,
             values,
+            output_hash,
         }
     }
 
@@ -208,4 +216,9 @@ mod tests {
         assert_eq!(w.start_on(Clock::Mono), 10);
         assert_eq!(w.start_on(Clock::Wall), 1_000);
     }
+}
+
+/// The hash an output text is joined by ([`WireTurn::output_hash`]).
+pub fn output_hash(text: &str) -> u64 {
+    tokentap_core::route::hash64(text.as_bytes())
 }

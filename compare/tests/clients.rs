@@ -268,3 +268,35 @@ fn vllm_bench_joins_by_its_request_ids() {
     .to_string();
     assert!(e.contains("multi-turn summary"), "{e}");
 }
+
+/// SGLang's `bench_serving`: no ids and no start times in its file; every request joins by its
+/// output text, which the proxy recorded (`--record-content`); the warm-up request, which the
+/// client leaves out of its file, is the one record only the wire has.
+#[test]
+fn sglang_bench_joins_by_output_text() {
+    for (case, file, failed) in [
+        ("chat", "sglang-oai-chat.jsonl", 0),
+        ("errors", "sglang-oai-chat.jsonl", 8),
+        ("completions", "sglang-oai.jsonl", 0),
+        ("rust-chat", "sglang-oai-chat.jsonl", 0),
+    ] {
+        let dir = fixture(&format!("sglang-bench/{case}"));
+        let mut o = Opts::new(
+            Format::Auto,
+            dir.join(file),
+            vec![dir.join("proxy-records.jsonl")],
+        );
+        o.time_tolerance = std::time::Duration::from_millis(20);
+        let r = compare(&o).unwrap_or_else(|e| panic!("{case}: {e}"));
+        assert_eq!(r.format, Format::SglangBench, "{case}");
+        let ok = 40 - failed;
+        assert_eq!(r.counts.client_turns, 40, "{case}");
+        assert_eq!(r.counts.by_output_text, ok, "{case}: {:?}", r.counts);
+        assert!(r.pairs.iter().all(|p| p.client.ok && p.wire.ok), "{case}");
+        assert!(
+            r.counts.wire_only >= 1,
+            "{case}: the warm-up is on the wire only"
+        );
+        assert_eq!(r.metrics[0].claims_source, "published", "{case}");
+    }
+}

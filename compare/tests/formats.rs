@@ -222,6 +222,17 @@ fn every_file_of_another_format_is_refused_naming_it() {
             fixture("inference-perf-lifecycle.json"),
             Format::InferencePerf,
         ),
+        (fixture("guidellm/c148.json"), Format::Guidellm),
+        (
+            fixture(
+                "vllm-bench/chat/openai-chat-infqps-concurrency4-tokentap-sim-20261204-055926.json",
+            ),
+            Format::VllmBench,
+        ),
+        (
+            fixture("sglang-bench/chat/sglang-oai-chat.jsonl"),
+            Format::SglangBench,
+        ),
     ];
     for (file, actual) in &files {
         assert_eq!(formats::resolve(Format::Auto, file).unwrap(), *actual);

@@ -8,6 +8,7 @@
 //! | [`aiperf`] | AIPerf `profile_export.jsonl` | `request_start_ns` (wall clock) | `X-Request-ID`, else `X-Correlation-ID` + order |
 //! | [`inference_perf`] | `per_request_lifecycle_metrics.json` | `start_time` (monotonic seconds, `time.perf_counter`) | `session_id` + order, else time |
 //! | [`guidellm`] | `benchmarks.json` | `request_start_time` (wall-clock epoch seconds) | the server's response id, else time |
+//! | [`sglang_bench`] | `bench_serving --output-details` JSONL | none | output text (proxy `--record-content`) |
 //! | [`vllm_bench`] | `vllm bench serve --save-detailed` JSON | `start_times` (`perf_counter` seconds: monotonic; the Rust client's are relative) | `x-request-id` `bench-<run>-<i>` |
 
 pub mod aiperf;
@@ -15,6 +16,7 @@ pub mod guidellm;
 pub mod inference_perf;
 pub mod json;
 pub mod mlperf;
+pub mod sglang_bench;
 pub mod sniff;
 pub mod tokentap;
 pub mod vllm_bench;
@@ -42,17 +44,20 @@ pub enum Format {
     Guidellm,
     /// `vllm bench serve --save-result --save-detailed` result (Python or Rust client).
     VllmBench,
+    /// SGLang `bench_serving --output-file F --output-details` JSONL (joined by output text).
+    SglangBench,
 }
 
 impl Format {
     /// The formats a file can be read in (all but `auto`).
-    pub const READ: [Format; 6] = [
+    pub const READ: [Format; 7] = [
         Format::Tokentap,
         Format::Mlperf,
         Format::Aiperf,
         Format::InferencePerf,
         Format::Guidellm,
         Format::VllmBench,
+        Format::SglangBench,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -64,6 +69,7 @@ impl Format {
             Format::InferencePerf => "inference-perf",
             Format::Guidellm => "guidellm",
             Format::VllmBench => "vllm-bench",
+            Format::SglangBench => "sglang-bench",
         }
     }
 
@@ -77,6 +83,7 @@ impl Format {
             Format::InferencePerf => "an inference-perf per_request_lifecycle_metrics.json",
             Format::Guidellm => "a guidellm benchmarks.json",
             Format::VllmBench => "a vllm bench serve result",
+            Format::SglangBench => "an SGLang bench_serving result",
         }
     }
 
@@ -168,6 +175,16 @@ pub fn load(
             Ok(run)
         }
         Format::InferencePerf => inference_perf::load(path),
+        Format::SglangBench => {
+            let mut run = sglang_bench::load(path)?;
+            if matches!(published, PublishedSource::Off) {
+                run.published = None;
+                for l in &mut run.levels {
+                    l.published = None;
+                }
+            }
+            Ok(run)
+        }
         Format::VllmBench => {
             let mut run = vllm_bench::load(path)?;
             if matches!(published, PublishedSource::Off) {

@@ -85,7 +85,7 @@ fn object(t: &str) -> Kind {
         return Kind::Client(Format::VllmBench);
     }
     if has("ttfts") && has("itls") {
-        return Kind::Other("an SGLang bench_serving result");
+        return Kind::Client(Format::SglangBench);
     }
     if has("per_turn_metrics") && has("model_id") {
         return Kind::Client(Format::VllmBench);
@@ -121,7 +121,7 @@ fn record(o: &Map<String, Value>) -> Option<Kind> {
         return Some(if o.contains_key("model_id") {
             Kind::Client(Format::VllmBench)
         } else {
-            Kind::Other("an SGLang bench_serving result")
+            Kind::Client(Format::SglangBench)
         });
     }
     if o.contains_key("metadata") && o.contains_key("metrics") {
@@ -273,7 +273,7 @@ mod tests {
         let v = "{\"date\": \"20261204\", \"backend\": \"openai-chat\", \"model_id\": \"m\", \"ttfts\": [0.1], \"itls\": [[]]}";
         assert_eq!(k(v), Kind::Client(Format::VllmBench));
         let s = "{\"backend\": \"sglang-oai-chat\", \"request_rate\": Infinity, \"ttfts\": [0.1], \"itls\": [[]]}";
-        assert_eq!(k(s), Kind::Other("an SGLang bench_serving result"));
+        assert_eq!(k(s), Kind::Client(Format::SglangBench));
         assert!(matches!(k("a,b\n1,2\n"), Kind::Unknown(_)));
     }
 
