@@ -2,8 +2,8 @@
 //! AIPerf as a third-party client, our replay client, the measurement proxy in between, and
 //! `tokentap compare` judging each client's claims against the proxy's records.
 //!
-//! Needs `scripts/llama-server build` and `scripts/aiperf install` (both run by
-//! `scripts/install-test-deps`). A test never skips for want of them: it fails and says to run
+//! Needs `scripts/llama-server build`, `scripts/aiperf install` and `scripts/guidellm install`
+//! (all run by `scripts/install-test-deps`). A test never skips for want of them: it fails and says to run
 //! `scripts/install-test-deps`.
 //!
 //! Topology: the sim and the proxy run in-process on `127.0.0.1:0`; llama-server runs as a child
@@ -689,6 +689,91 @@ async fn aiperf_through_proxy_to_sim_is_judged_turn_by_turn() {
     assert!(
         wire.iter().any(|r| r.turn_index == 3),
         "multi-turn sessions on the wire"
+    );
+}
+
+/// guidellm, the client serving engineers run most, through the proxy to the sim: two
+/// concurrency levels in one run; `tokentap compare` (format told from the file) joins every
+/// request to its record by the server's response id and judges each level on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guidellm_through_proxy_to_sim_is_joined_by_response_id_per_level() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sim = SimServer::start(sim_config()).await.expect("sim starts");
+    let wire_dir = dir.path().join("wire");
+    let px = proxy(&sim.base_url(), &wire_dir, "X-Session-ID").await;
+    let url = px.base_url();
+    let out = dir.path().join("guidellm.json");
+    let log = dir.path().join("guidellm.log");
+    let (o2, l2) = (out.clone(), log.clone());
+    let status = tokio::task::spawn_blocking(move || {
+        let log_file = std::fs::File::create(&l2).expect("temp dir is writable");
+        Command::new(repo().join("scripts/guidellm"))
+            .args(["run", "run", "--backend"])
+            .arg(format!("kind=openai_http,target={url},model=tokentap-sim"))
+            .arg("--tokenizer")
+            .arg(format!(
+                "kind=huggingface_auto,model={}",
+                repo()
+                    .join("testdata/golden/mlperf-ea33275/tokenizer")
+                    .display()
+            ))
+            .args([
+                "--profile",
+                "kind=concurrent",
+                "--override",
+                "profile.streams",
+                "1,4",
+            ])
+            .args(["--constraint", "kind=max_requests,count=12"])
+            .args([
+                "--data",
+                "kind=synthetic_text,prompt_tokens=64,output_tokens=16",
+            ])
+            .arg("--output")
+            .arg(format!("kind=json,path={}", o2.display()))
+            .arg("--disable-console-interactive")
+            .current_dir(l2.parent().expect("temp dir"))
+            .stdout(log_file.try_clone().expect("dup log file"))
+            .stderr(log_file)
+            .status()
+            .expect("scripts/guidellm runs")
+    })
+    .await
+    .expect("guidellm thread");
+    px.shutdown(Duration::from_secs(5)).await;
+    sim.shutdown().await;
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        status.success() && out.is_file(),
+        "guidellm failed ({status}); last lines:\n{}\n=> if guidellm is missing, run scripts/install-test-deps",
+        text.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+    );
+    let mut o = tokentap_compare::Opts::new(Format::Auto, out, vec![wire_dir]);
+    o.time_tolerance = Duration::from_millis(20);
+    let r = tokentap_compare::compare(&o).expect("compare runs");
+    assert_eq!(r.format, Format::Guidellm);
+    assert_eq!(r.counts.client_turns, 24, "{}", r.render_text());
+    assert_eq!(
+        (
+            r.counts.joined,
+            r.counts.by_response_id,
+            r.counts.client_only
+        ),
+        (24, 24, 0),
+        "{}",
+        r.render_text()
+    );
+    let levels: Vec<&str> = r.levels.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(levels, ["concurrent@1", "concurrent@4"]);
+    assert!(r.levels.iter().all(|l| l.counts.joined == 12));
+    // The client's first token never comes before the proxy forwarded it.
+    assert!(
+        r.pairs
+            .iter()
+            .all(|p| p.client.ttft_ms.unwrap_or(0.0) >= p.wire.ttft_ms.unwrap_or(0.0)),
+        "{}",
+        r.render_text()
     );
 }
 
