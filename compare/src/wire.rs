@@ -52,7 +52,7 @@ impl WireTurn {
         let output_hash = record
             .content
             .as_ref()
-            .and_then(|c| c.get("output")?.as_str().map(|t| output_hash(t)));
+            .and_then(|c| c.get("output")?.as_str().map(output_hash));
         record.measured.chunks = Vec::new();
         record.content = None;
         WireTurn {
@@ -175,6 +175,11 @@ fn is_completion(r: &TurnRecord) -> bool {
     }
 }
 
+/// The hash an output text is joined by ([`WireTurn::output_hash`]).
+pub fn output_hash(text: &str) -> u64 {
+    tokentap_core::route::hash64(text.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,9 +221,4 @@ mod tests {
         assert_eq!(w.start_on(Clock::Mono), 10);
         assert_eq!(w.start_on(Clock::Wall), 1_000);
     }
-}
-
-/// The hash an output text is joined by ([`WireTurn::output_hash`]).
-pub fn output_hash(text: &str) -> u64 {
-    tokentap_core::route::hash64(text.as_bytes())
 }

@@ -76,7 +76,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<ClientRun, CompareError> {
     let rust = f.steady_state.is_some() || f.max_model_len.is_some();
     let get = |v: &Option<Vec<f64>>, i: usize| v.as_ref().and_then(|v| v.get(i).copied());
     let mut turns = Vec::with_capacity(n);
-    for i in 0..n {
+    for (i, &ttft_s) in ttfts.iter().enumerate() {
         let mut t = ClientTurn::new(i + 1);
         t.ok = f
             .errors
@@ -89,7 +89,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<ClientRun, CompareError> {
                 .map(|s| (s * 1e9) as u64);
         }
         if t.ok {
-            let (ttft, lat) = (ttfts[i] * 1e3, latencies.get(i).map(|l| l * 1e3));
+            let (ttft, lat) = (ttft_s * 1e3, latencies.get(i).map(|l| l * 1e3));
             let out = get(&f.output_lens, i);
             t.values.set(Metric::Ttft, Some(ttft));
             t.values.set(Metric::E2e, lat);
