@@ -101,6 +101,10 @@ impl Metrics {
             &["route", "status_class", "error_source", "model", "upstream"],
         );
         let turns_per_session = turns_per_session_gauge(&r);
+        let turn = TurnSeries::register(&r);
+        // Exported from the first scrape: a model's own series appear with its first turn, and
+        // a request that names no model is counted as `unknown`.
+        turn.streams_without_usage.with_label_values(&["unknown"]);
         let chunk_processing = chunk_processing_histogram(&r);
         Metrics {
             requests: req,
@@ -160,7 +164,7 @@ impl Metrics {
                 USAGE_INJECTED_TOTAL,
                 "Requests whose stream_options the proxy extended (--inject-usage)",
             ),
-            turn: TurnSeries::register(&r),
+            turn,
             chunk_processing,
             models: Mutex::new(ModelCap::new(cap)),
             registry: r,
@@ -275,6 +279,18 @@ mod tests {
         text.lines()
             .find(|l| l.starts_with(prefix))
             .unwrap_or_else(|| panic!("no {prefix} in\n{text}"))
+    }
+
+    /// Every counter a dashboard queries is in the first scrape, before any request.
+    #[test]
+    fn the_first_scrape_has_streams_without_usage() {
+        let text = String::from_utf8(Metrics::new().render()).unwrap();
+        assert!(
+            text.contains(
+                "tokentap_streams_without_usage_total{model=\"unknown\",source=\"wire\"} 0"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

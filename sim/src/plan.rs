@@ -376,11 +376,7 @@ pub(crate) fn build(
         model: model.unwrap_or_else(|| cfg.model.clone()),
         include_usage: opts.include_usage.unwrap_or(false),
         continuous_usage: opts.continuous_usage_stats.unwrap_or(false),
-        include_metrics: match parsed {
-            Parsed::Chat(r) => r.extra.get("include_metrics").and_then(Value::as_bool),
-            Parsed::Completion(r) => r.include_metrics,
-        }
-        .unwrap_or(false),
+        include_metrics: asks_metrics(parsed),
         queue: Duration::ZERO,
         prompt_tokens,
         cached_tokens: 0,
@@ -393,6 +389,15 @@ pub(crate) fn build(
         output_keys,
         prefill: Duration::ZERO,
     })
+}
+
+/// The request asks for the engine's per-request timing (`include_metrics: true`).
+fn asks_metrics(parsed: &Parsed) -> bool {
+    match parsed {
+        Parsed::Chat(r) => r.extra.get("include_metrics").and_then(Value::as_bool),
+        Parsed::Completion(r) => r.include_metrics,
+    }
+    .unwrap_or(false)
 }
 
 impl Plan {

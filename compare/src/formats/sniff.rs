@@ -193,11 +193,14 @@ pub fn expect(path: &Path, format: Format) -> Result<(), CompareError> {
             format,
             "these are a tokentap proxy's records (origin proxy): give them as --wire; the client file is what the client wrote",
         )),
-        other => Err(refuse(
-            path,
-            format,
-            &format!("this is {}", other.describe()),
-        )),
+        Kind::Unknown(what) => Err(CompareError::File {
+            path: path.to_path_buf(),
+            msg: format!(
+                "not {}: it is {what}, not a file tokentap compare knows",
+                format.file_name()
+            ),
+        }),
+        Kind::Other(what) => Err(refuse(path, format, &format!("this is {what}"))),
     }
 }
 
