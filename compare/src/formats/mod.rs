@@ -12,6 +12,7 @@
 //! | [`vllm_bench`] | `vllm bench serve --save-detailed` JSON | `start_times` (`perf_counter` seconds: monotonic; the Rust client's are relative) | `x-request-id` `bench-<run>-<i>` |
 
 pub mod aiperf;
+mod format;
 pub mod guidellm;
 pub mod inference_perf;
 pub mod json;
@@ -23,78 +24,8 @@ pub mod vllm_bench;
 
 use crate::client::{ClientRun, Clock};
 use crate::error::CompareError;
+pub use format::Format;
 use std::path::Path;
-
-/// `--format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Format {
-    /// Whichever of the formats below the file is, told from its first records.
-    Auto,
-    /// tokentap replay `records.jsonl` (TurnRecord, origin replay).
-    Tokentap,
-    /// MLPerf Endpoints `events.jsonl`.
-    Mlperf,
-    /// NVIDIA AIPerf `profile_export.jsonl` (published percentiles from `profile_export_aiperf.json`
-    /// beside it, when present).
-    Aiperf,
-    /// kubernetes-sigs inference-perf `per_request_lifecycle_metrics.json`.
-    InferencePerf,
-    /// guidellm `benchmarks.json` (`--output kind=json`): one verdict per benchmark level.
-    Guidellm,
-    /// `vllm bench serve --save-result --save-detailed` result (Python or Rust client).
-    VllmBench,
-    /// SGLang `bench_serving --output-file F --output-details` JSONL (joined by output text).
-    SglangBench,
-}
-
-impl Format {
-    /// The formats a file can be read in (all but `auto`).
-    pub const READ: [Format; 7] = [
-        Format::Tokentap,
-        Format::Mlperf,
-        Format::Aiperf,
-        Format::InferencePerf,
-        Format::Guidellm,
-        Format::VllmBench,
-        Format::SglangBench,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Format::Auto => "auto",
-            Format::Tokentap => "tokentap",
-            Format::Mlperf => "mlperf",
-            Format::Aiperf => "aiperf",
-            Format::InferencePerf => "inference-perf",
-            Format::Guidellm => "guidellm",
-            Format::VllmBench => "vllm-bench",
-            Format::SglangBench => "sglang-bench",
-        }
-    }
-
-    /// The format's file as a person would name it.
-    pub fn file_name(self) -> &'static str {
-        match self {
-            Format::Auto => "a client file",
-            Format::Tokentap => "a tokentap replay records.jsonl",
-            Format::Mlperf => "an MLPerf Endpoints events.jsonl",
-            Format::Aiperf => "an AIPerf profile_export.jsonl",
-            Format::InferencePerf => "an inference-perf per_request_lifecycle_metrics.json",
-            Format::Guidellm => "a guidellm benchmarks.json",
-            Format::VllmBench => "a vllm bench serve result",
-            Format::SglangBench => "an SGLang bench_serving result",
-        }
-    }
-
-    /// The clock the format's start instants are on.
-    pub fn clock(self) -> Clock {
-        match self {
-            Format::Aiperf | Format::Guidellm => Clock::Wall,
-            _ => Clock::Mono,
-        }
-    }
-}
 
 /// The reference tokenizer and dataset, for formats whose claims need them (MLPerf).
 #[derive(Default, Clone, Copy)]

@@ -6,7 +6,7 @@
 //! Only the head of the file is read ([`HEAD_BYTES`]). JSONL formats are told apart by the keys
 //! of their first record; JSON documents by their top-level shape and the keys near its start.
 
-use super::Format;
+use super::format::Format;
 use crate::error::CompareError;
 use serde_json::{Map, Value};
 use std::io::Read;
