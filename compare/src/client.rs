@@ -213,6 +213,9 @@ pub struct ClientRun {
     /// The file's benchmark levels (guidellm: one benchmark per concurrency or rate), each judged
     /// on its own; empty for a file of one level.
     pub levels: Vec<Level>,
+    /// The start instants count from the client's own zero (vLLM's Rust client), not a clock the
+    /// proxy shares: aligned to the wire from the pairs before the time-based joins, or dropped.
+    pub relative_starts: bool,
     /// Facts worth telling the reader (skipped lines, unsupported fields...).
     pub notes: Vec<String>,
     pub checks: Vec<Check>,

@@ -498,6 +498,7 @@ mod tests {
             notes: vec![],
             checks: vec![],
             levels: Vec::new(),
+            relative_starts: false,
         }
     }
 

@@ -200,6 +200,9 @@ pub fn compare(opts: &Opts) -> Result<Report, CompareError> {
         if let Some(note) = formats::vllm_bench::bind_request_ids(&mut client, &wire) {
             client.notes.push(note);
         }
+        if let Some(note) = formats::vllm_bench::align_starts(&mut client, &wire) {
+            client.notes.push(note);
+        }
     }
     let joined = join::join(&client, &wire, &join_cfg);
     Ok(report::build(

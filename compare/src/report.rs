@@ -398,6 +398,7 @@ fn level_reports(
                 notes: Vec::new(),
                 checks: Vec::new(),
                 levels: Vec::new(),
+                relative_starts: false,
             };
             let sub_joined = Joined {
                 pairs: joined
@@ -1005,6 +1006,7 @@ mod tests {
             notes: vec![],
             checks: vec![],
             levels: Vec::new(),
+            relative_starts: false,
         };
         let joined = one_to_one(100, JoinMethod::SessionOrder);
         let r = build(&client, &wire, 0, &joined, &settings());
@@ -1060,6 +1062,7 @@ mod tests {
                 detail: "1 turn reports -3 tokens".into(),
             }],
             levels: Vec::new(),
+            relative_starts: false,
         };
         let joined = one_to_one(20, JoinMethod::ResponseId);
         let r = build(&client, &wire, 0, &joined, &settings());
@@ -1111,6 +1114,7 @@ mod tests {
             notes: vec![],
             checks: vec![],
             levels: Vec::new(),
+            relative_starts: false,
         };
         let joined = Joined {
             pairs: vec![

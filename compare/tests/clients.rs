@@ -246,7 +246,21 @@ fn vllm_bench_joins_by_its_request_ids() {
         );
         let ttft = &r.metrics[0];
         assert_eq!(ttft.claims_source, "published", "{case}");
-        if !case.starts_with("rust") {
+        if case.starts_with("rust") {
+            // Relative start times, aligned from the pairs: the quickest request's offset is 0,
+            // every other one small and positive.
+            let offs: Vec<f64> = r.pairs.iter().filter_map(|p| p.start_offset_ms).collect();
+            assert_eq!(offs.len(), 40, "{case}");
+            assert!(offs.iter().any(|d| d.abs() < 1e-6), "{case}: {offs:?}");
+            assert!(
+                offs.iter().all(|d| (0.0..1000.0).contains(d)),
+                "{case}: {offs:?}"
+            );
+            assert!(r
+                .notes
+                .iter()
+                .any(|n| n.contains("aligned to the proxy's clock")));
+        } else {
             // perf_counter is CLOCK_MONOTONIC: the client sent each request before the proxy
             // saw it, by well under a second.
             assert!(

@@ -90,6 +90,7 @@ fn run(turns: Vec<ClientTurn>) -> ClientRun {
         notes: Vec::new(),
         checks: Vec::new(),
         levels: Vec::new(),
+        relative_starts: false,
     }
 }
 

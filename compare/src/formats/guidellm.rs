@@ -144,6 +144,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<ClientRun, CompareError> {
         notes,
         checks: Vec::new(),
         levels,
+        relative_starts: false,
     })
 }
 

@@ -114,6 +114,7 @@ fn read<'de, R: serde_json::de::Read<'de>>(
         notes,
         checks: Vec::new(),
         levels: Vec::new(),
+        relative_starts: false,
     })
 }
 

@@ -196,6 +196,7 @@ fn read(path: &Path, src: Source<'_>, x: &Extras<'_>) -> Result<ClientRun, Compa
         notes,
         checks,
         levels: Vec::new(),
+        relative_starts: false,
     })
 }
 

@@ -131,6 +131,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
         ],
         checks: Vec::new(),
         levels,
+        relative_starts: false,
     })
 }
 

@@ -58,5 +58,6 @@ fn read(path: &Path, src: Source<'_>, clock: Clock) -> Result<ClientRun, Compare
         notes,
         checks: Vec::new(),
         levels: Vec::new(),
+        relative_starts: false,
     })
 }

@@ -18,8 +18,9 @@
 //! - ITL per request = vLLM's own TPOT, (latency − TTFT) / (output tokens − 1): the per-turn mean
 //!   compared here; its published ITL percentiles pool every chunk gap of every request, so the
 //!   published ITL claims are its `tpot` ones.
-//! - The Rust client's start times are not on a shared clock: its turns have no start instant
-//!   (joined by request id only).
+//! - The Rust client's start times count from its own start: they are aligned to the proxy's
+//!   clock from the request-id pairs ([`align_starts`]: the smallest send → proxy gap is taken
+//!   as 0), else dropped.
 //! - `vllm-rs --multi-turn` writes a summary without per-request arrays: refused, with why.
 
 use super::json::document;
@@ -83,11 +84,10 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<ClientRun, CompareError> {
             .as_ref()
             .and_then(|e| e.get(i))
             .is_none_or(|e| e.is_empty());
-        if !rust {
-            t.start_ns = get(&f.start_times, i)
-                .filter(|s| s.is_finite() && *s >= 0.0)
-                .map(|s| (s * 1e9) as u64);
-        }
+        // Python: perf_counter (monotonic). Rust: seconds since its start, aligned later.
+        t.start_ns = get(&f.start_times, i)
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(|s| (s * 1e9) as u64);
         if t.ok {
             let (ttft, lat) = (ttft_s * 1e3, latencies.get(i).map(|l| l * 1e3));
             let out = get(&f.output_lens, i);
@@ -103,12 +103,10 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<ClientRun, CompareError> {
         turns.push(t);
     }
     let v: Value = serde_json::from_slice(bytes).unwrap_or_default();
-    let mut notes = vec![
+    let notes = vec![
         "vLLM's latency ends at the last content chunk, the wire's E2E at the last byte ([DONE] included): E2E differs by the tail".to_string(),
     ];
-    if rust {
-        notes.push("the Rust client's start times count from the benchmark's start, not a shared clock: its turns join by request id only".into());
-    }
+
     Ok(ClientRun {
         clock: Clock::Mono,
         turns,
@@ -116,6 +114,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<ClientRun, CompareError> {
         notes,
         checks: Vec::new(),
         levels: Vec::new(),
+        relative_starts: rust,
     })
 }
 
@@ -177,5 +176,49 @@ pub fn bind_request_ids(run: &mut ClientRun, wire: &[WireTurn]) -> Option<String
             fits.len(),
             fits.join(", ")
         )),
+    }
+}
+
+/// Aligns start instants that count from the client's own zero (`relative_starts`) to the wire's
+/// clock (`clock`) from the pairs the request ids give: every start moves by the smallest
+/// (wire start − client start) over those pairs, so the quickest request reached the proxy at the
+/// instant the client sent it and every other offset is measured against that. Without such a
+/// pair the starts are dropped. Returns the note that says which.
+pub fn align_starts(run: &mut ClientRun, wire: &[WireTurn]) -> Option<String> {
+    if !run.relative_starts {
+        return None;
+    }
+    run.relative_starts = false;
+    let by_id: std::collections::HashMap<&str, &WireTurn> = wire
+        .iter()
+        .filter_map(|w| Some((w.header("x-request-id")?, w)))
+        .collect();
+    let clock = run.clock;
+    let offset = run
+        .turns
+        .iter()
+        .filter_map(|t| {
+            let w = by_id.get(t.request_id.as_deref()?)?;
+            Some(w.start_on(clock) as i128 - i128::from(t.start_ns?))
+        })
+        .min();
+    match offset {
+        Some(d) => {
+            let n = run.turns.iter().filter(|t| t.request_id.is_some()).count();
+            for t in &mut run.turns {
+                t.start_ns = t
+                    .start_ns
+                    .and_then(|s| u64::try_from(i128::from(s) + d).ok());
+            }
+            Some(format!(
+                "the Rust client's start times count from its own start: aligned to the proxy's clock from {n} request-id pairs (the quickest send → proxy taken as 0)"
+            ))
+        }
+        None => {
+            for t in &mut run.turns {
+                t.start_ns = None;
+            }
+            Some("the Rust client's start times count from its own start and no request-id pair aligns them: dropped".into())
+        }
     }
 }
