@@ -2,8 +2,9 @@
 //! AIPerf as a third-party client, our replay client, the measurement proxy in between, and
 //! `tokentap compare` judging each client's claims against the proxy's records.
 //!
-//! Needs `scripts/llama-server build`, `scripts/aiperf install` and `scripts/guidellm install`
-//! (all run by `scripts/install-test-deps`). A test never skips for want of them: it fails and says to run
+//! Needs `scripts/llama-server build`, `scripts/aiperf install`, `scripts/guidellm install`,
+//! `scripts/vllm-bench install` and `scripts/sglang-bench install` (all run by
+//! `scripts/install-test-deps`). A test never skips for want of them: it fails and says to run
 //! `scripts/install-test-deps`.
 //!
 //! Topology: the sim and the proxy run in-process on `127.0.0.1:0`; llama-server runs as a child
@@ -775,6 +776,179 @@ async fn guidellm_through_proxy_to_sim_is_joined_by_response_id_per_level() {
         "{}",
         r.render_text()
     );
+}
+
+/// Runs `scripts/NAME ARGS` in `dir` (its output in `dir/NAME.log`); fails saying how to install
+/// the client when it does not run.
+async fn client_script(name: &'static str, args: Vec<String>, dir: PathBuf) {
+    let log = dir.join(format!("{name}.log"));
+    let l2 = log.clone();
+    let status = tokio::task::spawn_blocking(move || {
+        let f = std::fs::File::create(&l2).expect("temp dir is writable");
+        Command::new(repo().join("scripts").join(name))
+            .args(&args)
+            .current_dir(&dir)
+            .stdout(f.try_clone().expect("dup log file"))
+            .stderr(f)
+            .status()
+            .expect("the client script runs")
+    })
+    .await
+    .expect("client thread");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        status.success(),
+        "scripts/{name} failed ({status}); last lines:\n{}\n=> if it is missing, run scripts/install-test-deps",
+        text.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+    );
+}
+
+fn tokenizer_arg() -> String {
+    repo()
+        .join("testdata/golden/mlperf-ea33275/tokenizer")
+        .display()
+        .to_string()
+}
+
+/// `vllm bench serve` (vLLM's Python client) through the proxy to the sim: every request joins
+/// by the `x-request-id` it sent, its `perf_counter` start times on the proxy's clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vllm_bench_serve_through_proxy_to_sim_joins_by_its_request_ids() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sim = SimServer::start(sim_config()).await.expect("sim starts");
+    let wire_dir = dir.path().join("wire");
+    let px = proxy(&sim.base_url(), &wire_dir, "X-Session-ID").await;
+    let out = dir.path().join("out");
+    let args: Vec<String> = [
+        "run",
+        "--backend",
+        "openai-chat",
+        "--endpoint",
+        "/v1/chat/completions",
+        "--model",
+        "tokentap-sim",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "64",
+        "--random-output-len",
+        "16",
+        "--num-prompts",
+        "12",
+        "--max-concurrency",
+        "4",
+        "--save-result",
+        "--save-detailed",
+        "--disable-tqdm",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([
+        "--base-url".into(),
+        px.base_url(),
+        "--tokenizer".into(),
+        tokenizer_arg(),
+        "--result-dir".into(),
+        out.display().to_string(),
+    ])
+    .collect();
+    client_script("vllm-bench", args, dir.path().to_path_buf()).await;
+    px.shutdown(Duration::from_secs(5)).await;
+    sim.shutdown().await;
+    let result = std::fs::read_dir(&out)
+        .expect("result dir")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("vllm bench wrote its result");
+    let mut o = tokentap_compare::Opts::new(Format::Auto, result, vec![wire_dir]);
+    o.time_tolerance = Duration::from_millis(20);
+    let r = tokentap_compare::compare(&o).expect("compare runs");
+    assert_eq!(r.format, Format::VllmBench);
+    assert_eq!(
+        (
+            r.counts.joined,
+            r.counts.by_request_id,
+            r.counts.client_only
+        ),
+        (12, 12, 0),
+        "{}",
+        r.render_text()
+    );
+    assert!(r
+        .pairs
+        .iter()
+        .all(|p| p.start_offset_ms.is_some_and(|d| d > 0.0 && d < 1000.0)));
+    assert!(r
+        .pairs
+        .iter()
+        .all(|p| p.client.ttft_ms.unwrap_or(0.0) >= p.wire.ttft_ms.unwrap_or(0.0)));
+}
+
+/// SGLang's `bench_serving` through the proxy (recording content) to the sim: no ids, no start
+/// times in its file; every request joins by its output text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sglang_bench_serving_through_proxy_to_sim_joins_by_output_text() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sim = SimServer::start(sim_config()).await.expect("sim starts");
+    let wire_dir = dir.path().join("wire");
+    let mut cfg = tokentap_proxy::Config::new([sim.base_url()]);
+    cfg.records_dir = Some(wire_dir.clone());
+    cfg.record_content = true;
+    let px = Proxy::start(cfg).await.expect("the proxy starts");
+    let out = dir.path().join("sglang.jsonl");
+    let args: Vec<String> = [
+        "run",
+        "--backend",
+        "sglang-oai-chat",
+        "--model",
+        "tokentap-sim",
+        "--dataset-name",
+        "random-ids",
+        "--random-input-len",
+        "64",
+        "--random-output-len",
+        "16",
+        "--random-range-ratio",
+        "1",
+        "--num-prompts",
+        "12",
+        "--max-concurrency",
+        "4",
+        "--output-details",
+        "--disable-tqdm",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([
+        "--base-url".into(),
+        px.base_url(),
+        "--tokenizer".into(),
+        tokenizer_arg(),
+        "--output-file".into(),
+        out.display().to_string(),
+    ])
+    .collect();
+    client_script("sglang-bench", args, dir.path().to_path_buf()).await;
+    px.shutdown(Duration::from_secs(5)).await;
+    sim.shutdown().await;
+    let mut o = tokentap_compare::Opts::new(Format::Auto, out, vec![wire_dir]);
+    o.time_tolerance = Duration::from_millis(20);
+    let r = tokentap_compare::compare(&o).expect("compare runs");
+    assert_eq!(r.format, Format::SglangBench);
+    assert_eq!(
+        (
+            r.counts.joined,
+            r.counts.by_output_text,
+            r.counts.client_only
+        ),
+        (12, 12, 0),
+        "{}",
+        r.render_text()
+    );
+    // Its warm-up request is on the wire only.
+    assert_eq!(r.counts.wire_only, 1, "{}", r.render_text());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
