@@ -314,3 +314,88 @@ fn sglang_bench_joins_by_output_text() {
         assert_eq!(r.metrics[0].claims_source, "published", "{case}");
     }
 }
+
+/// vLLM's multi-turn benchmark (`--stats-json-output`): with `--send-conversation-id` it sends
+/// `X-Session-ID`, so every request joins by session and turn; without it, by time on the shared
+/// monotonic clock — and every pair the time join makes is the one the session run's truth gives
+/// (each conversation's prompt names its number, so the records' conversation and turn are known
+/// from the session run: here checked as conversation + message count of the wire record).
+#[test]
+fn vllm_multi_turn_joins_by_session_or_by_time_with_no_mispair() {
+    let dir = fixture("vllm-multi-turn/with-session-id");
+    let mut o = Opts::new(
+        Format::Auto,
+        dir.join("stats.json"),
+        vec![dir.join("proxy-records.jsonl")],
+    );
+    o.time_tolerance = std::time::Duration::from_millis(20);
+    let r = compare(&o).unwrap();
+    assert_eq!(r.format, Format::VllmMultiTurn);
+    assert_eq!(
+        (
+            r.counts.joined,
+            r.counts.by_session_order,
+            r.counts.client_only,
+            r.counts.wire_only
+        ),
+        (22, 22, 0, 0),
+        "{:?}",
+        r.counts
+    );
+    // Without the session header: time only.
+    let dir = fixture("vllm-multi-turn");
+    let mut o = Opts::new(
+        Format::Auto,
+        dir.join("stats.json"),
+        vec![dir.join("proxy-records.jsonl")],
+    );
+    o.time_tolerance = std::time::Duration::from_millis(20);
+    let r = compare(&o).unwrap();
+    assert_eq!(r.counts.by_session_order, 0);
+    // Its two clients send their turns within a millisecond of each other, with outputs of one
+    // length: what time cannot tell apart is left unpaired and said, never guessed.
+    assert_eq!(
+        r.counts.by_time + r.counts.client_only,
+        22,
+        "{:?}",
+        r.counts
+    );
+    if r.counts.client_only > 0 {
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("left unpaired by the time join")),
+            "{:?}",
+            r.notes
+        );
+    }
+    // Truth: the client row's conversation number is in its prompt, which the proxy recorded
+    // (`--record-content`), and its turn is the record's message count.
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("stats.json")).unwrap()).unwrap();
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("proxy-records.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for p in &r.pairs {
+        let row = &rows[p.client_at - 1];
+        let line: usize = p.wire_at.rsplit(':').next().unwrap().parse().unwrap();
+        let rec = &records[line - 1];
+        let n: String = row["conversation_id"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("CONV_ID_")
+            .into();
+        let prompt = rec["content"]["request"]["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            prompt.starts_with(&format!("{n} is a nice number")),
+            "mispaired: {} with {}",
+            row["conversation_id"],
+            p.wire_at
+        );
+        assert_eq!(rec["messages"], row["input_num_turns"], "mispaired turn");
+    }
+}

@@ -23,11 +23,13 @@ pub enum Format {
     VllmBench,
     /// SGLang `bench_serving --output-file F --output-details` JSONL (joined by output text).
     SglangBench,
+    /// vLLM's multi-turn benchmark `--stats-json-output` (one object per request).
+    VllmMultiTurn,
 }
 
 impl Format {
     /// The formats a file can be read in (all but `auto`).
-    pub const READ: [Format; 7] = [
+    pub const READ: [Format; 8] = [
         Format::Tokentap,
         Format::Mlperf,
         Format::Aiperf,
@@ -35,6 +37,7 @@ impl Format {
         Format::Guidellm,
         Format::VllmBench,
         Format::SglangBench,
+        Format::VllmMultiTurn,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -47,6 +50,7 @@ impl Format {
             Format::Guidellm => "guidellm",
             Format::VllmBench => "vllm-bench",
             Format::SglangBench => "sglang-bench",
+            Format::VllmMultiTurn => "vllm-multi-turn",
         }
     }
 
@@ -61,6 +65,7 @@ impl Format {
             Format::Guidellm => "a guidellm benchmarks.json",
             Format::VllmBench => "a vllm bench serve result",
             Format::SglangBench => "an SGLang bench_serving result",
+            Format::VllmMultiTurn => "a vLLM multi-turn benchmark --stats-json-output file",
         }
     }
 

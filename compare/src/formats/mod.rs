@@ -9,6 +9,7 @@
 //! | [`inference_perf`] | `per_request_lifecycle_metrics.json` | `start_time` (monotonic seconds, `time.perf_counter`) | `session_id` + order, else time |
 //! | [`guidellm`] | `benchmarks.json` | `request_start_time` (wall-clock epoch seconds) | the server's response id, else time |
 //! | [`sglang_bench`] | `bench_serving --output-details` JSONL | none | output text (proxy `--record-content`) |
+//! | [`vllm_multi_turn`] | multi-turn benchmark `--stats-json-output` | `start_time_ms` (`perf_counter`: monotonic, same host) | `conversation_id` (= `X-Session-ID` with `--send-conversation-id`) + order, else time |
 //! | [`vllm_bench`] | `vllm bench serve --save-detailed` JSON | `start_times` (`perf_counter` seconds: monotonic; the Rust client's are relative) | `x-request-id` `bench-<run>-<i>` |
 
 pub mod aiperf;
@@ -21,6 +22,7 @@ pub mod sglang_bench;
 pub mod sniff;
 pub mod tokentap;
 pub mod vllm_bench;
+pub mod vllm_multi_turn;
 
 use crate::client::{ClientRun, Clock};
 use crate::error::CompareError;
@@ -106,6 +108,7 @@ pub fn load(
             Ok(run)
         }
         Format::InferencePerf => inference_perf::load(path),
+        Format::VllmMultiTurn => vllm_multi_turn::load(path),
         Format::SglangBench => {
             let mut run = sglang_bench::load(path)?;
             if matches!(published, PublishedSource::Off) {

@@ -144,6 +144,11 @@ fn array(t: &str) -> Kind {
     // The first element: read with a streaming deserializer, which stops after it.
     let mut de = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
     match de.next() {
+        Some(Ok(Value::Object(o)))
+            if o.contains_key("ttft_ms") && o.contains_key("start_time_ms") =>
+        {
+            Kind::Client(Format::VllmMultiTurn)
+        }
         // Either instant names the format; a record missing the other is the reader's to name.
         Some(Ok(Value::Object(o)))
             if o.contains_key("start_time") || o.contains_key("end_time") =>
@@ -167,7 +172,9 @@ fn array(t: &str) -> Kind {
         Some(Ok(_)) => Kind::Unknown("a JSON array of non-objects".into()),
         // Cut by the head: an element longer than the head; say what starts it.
         Some(Err(_)) | None => {
-            if rest.contains("\"start_time\"") || rest.contains("\"end_time\"") {
+            if rest.contains("\"ttft_ms\"") && rest.contains("\"start_time_ms\"") {
+                Kind::Client(Format::VllmMultiTurn)
+            } else if rest.contains("\"start_time\"") || rest.contains("\"end_time\"") {
                 Kind::Client(Format::InferencePerf)
             } else {
                 Kind::Unknown("a JSON array whose first element is not a known record".into())
