@@ -750,9 +750,7 @@ async fn guidellm_through_proxy_to_sim_is_joined_by_response_id_per_level() {
         "guidellm failed ({status}); last lines:\n{}\n=> if guidellm is missing, run scripts/install-test-deps",
         text.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
     );
-    let mut o = tokentap_compare::Opts::new(Format::Auto, out, vec![wire_dir]);
-    o.time_tolerance = Duration::from_millis(20);
-    let r = tokentap_compare::compare(&o).expect("compare runs");
+    let r = judged(out, wire_dir);
     assert_eq!(r.format, Format::Guidellm);
     assert_eq!(r.counts.client_turns, 24, "{}", r.render_text());
     assert_eq!(
@@ -803,6 +801,19 @@ async fn client_script(name: &'static str, args: Vec<String>, dir: PathBuf) {
     );
 }
 
+/// A client's arguments: the fixed ones, then those built at run time.
+fn argv<const N: usize>(fixed: &[&str], built: [String; N]) -> Vec<String> {
+    fixed.iter().map(|s| s.to_string()).chain(built).collect()
+}
+
+/// `tokentap compare` on a client's file against the proxy's records, the format told from the
+/// file, with 20 ms of tolerance (the pipeline is what these tests check, on a shared box).
+fn judged(client: PathBuf, wire: PathBuf) -> tokentap_compare::report::Report {
+    let mut o = tokentap_compare::Opts::new(Format::Auto, client, vec![wire]);
+    o.time_tolerance = Duration::from_millis(20);
+    tokentap_compare::compare(&o).expect("compare runs")
+}
+
 fn tokenizer_arg() -> String {
     repo()
         .join("testdata/golden/mlperf-ea33275/tokenizer")
@@ -820,39 +831,38 @@ async fn vllm_bench_serve_through_proxy_to_sim_joins_by_its_request_ids() {
     let wire_dir = dir.path().join("wire");
     let px = proxy(&sim.base_url(), &wire_dir, "X-Session-ID").await;
     let out = dir.path().join("out");
-    let args: Vec<String> = [
-        "run",
-        "--backend",
-        "openai-chat",
-        "--endpoint",
-        "/v1/chat/completions",
-        "--model",
-        "tokentap-sim",
-        "--dataset-name",
-        "random",
-        "--random-input-len",
-        "64",
-        "--random-output-len",
-        "16",
-        "--num-prompts",
-        "12",
-        "--max-concurrency",
-        "4",
-        "--save-result",
-        "--save-detailed",
-        "--disable-tqdm",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([
-        "--base-url".into(),
-        px.base_url(),
-        "--tokenizer".into(),
-        tokenizer_arg(),
-        "--result-dir".into(),
-        out.display().to_string(),
-    ])
-    .collect();
+    let args = argv(
+        &[
+            "run",
+            "--backend",
+            "openai-chat",
+            "--endpoint",
+            "/v1/chat/completions",
+            "--model",
+            "tokentap-sim",
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "16",
+            "--num-prompts",
+            "12",
+            "--max-concurrency",
+            "4",
+            "--save-result",
+            "--save-detailed",
+            "--disable-tqdm",
+        ],
+        [
+            "--base-url".into(),
+            px.base_url(),
+            "--tokenizer".into(),
+            tokenizer_arg(),
+            "--result-dir".into(),
+            out.display().to_string(),
+        ],
+    );
     client_script("vllm-bench", args, dir.path().to_path_buf()).await;
     px.shutdown(Duration::from_secs(5)).await;
     sim.shutdown().await;
@@ -861,9 +871,7 @@ async fn vllm_bench_serve_through_proxy_to_sim_joins_by_its_request_ids() {
         .map(|e| e.expect("entry").path())
         .find(|p| p.extension().is_some_and(|x| x == "json"))
         .expect("vllm bench wrote its result");
-    let mut o = tokentap_compare::Opts::new(Format::Auto, result, vec![wire_dir]);
-    o.time_tolerance = Duration::from_millis(20);
-    let r = tokentap_compare::compare(&o).expect("compare runs");
+    let r = judged(result, wire_dir);
     assert_eq!(r.format, Format::VllmBench);
     assert_eq!(
         (
@@ -898,44 +906,41 @@ async fn sglang_bench_serving_through_proxy_to_sim_joins_by_output_text() {
     cfg.record_content = true;
     let px = Proxy::start(cfg).await.expect("the proxy starts");
     let out = dir.path().join("sglang.jsonl");
-    let args: Vec<String> = [
-        "run",
-        "--backend",
-        "sglang-oai-chat",
-        "--model",
-        "tokentap-sim",
-        "--dataset-name",
-        "random-ids",
-        "--random-input-len",
-        "64",
-        "--random-output-len",
-        "16",
-        "--random-range-ratio",
-        "1",
-        "--num-prompts",
-        "12",
-        "--max-concurrency",
-        "4",
-        "--output-details",
-        "--disable-tqdm",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([
-        "--base-url".into(),
-        px.base_url(),
-        "--tokenizer".into(),
-        tokenizer_arg(),
-        "--output-file".into(),
-        out.display().to_string(),
-    ])
-    .collect();
+    let args = argv(
+        &[
+            "run",
+            "--backend",
+            "sglang-oai-chat",
+            "--model",
+            "tokentap-sim",
+            "--dataset-name",
+            "random-ids",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "16",
+            "--random-range-ratio",
+            "1",
+            "--num-prompts",
+            "12",
+            "--max-concurrency",
+            "4",
+            "--output-details",
+            "--disable-tqdm",
+        ],
+        [
+            "--base-url".into(),
+            px.base_url(),
+            "--tokenizer".into(),
+            tokenizer_arg(),
+            "--output-file".into(),
+            out.display().to_string(),
+        ],
+    );
     client_script("sglang-bench", args, dir.path().to_path_buf()).await;
     px.shutdown(Duration::from_secs(5)).await;
     sim.shutdown().await;
-    let mut o = tokentap_compare::Opts::new(Format::Auto, out, vec![wire_dir]);
-    o.time_tolerance = Duration::from_millis(20);
-    let r = tokentap_compare::compare(&o).expect("compare runs");
+    let r = judged(out, wire_dir);
     assert_eq!(r.format, Format::SglangBench);
     assert_eq!(
         (

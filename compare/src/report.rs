@@ -70,6 +70,20 @@ pub struct Dist {
     pub mean: f64,
 }
 
+impl Dist {
+    /// The distribution of `s`, or `None` without samples.
+    fn of(mut s: Samples) -> Option<Dist> {
+        s.percentiles().map(|p| Dist {
+            min: p.min,
+            p50: p.p50,
+            p90: p.p90,
+            p99: p.p99,
+            max: p.max,
+            mean: p.mean,
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Claim {
     /// `p50`, `p90` or `p99`.
@@ -441,17 +455,7 @@ fn split_report(pairs: &[PairOut]) -> Option<TtftSplitReport> {
     if with.is_empty() {
         return None;
     }
-    let dist = |xs: Vec<f64>| -> Option<Dist> {
-        let mut s: Samples = xs.into_iter().collect();
-        s.percentiles().map(|p| Dist {
-            min: p.min,
-            p50: p.p50,
-            p90: p.p90,
-            p99: p.p99,
-            max: p.max,
-            mean: p.mean,
-        })
-    };
+    let dist = |xs: Vec<f64>| Dist::of(xs.into_iter().collect());
     Some(TtftSplitReport {
         turns: with.len(),
         queue_ms: dist(with.iter().map(|(_, s)| s.queue_ms).collect())?,
@@ -562,15 +566,7 @@ fn judge_metric(
     reasons: &mut Vec<String>,
     judged: &mut usize,
 ) -> MetricReport {
-    let mut diffs: Samples = vals.iter().map(|(a, b, _)| a - b).collect();
-    let diff = diffs.percentiles().map(|p| Dist {
-        min: p.min,
-        p50: p.p50,
-        p90: p.p90,
-        p99: p.p99,
-        max: p.max,
-        mean: p.mean,
-    });
+    let diff = Dist::of(vals.iter().map(|(a, b, _)| a - b).collect());
     let beyond = vals
         .iter()
         .filter(|(a, b, _)| (a - b).abs() > s.tolerance.allowed(m, *b))

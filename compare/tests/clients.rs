@@ -25,15 +25,20 @@ fn wire_ids(p: &Path) -> Vec<Option<String>> {
         .collect()
 }
 
-fn guidellm_opts(run: &str) -> Opts {
-    let mut o = Opts::new(
-        Format::Auto,
-        fixture(&format!("guidellm/{run}.json")),
-        vec![fixture(&format!("guidellm/{run}-wire.jsonl"))],
-    );
-    // A debug build on a shared 2-core box made these files: the pipeline is what is tested.
+/// `tokentap compare` on `client` against `wire`, the format told from the file. A debug build
+/// on a shared 2-core box made these files: the pipeline is what is tested, with 20 ms of
+/// tolerance.
+fn opts(client: PathBuf, wire: PathBuf) -> Opts {
+    let mut o = Opts::new(Format::Auto, client, vec![wire]);
     o.time_tolerance = std::time::Duration::from_millis(20);
     o
+}
+
+fn guidellm_opts(run: &str) -> Opts {
+    opts(
+        fixture(&format!("guidellm/{run}.json")),
+        fixture(&format!("guidellm/{run}-wire.jsonl")),
+    )
 }
 
 /// Every guidellm run joins exactly by the server's response id: every request that has one
@@ -210,12 +215,7 @@ fn vllm_bench_joins_by_its_request_ids() {
         ("rust-errors", 7),
     ] {
         let dir = fixture(&format!("vllm-bench/{case}"));
-        let mut o = Opts::new(
-            Format::Auto,
-            only_json(&dir),
-            vec![dir.join("proxy-records.jsonl")],
-        );
-        o.time_tolerance = std::time::Duration::from_millis(20);
+        let o = opts(only_json(&dir), dir.join("proxy-records.jsonl"));
         let r = compare(&o).unwrap_or_else(|e| panic!("{case}: {e}"));
         assert_eq!(r.format, Format::VllmBench, "{case}");
         assert_eq!(r.counts.client_turns, 40, "{case}");
@@ -295,12 +295,7 @@ fn sglang_bench_joins_by_output_text() {
         ("rust-chat", "sglang-oai-chat.jsonl", 0),
     ] {
         let dir = fixture(&format!("sglang-bench/{case}"));
-        let mut o = Opts::new(
-            Format::Auto,
-            dir.join(file),
-            vec![dir.join("proxy-records.jsonl")],
-        );
-        o.time_tolerance = std::time::Duration::from_millis(20);
+        let o = opts(dir.join(file), dir.join("proxy-records.jsonl"));
         let r = compare(&o).unwrap_or_else(|e| panic!("{case}: {e}"));
         assert_eq!(r.format, Format::SglangBench, "{case}");
         let ok = 40 - failed;
@@ -323,12 +318,7 @@ fn sglang_bench_joins_by_output_text() {
 #[test]
 fn vllm_multi_turn_joins_by_session_or_by_time_with_no_mispair() {
     let dir = fixture("vllm-multi-turn/with-session-id");
-    let mut o = Opts::new(
-        Format::Auto,
-        dir.join("stats.json"),
-        vec![dir.join("proxy-records.jsonl")],
-    );
-    o.time_tolerance = std::time::Duration::from_millis(20);
+    let o = opts(dir.join("stats.json"), dir.join("proxy-records.jsonl"));
     let r = compare(&o).unwrap();
     assert_eq!(r.format, Format::VllmMultiTurn);
     assert_eq!(
@@ -344,12 +334,7 @@ fn vllm_multi_turn_joins_by_session_or_by_time_with_no_mispair() {
     );
     // Without the session header: time only.
     let dir = fixture("vllm-multi-turn");
-    let mut o = Opts::new(
-        Format::Auto,
-        dir.join("stats.json"),
-        vec![dir.join("proxy-records.jsonl")],
-    );
-    o.time_tolerance = std::time::Duration::from_millis(20);
+    let o = opts(dir.join("stats.json"), dir.join("proxy-records.jsonl"));
     let r = compare(&o).unwrap();
     assert_eq!(r.counts.by_session_order, 0);
     // Its two clients send their turns within a millisecond of each other, with outputs of one
