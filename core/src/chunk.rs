@@ -107,6 +107,10 @@ pub struct ChunkInfo {
     pub error: bool,
     /// The engine's per-request `metrics`, when the chunk carries them.
     pub engine: Option<EngineMetrics>,
+    /// The API's end-of-response event (the Responses API's `response.completed`,
+    /// `response.incomplete` or `response.failed`; the Messages API's `message_stop`): what
+    /// `data: [DONE]` is to a chat stream (crate::events).
+    pub end: bool,
 }
 
 impl ChunkInfo {

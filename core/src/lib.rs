@@ -16,6 +16,10 @@
 //!   reads, many per read, `\r\n`, comments). No allocation per event once warm.
 //! - [`chunk`]: reads the few fields of a `chat.completion.chunk` that measurement needs
 //!   (does it carry text, usage, finish reason) without building the JSON tree.
+//! - [`convert`]: the Responses and Messages APIs' requests and responses in chat form (the sim
+//!   serves them through it; `dataset capture` writes chat rows with it).
+//! - [`events`]: the same for the OpenAI Responses API's and the Anthropic Messages API's events
+//!   and bodies ([`events::Api`] says which API a response speaks).
 //! - [`timeline`]: the per-turn token timeline of docs/benchmark.md#metrics (TTFB, TTFT, per-chunk
 //!   instants and token counts, ITL per token, inter-chunk latency, TPOT, E2E).
 //! - [`jsonl`]: JSONL read a line at a time, one line bounded (every file reader uses it).
@@ -52,8 +56,10 @@
 pub mod body;
 pub mod chunk;
 pub mod clock;
+pub mod convert;
 pub mod duration;
 pub mod error;
+pub mod events;
 pub mod http1;
 pub mod jsonl;
 pub mod linefile;

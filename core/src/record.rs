@@ -79,10 +79,12 @@ crate::vocabulary! {
         HttpHead = "http_head",
         /// the server answered with an error status
         HttpStatus = "http_status",
-        /// error objects inside an SSE stream
+        /// error objects inside an SSE stream (the proxy: a Responses or Messages API response with an `error` event, `response.failed` or an error object; the message is the server's)
         StreamError = "stream_error",
-        /// the stream ended (by its framing or the connection's close) before `data: [DONE]`
+        /// the stream ended (by its framing or the connection's close) before its end marker: `data: [DONE]` (chat; the replay), `response.completed` / `response.incomplete` / `response.failed` (Responses API; the proxy), `message_stop` (Messages API; the proxy)
         StreamWithoutDone = "stream_without_done",
+        /// an event of a Responses or Messages API stream whose data was not JSON
+        MalformedEvent = "malformed_event",
         /// the stream ended inside an event
         StreamCutMidEvent = "stream_cut_mid_event",
         /// an SSE event or line past `--max-event-bytes`

@@ -24,6 +24,7 @@
 
 use crate::chunk::{ChunkInfo, EngineMetrics, FinishReason, Usage};
 use crate::clock::MonoNs;
+use crate::events::Api;
 use serde::{Deserialize, Serialize};
 
 crate::vocabulary! {
@@ -119,9 +120,14 @@ pub struct Measured {
     /// Error objects received inside the stream.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub error_events: u32,
-    /// `data: [DONE]` was seen.
+    /// The stream's end marker was seen: `data: [DONE]` (chat), `response.completed` /
+    /// `response.incomplete` / `response.failed` (Responses API), `message_stop` (Messages API).
     #[serde(default)]
     pub done: bool,
+    /// The first error event's message (the Responses and Messages APIs' `error` events,
+    /// `response.failed`), for the record's error; not part of the record's numbers.
+    #[serde(skip)]
+    pub stream_error: Option<String>,
     /// The server's response id: the `id` of the first chunk (or of the JSON body) that has
     /// one, e.g. `chatcmpl-…`. Both sides of the wire see the same, so it joins a client's
     /// record to the proxy's exactly.
@@ -204,6 +210,7 @@ impl Measured {
 #[derive(Debug)]
 pub struct Timeline {
     start: MonoNs,
+    api: Api,
     m: Measured,
     /// Last cumulative `completion_tokens` seen on a chunk with choices.
     cumulative: u64,
@@ -218,6 +225,7 @@ impl Timeline {
     pub fn new(start: MonoNs, expected_chunks: usize) -> Self {
         Timeline {
             start,
+            api: Api::Chat,
             m: Measured {
                 chunks: Vec::with_capacity(expected_chunks.min(1 << 16)),
                 ..Default::default()
@@ -227,6 +235,12 @@ impl Timeline {
             last_usage: None,
             last_byte: None,
         }
+    }
+
+    /// Reads the events of `api` (chat completions by default).
+    pub fn with_api(mut self, api: Api) -> Self {
+        self.api = api;
+        self
     }
 
     /// The instant offsets count from.
@@ -276,25 +290,37 @@ impl Timeline {
         self.m.malformed_events += 1;
     }
 
-    /// One SSE data payload (not `[DONE]`): parses it and records it. Returns the parsed info,
-    /// or `None` if it was malformed.
+    /// One SSE data payload (not `[DONE]`): parses it (as the timeline's API) and records it.
+    /// Returns the parsed info, or `None` if it was malformed.
     #[inline]
     pub fn on_data(&mut self, t: MonoNs, data: &[u8]) -> Option<ChunkInfo> {
-        match ChunkInfo::parse_with_id(data) {
-            Ok((info, id)) => {
-                if self.m.response_id.is_none() {
-                    self.m.response_id = id.and_then(crate::chunk::response_id);
-                }
-                if info.engine.is_some() {
-                    self.m.engine_metrics = info.engine;
-                }
-                self.on_chunk(t, &info);
-                Some(info)
+        match self.api.parse(data) {
+            Ok(ev) => {
+                self.on_event_ids(&ev);
+                self.on_chunk(t, &ev.info);
+                Some(ev.info)
             }
             Err(_) => {
                 self.on_malformed();
                 None
             }
+        }
+    }
+
+    /// The response id, engine metrics and error detail of an event.
+    fn on_event_ids(&mut self, ev: &crate::events::Event<'_>) {
+        if self.m.response_id.is_none() {
+            self.m.response_id = ev.id.and_then(crate::chunk::response_id);
+        }
+        if ev.info.engine.is_some() {
+            self.m.engine_metrics = ev.info.engine;
+        }
+        if ev.info.error && self.m.stream_error.is_none() {
+            self.m.stream_error = Some(
+                ev.detail
+                    .map(crate::events::detail_text)
+                    .unwrap_or_else(|| "an error event without a message".into()),
+            );
         }
     }
 
@@ -307,6 +333,9 @@ impl Timeline {
         if self.m.finish_reason.is_none() {
             self.m.finish_reason = info.finish_reason;
         }
+        if info.end {
+            self.m.done = true;
+        }
         let mut tokens = info.carries_text() as u32;
         if let Some(u) = info.usage {
             if info.choices > 0 {
@@ -316,7 +345,15 @@ impl Timeline {
                     self.cumulative = self.cumulative.max(c);
                 }
             }
-            self.last_usage = Some(u);
+            // The Messages API splits usage over two events (input in `message_start`, output
+            // in `message_delta`): a count a later event leaves out is kept.
+            let last = self.last_usage.unwrap_or_default();
+            self.last_usage = Some(Usage {
+                prompt_tokens: u.prompt_tokens.or(last.prompt_tokens),
+                completion_tokens: u.completion_tokens.or(last.completion_tokens),
+                cached_tokens: u.cached_tokens.or(last.cached_tokens),
+                reasoning_tokens: u.reasoning_tokens.or(last.reasoning_tokens),
+            });
         }
         if info.carries_text() || tokens > 0 {
             let at_ns = self.off(t);
@@ -333,10 +370,10 @@ impl Timeline {
 
     /// A whole non-streaming JSON body (already fed to [`Timeline::on_bytes`]).
     pub fn on_json_body(&mut self, body: &[u8]) {
-        match ChunkInfo::parse_with_id(body) {
-            Ok((info, id)) => {
-                self.m.response_id = id.and_then(crate::chunk::response_id);
-                self.m.engine_metrics = info.engine;
+        match self.api.parse(body) {
+            Ok(ev) => {
+                self.on_event_ids(&ev);
+                let info = ev.info;
                 if info.error {
                     self.m.error_events += 1;
                 }

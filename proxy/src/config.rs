@@ -77,14 +77,40 @@ pub struct Opts {
         value_delimiter = ','
     )]
     pub record_headers: Vec<String>,
-    /// Header carrying the session id (repeatable; the first one present wins).
+    /// Header carrying the session id (repeatable; the first one present wins). The defaults
+    /// after tokentap's own are what agents send: Claude Code's session header, Codex's.
     #[arg(
         long = "session-header",
         env = "TOKENTAP_PROXY_SESSION_HEADER",
         value_delimiter = ',',
-        default_value = "X-Session-ID"
+        default_value = DEFAULT_SESSION_HEADERS
     )]
     pub session_headers: Vec<String>,
+    /// For a Responses or Messages API request that no session header names: the body fields
+    /// that say which conversation it continues, the first present wins (`previous_response_id`:
+    /// the session of that response; `prompt_cache_key`; `metadata.user_id`: the session in
+    /// Claude Code's user id). The body is then read whole before it goes upstream, so the
+    /// session can pick the replica. `none`: no session from the body.
+    #[arg(
+        long = "session-from-body",
+        env = "TOKENTAP_PROXY_SESSION_FROM_BODY",
+        value_delimiter = ',',
+        value_name = "FIELD",
+        default_value = "previous_response_id,prompt_cache_key,metadata.user_id",
+        value_parser = BodySession::parse
+    )]
+    pub session_from_body: Vec<BodySession>,
+    /// What the Messages API's `usage.input_tokens` counts: `anthropic` — the prompt tokens
+    /// neither read from nor written to the cache (Anthropic's definition; the prompt is it plus
+    /// `cache_read_input_tokens` and `cache_creation_input_tokens`); `total` — the whole prompt
+    /// (SGLang, and vLLM's first releases of the API).
+    #[arg(
+        long,
+        env = "TOKENTAP_PROXY_MESSAGES_INPUT_TOKENS",
+        value_enum,
+        default_value = "anthropic"
+    )]
+    pub messages_input_tokens: MessagesInput,
     /// The model's Hugging Face tokenizer folder (tokenizer.json + chat template): every LLM
     /// record gets the MLPerf reference's token counts (osl, tpot_tokens, isl), and when the
     /// server sends no usage its output_tokens come from it. Counted after the response, off
@@ -246,6 +272,10 @@ pub struct Config {
     pub tokenizer: Option<PathBuf>,
     pub record_headers: Vec<HeaderName>,
     pub session_headers: Vec<HeaderName>,
+    /// `--session-from-body`, `none` taken out.
+    pub session_from_body: Vec<BodySession>,
+    /// `--messages-input-tokens total`.
+    pub messages_input_total: bool,
     pub tls: Option<(PathBuf, PathBuf)>,
     pub grace: Duration,
     pub upstream_timeout: Duration,
@@ -276,6 +306,64 @@ pub struct Config {
     pub max_sessions: usize,
     pub max_session_bytes: u64,
     pub max_session_id_bytes: usize,
+}
+
+/// The session headers by default: tokentap's own, Claude Code's (since 2.1.86), Codex's (older
+/// and newer spelling).
+pub const DEFAULT_SESSION_HEADERS: &str =
+    "X-Session-ID,X-Claude-Code-Session-Id,session_id,session-id";
+
+/// A request body field that names a session (`--session-from-body`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodySession {
+    /// The Responses API's `previous_response_id`: the session that response belongs to.
+    PreviousResponseId,
+    /// The Responses API's `prompt_cache_key` (Codex sends its conversation id there).
+    PromptCacheKey,
+    /// The Messages API's `metadata.user_id`, when it carries Claude Code's session.
+    MetadataUserId,
+    /// `none`: read no session from bodies.
+    None,
+}
+
+impl BodySession {
+    fn parse(s: &str) -> Result<BodySession, String> {
+        Ok(match s.trim() {
+            "previous_response_id" => BodySession::PreviousResponseId,
+            "prompt_cache_key" => BodySession::PromptCacheKey,
+            "metadata.user_id" => BodySession::MetadataUserId,
+            "none" => BodySession::None,
+            other => {
+                return Err(format!(
+                    "expected previous_response_id, prompt_cache_key, metadata.user_id or none, found {other:?}"
+                ))
+            }
+        })
+    }
+
+    /// The session this field names in `info`, if it names one.
+    pub fn session(
+        self,
+        info: &crate::sniff::ReqInfo,
+        sessions: &crate::sessions::Sessions,
+    ) -> Option<String> {
+        match self {
+            BodySession::PreviousResponseId => info
+                .previous_response_id
+                .as_deref()
+                .map(|p| sessions.chained(p)),
+            BodySession::PromptCacheKey => info.prompt_cache_key.clone(),
+            BodySession::MetadataUserId => info.user_id_session.clone(),
+            BodySession::None => None,
+        }
+    }
+}
+
+/// `--messages-input-tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MessagesInput {
+    Anthropic,
+    Total,
 }
 
 /// Which client talks to plain `http://` upstreams.
@@ -315,7 +403,16 @@ impl Config {
             max_event_bytes: defaults::MAX_EVENT_BYTES,
             tokenizer: None,
             record_headers: Vec::new(),
-            session_headers: vec![HeaderName::from_static("x-session-id")],
+            session_headers: DEFAULT_SESSION_HEADERS
+                .split(',')
+                .filter_map(|h| HeaderName::try_from(h.to_ascii_lowercase()).ok())
+                .collect(),
+            session_from_body: vec![
+                BodySession::PreviousResponseId,
+                BodySession::PromptCacheKey,
+                BodySession::MetadataUserId,
+            ],
+            messages_input_total: false,
             tls: None,
             grace: default(defaults::GRACE),
             upstream_timeout: default(defaults::UPSTREAM_TIMEOUT),
@@ -369,6 +466,13 @@ impl Config {
         c.tokenizer = o.tokenizer.clone();
         c.record_headers = names("record-header", &o.record_headers)?;
         c.session_headers = names("session-header", &o.session_headers)?;
+        c.session_from_body = o
+            .session_from_body
+            .iter()
+            .copied()
+            .filter(|b| *b != BodySession::None)
+            .collect();
+        c.messages_input_total = o.messages_input_tokens == MessagesInput::Total;
         c.tls = o.tls_cert.clone().zip(o.tls_key.clone());
         c.grace = o.grace;
         c.upstream_timeout = o.upstream_timeout;

@@ -4,46 +4,34 @@
 
 use bytes::Bytes;
 use serde_json::{json, Value};
+use tokentap_core::convert::Assembled;
+use tokentap_core::events::Api;
 use tokentap_core::sse::Framer;
 
-/// `{"request": <request JSON>, "output": "...", "reasoning": "..."}`; a non-streaming body is
-/// kept whole under `"response"`.
-pub fn build(request: Option<&Bytes>, response: &[Bytes]) -> Value {
+/// `{"request": <request JSON>, "output": "...", "reasoning": "...", "tool_calls": [...]}` —
+/// a stream of any API put back together in chat form (`tool_calls` only when there were some);
+/// a non-streaming body is kept whole under `"response"`.
+pub fn build(api: Api, request: Option<&Bytes>, response: &[Bytes]) -> Value {
     let req = request
         .and_then(|b| serde_json::from_slice::<Value>(b).ok())
         .unwrap_or(Value::Null);
     let body = concat_frames(response);
-    let mut output = String::new();
-    let mut reasoning = String::new();
+    let mut out = Assembled::default();
     let mut events = 0;
-    let take = |data: &[u8]| {
+    Framer::each_data(&body, |data| {
         events += 1;
-        let Ok(v) = serde_json::from_slice::<Value>(data) else {
-            return;
-        };
-        if let Some(choices) = v.get("choices").and_then(Value::as_array) {
-            for c in choices {
-                let d = c.get("delta").unwrap_or(&Value::Null);
-                if let Some(t) = d.get("content").and_then(Value::as_str) {
-                    output.push_str(t);
-                }
-                if let Some(t) = c.get("text").and_then(Value::as_str) {
-                    output.push_str(t);
-                }
-                for k in ["reasoning_content", "reasoning"] {
-                    if let Some(t) = d.get(k).and_then(Value::as_str) {
-                        reasoning.push_str(t);
-                    }
-                }
-            }
-        }
-    };
-    Framer::each_data(&body, take);
+        out.take(api, data);
+    });
     if events == 0 {
         let resp = serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null);
         return json!({"request": req, "response": resp});
     }
-    json!({"request": req, "output": output, "reasoning": reasoning})
+    let mut v = json!({"request": req, "output": out.content, "reasoning": out.reasoning});
+    let calls = out.tool_calls();
+    if !calls.is_empty() {
+        v["tool_calls"] = Value::Array(calls);
+    }
+    v
 }
 
 /// The frames of a body as one buffer (no copy for a single frame).

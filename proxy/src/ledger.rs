@@ -25,6 +25,9 @@ pub struct Ledger {
     pub record_content: bool,
     /// `--max-event-bytes`: the most of one response held to measure it.
     pub max_event_bytes: usize,
+    /// `--max-session-id-bytes`: a session named at the end of its first turn (by a response
+    /// id) is cut like one named by a header.
+    pub max_session_id_bytes: usize,
     /// Requests whose records are not handed on yet (see [`InFlight`]).
     live: AtomicUsize,
     /// Notified when `live` drops to zero.
@@ -41,6 +44,7 @@ impl Ledger {
         tokens: Option<Stage>,
         record_content: bool,
         max_event_bytes: usize,
+        max_session_id_bytes: usize,
     ) -> Ledger {
         Ledger {
             writer,
@@ -49,6 +53,7 @@ impl Ledger {
             tokens,
             record_content,
             max_event_bytes,
+            max_session_id_bytes,
             live: AtomicUsize::new(0),
             idle: Notify::new(),
             cutting: AtomicBool::new(false),

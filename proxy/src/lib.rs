@@ -354,6 +354,7 @@ pub fn shared(cfg: Config) -> Result<Arc<Shared>, StartError> {
         tokens,
         cfg.record_content,
         cfg.max_event_bytes,
+        cfg.max_session_id_bytes,
     );
     Ok(Arc::new(Shared {
         cfg,

@@ -40,6 +40,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokentap_core::clock::{self, Anchor, MonoNs};
+use tokentap_core::events::Api;
 use tokentap_core::record::{ErrorKind, ErrorSource, Origin, Status, TurnError, TurnRecord};
 use tokentap_core::sse::Framer;
 use tokentap_core::timeline::Timeline;
@@ -61,6 +62,11 @@ pub struct Tap {
     ledger: InFlight,
     rec: Box<TurnRecord>,
     route: Route,
+    /// Whose events the response speaks.
+    api: Api,
+    /// A Responses API request with no session yet: its session is named by its own response
+    /// id (the first turn of a `previous_response_id` chain).
+    session_from_response: bool,
     /// The replica this request went to: a connection slot and a count of its load, given back
     /// when the response ends.
     claim: Option<Claim>,
@@ -95,6 +101,8 @@ impl Tap {
             ledger,
             rec,
             route,
+            api: route.api(false),
+            session_from_response: false,
             claim: None,
             cell: None,
             timeline: None,
@@ -117,6 +125,16 @@ impl Tap {
 
     pub fn start(&self) -> MonoNs {
         self.rec.start_mono_ns
+    }
+
+    /// The response speaks `api` (the route's, with the configured Messages usage).
+    pub fn set_api(&mut self, api: Api) {
+        self.api = api;
+    }
+
+    /// The request has no session yet: name it by its own response id when one comes.
+    pub fn session_from_response(&mut self) {
+        self.session_from_response = true;
     }
 
     pub fn set_cell(&mut self, cell: Arc<ReqCell>) {
@@ -147,7 +165,8 @@ impl Tap {
         let mut tl = Timeline::new(
             self.rec.start_mono_ns,
             if measure && sse { expected } else { 0 },
-        );
+        )
+        .with_api(self.api);
         tl.on_headers(t);
         self.timeline = Some(tl);
         self.rec.http_status = Some(status);
@@ -244,7 +263,55 @@ impl Tap {
         self.finish(record_status, Some(err), Some(t));
     }
 
+    /// A response of the Responses or Messages API that came back cleanly but is not whole:
+    /// an error event, an event that is not JSON, or no end event. (A chat stream keeps its
+    /// documented behaviour: `done` and the counts say it, the status stays `ok`.)
+    fn stream_failure(
+        api: Api,
+        sse: bool,
+        status: Status,
+        m: &tokentap_core::timeline::Measured,
+    ) -> Option<TurnError> {
+        if status != Status::Ok || api == Api::Chat {
+            return None;
+        }
+        let (end, name) = match api {
+            Api::Responses => ("response.completed", "Responses API"),
+            _ => ("message_stop", "Messages API"),
+        };
+        let e = |kind, msg: String| Some(TurnError::new(ErrorSource::Upstream, kind, msg));
+        if let Some(msg) = m.stream_error.as_deref() {
+            return e(
+                ErrorKind::StreamError,
+                format!("the server's error event: {msg}"),
+            );
+        }
+        if m.error_events > 0 {
+            return e(
+                ErrorKind::StreamError,
+                "the server answered with an error object".into(),
+            );
+        }
+        if m.malformed_events > 0 {
+            return e(
+                ErrorKind::MalformedEvent,
+                format!(
+                    "{} event(s) of the {name} stream were not JSON",
+                    m.malformed_events
+                ),
+            );
+        }
+        if sse && !m.done {
+            return e(
+                ErrorKind::StreamWithoutDone,
+                format!("the {name} stream ended without its end event ({end})"),
+            );
+        }
+        None
+    }
+
     fn finish(&mut self, status: Status, err: Option<TurnError>, end: Option<MonoNs>) {
+        let (mut status, mut err) = (status, err);
         if self.done {
             return;
         }
@@ -273,6 +340,9 @@ impl Tap {
             }
             rec.measured = tl.finish(end);
             rec.oversized_events = (self.oversized > 0).then_some(self.oversized);
+            if let Some(e) = Self::stream_failure(self.api, self.sse, status, &rec.measured) {
+                (status, err) = (Status::Failed, Some(e));
+            }
             if rec.measured.e2e_ns.is_none() {
                 // An empty body: the response ended now.
                 rec.measured.e2e_ns = Some(clock::now().saturating_sub(rec.start_mono_ns));
@@ -295,13 +365,26 @@ impl Tap {
         let frames = self.content.take();
         if let Some(frames) = frames.as_ref().filter(|_| ledger.record_content) {
             rec.content = Some(crate::content::build(
+                self.api,
                 self.cell.as_ref().and_then(|c| c.content.get()),
                 frames,
             ));
         }
+        if self.session_from_response && rec.conversation_id.is_none() {
+            if let Some(id) = rec.measured.response_id.clone() {
+                let (id, _) = crate::sessions::cap_id(id, ledger.max_session_id_bytes);
+                rec.turn_index = ledger.sessions.start_turn(&id);
+                rec.conversation_id = Some(id);
+            }
+        }
         if let Some(id) = rec.conversation_id.as_deref() {
             if self.route.is_llm() {
                 ledger.sessions.end_turn(id, rec);
+            }
+            if let (Route::Responses, Some(resp)) =
+                (self.route, rec.measured.response_id.as_deref())
+            {
+                ledger.sessions.link(resp, id);
             }
         }
         ledger
@@ -318,6 +401,7 @@ impl Tap {
             request: self.cell.as_ref().and_then(|c| c.content.get().cloned()),
             response: frames.unwrap_or_default(),
             sse,
+            chat: self.api == Api::Chat,
         };
         ledger.submit(job, self.route.is_llm());
         self.ledger.leave();

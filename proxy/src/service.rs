@@ -118,17 +118,56 @@ pub async fn handle(
     shared.ledger.metrics.requests_seen.inc();
     let route = Route::of(req.uri().path());
     let mut tap = Tap::new(shared.ledger.enter(), anchor, route);
-    let session = identify(&shared, &mut tap, route, &req);
+    tap.set_api(route.api(shared.cfg.messages_input_total));
+    let mut session = identify(&shared, &mut tap, route, &req);
     if let Err(e) = check_limits(&shared.cfg, &req) {
         return Ok(reject(&mut tap, e));
     }
     let (mut parts, body) = req.into_parts();
     let headers = forward_headers(&shared.cfg, std::mem::take(&mut parts.headers), &parts.uri);
-    let out = match prepare_body(&shared, &mut tap, route, parts, headers, body).await {
+    let body_session =
+        session.is_none() && route.has_body_session() && !shared.cfg.session_from_body.is_empty();
+    let out = match prepare_body(&shared, &mut tap, route, parts, headers, body, body_session).await
+    {
         Ok(out) => out,
         Err(e) => return Ok(reject(&mut tap, e)),
     };
+    if body_session {
+        session = session_of_body(&shared, &mut tap, route, &out.cell);
+    }
     Ok(failover(&shared, tap, out, session.as_deref()).await)
+}
+
+/// The session a Responses or Messages request names in its body (`--session-from-body`), now
+/// that the body was read: the record's session and turn index. With none, a Responses request
+/// is named by its own response id when that comes (the first turn of a chain).
+fn session_of_body(shared: &Shared, tap: &mut Tap, route: Route, cell: &ReqCell) -> Option<String> {
+    let info = cell.info.get()?;
+    let sessions = &shared.ledger.sessions;
+    let found = shared
+        .cfg
+        .session_from_body
+        .iter()
+        .find_map(|b| b.session(info, sessions));
+    let Some(id) = found else {
+        if route == Route::Responses {
+            tap.session_from_response();
+        }
+        return None;
+    };
+    let (id, cut) = crate::sessions::cap_id(id, shared.cfg.max_session_id_bytes);
+    if cut {
+        shared
+            .ledger
+            .metrics
+            .session_ids_unusual
+            .with_label_values(&["too_long"])
+            .inc();
+    }
+    let rec = tap.record_mut();
+    rec.turn_index = sessions.start_turn(&id);
+    rec.conversation_id = Some(id.clone());
+    Some(id)
 }
 
 /// The record's identity: route, HTTP version, recorded headers, session and turn index.
@@ -249,8 +288,9 @@ fn forward_headers(cfg: &Config, mut headers: HeaderMap, uri: &Uri) -> HeaderMap
     headers
 }
 
-/// The body as it will go upstream: streamed through a sniffer, or — with `--inject-usage` on
-/// a measured route — read whole and rewritten to ask for usage.
+/// The body as it will go upstream: streamed through a sniffer, or read whole — with
+/// `--inject-usage` on a chat or completions route, rewritten to ask for usage; with `whole`
+/// (a session to read from it), as it came.
 async fn prepare_body(
     shared: &Shared,
     tap: &mut Tap,
@@ -258,12 +298,15 @@ async fn prepare_body(
     parts: http::request::Parts,
     mut headers: HeaderMap,
     body: Incoming,
+    whole: bool,
 ) -> Result<Outbound, ProxyError> {
     let cfg = &shared.cfg;
     let cell = Arc::new(ReqCell::default());
     tap.set_cell(cell.clone());
     let mut plan = None;
-    let body = if cfg.inject_usage && route.is_llm() {
+    // The Responses and Messages APIs always report usage: nothing to inject.
+    let inject = cfg.inject_usage && route.is_llm() && !route.has_body_session();
+    let body = if inject || whole {
         let b = read_limited(body, cfg.max_body_bytes).await?;
         let mut info = ReqInfo::parse(&b).unwrap_or_default();
         info.bytes = b.len() as u64;
@@ -275,7 +318,7 @@ async fn prepare_body(
             continuous: cfg.inject_continuous_usage,
             metrics: cfg.inject_metrics,
         };
-        match inject::rewrite_request(&b, ask) {
+        match inject.then(|| inject::rewrite_request(&b, ask)).flatten() {
             Some((nb, p)) => {
                 plan = Some(p);
                 shared.ledger.metrics.usage_injected.inc();
@@ -287,7 +330,7 @@ async fn prepare_body(
     } else {
         Src::Stream(body)
     };
-    if cfg.inject_usage && route.is_llm() {
+    if inject {
         tap.record_mut().usage_injected = Some(plan.is_some());
     }
     Ok(Outbound {

@@ -145,6 +145,11 @@ pub struct Sessions {
     /// Bytes the entries count (ids, turn summaries, overhead).
     bytes: AtomicU64,
     pub evictions: AtomicU64,
+    /// Responses API chains: a response's id → the session it belongs to, so a request that
+    /// names it in `previous_response_id` continues that session. At most `max` links; past
+    /// that (or the TTL) the oldest go, and a turn chained to a lost link starts a session
+    /// named by its `previous_response_id`.
+    links: DashMap<String, (String, MonoNs)>,
 }
 
 /// The size a turn summary counts for.
@@ -161,7 +166,39 @@ impl Sessions {
             max_bytes: max_bytes.max(1),
             bytes: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            links: DashMap::new(),
         }
+    }
+
+    /// Response `response_id` belongs to `session`.
+    pub fn link(&self, response_id: &str, session: &str) {
+        let now = clock::now();
+        if self.links.len() >= self.max {
+            let ttl = self.ttl_ns;
+            self.links.retain(|_, (_, t)| now.saturating_sub(*t) < ttl);
+            if self.links.len() >= self.max {
+                let mut ages: Vec<(MonoNs, String)> = self
+                    .links
+                    .iter()
+                    .map(|e| (e.value().1, e.key().clone()))
+                    .collect();
+                let k = (ages.len() / 16).max(1);
+                ages.select_nth_unstable(k - 1);
+                for (_, id) in ages.into_iter().take(k) {
+                    self.links.remove(&id);
+                }
+            }
+        }
+        self.links
+            .insert(response_id.to_string(), (session.to_string(), now));
+    }
+
+    /// The session a request continuing response `previous` belongs to: the linked one, else
+    /// one named by `previous` itself.
+    pub fn chained(&self, previous: &str) -> String {
+        self.links
+            .get(previous)
+            .map_or_else(|| previous.to_string(), |e| e.value().0.clone())
     }
 
     /// Bytes the table counts now.
@@ -235,6 +272,8 @@ impl Sessions {
     /// Removes sessions idle longer than the TTL (none with a request in flight).
     pub fn sweep(&self) -> usize {
         let now = clock::now();
+        let ttl = self.ttl_ns;
+        self.links.retain(|_, (_, t)| now.saturating_sub(*t) < ttl);
         let mut n = 0;
         self.map.retain(|_, s| {
             let keep = s.in_flight > 0 || now.saturating_sub(s.last_mono) < self.ttl_ns;

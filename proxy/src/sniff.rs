@@ -34,10 +34,17 @@ pub struct ReqInfo {
     pub include_usage: bool,
     /// `stream_options.continuous_usage_stats` (vLLM).
     pub continuous_usage: bool,
-    /// Entries in `messages` (chat) — `None` for `/v1/completions`.
+    /// Entries in `messages` (chat, Messages API) or in `input` (Responses API; a string input
+    /// is one) — `None` for `/v1/completions`.
     pub messages: Option<u32>,
-    /// `max_completion_tokens`, else `max_tokens`.
+    /// `max_completion_tokens`, else `max_tokens`, else `max_output_tokens` (Responses API).
     pub max_tokens: Option<u64>,
+    /// Where a request of the Responses or Messages API says which conversation it continues
+    /// (docs/usage.md, sessions of agents): `previous_response_id`, `prompt_cache_key`, and
+    /// the session in `metadata.user_id`.
+    pub previous_response_id: Option<String>,
+    pub prompt_cache_key: Option<String>,
+    pub user_id_session: Option<String>,
     /// Body size in bytes.
     pub bytes: u64,
 }
@@ -57,11 +64,37 @@ impl ReqInfo {
             stream: raw.stream,
             include_usage: so.include_usage.unwrap_or(false),
             continuous_usage: so.continuous_usage_stats.unwrap_or(false),
-            messages: raw.messages.map(|c| c.0),
-            max_tokens: raw.max_completion_tokens.or(raw.max_tokens),
+            messages: raw.messages.or(raw.input).map(|c| c.0),
+            max_tokens: raw
+                .max_completion_tokens
+                .or(raw.max_tokens)
+                .or(raw.max_output_tokens),
+            previous_response_id: raw.previous_response_id.filter(|s| !s.is_empty()),
+            prompt_cache_key: raw.prompt_cache_key.filter(|s| !s.is_empty()),
+            user_id_session: raw
+                .metadata
+                .and_then(|m| m.user_id)
+                .and_then(|u| claude_code_session(&u)),
             bytes: body.len() as u64,
         })
     }
+}
+
+/// The session in a Messages request's `metadata.user_id` as Claude Code writes it:
+/// `user_<hash>_account_<uuid>_session_<uuid>` (before 2.1.78), or a JSON object in the string
+/// with a `session_id` (since). Any other user id names a user, not a session: none.
+pub fn claude_code_session(user_id: &str) -> Option<String> {
+    let t = user_id.trim();
+    if t.starts_with('{') {
+        let v: serde_json::Value = serde_json::from_str(t).ok()?;
+        return v
+            .get("session_id")
+            .and_then(|s| s.as_str())
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+    }
+    let (_, s) = t.rsplit_once("_session_")?;
+    (!s.is_empty()).then(|| s.to_string())
 }
 
 #[derive(Deserialize)]
@@ -78,6 +111,23 @@ struct RawReq {
     max_completion_tokens: Option<u64>,
     #[serde(default)]
     max_tokens: Option<u64>,
+    #[serde(default)]
+    max_output_tokens: Option<u64>,
+    /// Responses API: a string (one message) or an array of items.
+    #[serde(default)]
+    input: Option<Count>,
+    #[serde(default)]
+    previous_response_id: Option<String>,
+    #[serde(default)]
+    prompt_cache_key: Option<String>,
+    #[serde(default)]
+    metadata: Option<RawMetadata>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawMetadata {
+    #[serde(default)]
+    user_id: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -97,7 +147,10 @@ impl<'de> Deserialize<'de> for Count {
         impl<'de> Visitor<'de> for V {
             type Value = Count;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an array")
+                f.write_str("an array or a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Count, E> {
+                Ok(Count(1))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
                 let mut n = 0u32;
@@ -107,7 +160,7 @@ impl<'de> Deserialize<'de> for Count {
                 Ok(Count(n))
             }
         }
-        d.deserialize_seq(V)
+        d.deserialize_any(V)
     }
 }
 
@@ -321,6 +374,31 @@ mod tests {
         assert!(i.include_usage && !i.continuous_usage);
         assert_eq!(i.messages, Some(2));
         assert_eq!(i.max_tokens, Some(12));
+    }
+
+    #[test]
+    fn responses_and_messages_requests() {
+        let i = ReqInfo::parse(
+            br#"{"model":"m","input":[{"role":"user","content":"hi"},{"type":"function_call_output","call_id":"c","output":"x"}],"previous_response_id":"resp_1","prompt_cache_key":"conv-9","max_output_tokens":64,"stream":true}"#,
+        )
+        .unwrap();
+        assert_eq!(i.messages, Some(2));
+        assert_eq!(i.max_tokens, Some(64));
+        assert_eq!(i.previous_response_id.as_deref(), Some("resp_1"));
+        assert_eq!(i.prompt_cache_key.as_deref(), Some("conv-9"));
+        let i = ReqInfo::parse(br#"{"model":"m","input":"hi"}"#).unwrap();
+        assert_eq!(i.messages, Some(1));
+        let i = ReqInfo::parse(
+            br#"{"model":"m","max_tokens":32,"messages":[{"role":"user","content":"hi"}],"metadata":{"user_id":"user_ab12_account_7c1e_session_5f0c-11"}}"#,
+        )
+        .unwrap();
+        assert_eq!(i.user_id_session.as_deref(), Some("5f0c-11"));
+        assert_eq!(
+            claude_code_session(r#"{"device_id":"d","account_uuid":"","session_id":"s-1"}"#)
+                .as_deref(),
+            Some("s-1")
+        );
+        assert_eq!(claude_code_session("alice@example.com"), None);
     }
 
     #[test]

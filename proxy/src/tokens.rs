@@ -36,6 +36,10 @@ pub struct Job {
     pub response: Vec<Bytes>,
     /// The response was an event stream (else one JSON body).
     pub sse: bool,
+    /// Chat completions are counted; the Responses and Messages APIs are not (their requests
+    /// and outputs are not the chat messages the reference's template counts): their records
+    /// carry the server's usage, which those APIs always send.
+    pub chat: bool,
 }
 
 struct Pending {
@@ -124,7 +128,11 @@ pub fn count(tok: &RefTokenizer, job: Job) -> Box<TurnRecord> {
         request,
         response,
         sse,
+        chat,
     } = job;
+    if !chat {
+        return rec;
+    }
     if let Some(p) = request.as_deref().and_then(PromptInput::from_body) {
         tok.record_prompt(&p, &mut rec);
     }

@@ -21,7 +21,7 @@
 //! the last token is due.
 
 use crate::frame::{self, ChunkWriter};
-use crate::plan::{FaultKind, Plan, SegKind, Segment};
+use crate::plan::{Api, FaultKind, Plan, SegKind, Segment};
 use crate::shared::Shared;
 use crate::{ChunkKind, ChunkLog, RequestLog};
 use bytes::Bytes;
@@ -486,6 +486,13 @@ impl SimBody {
     fn poll_tail(&mut self) -> Poll<Step> {
         if self.plan.stream {
             self.phase = Phase::Done;
+            if matches!(self.plan.api, Api::Responses | Api::Messages) {
+                // Their end events carry the usage; no `[DONE]` follows (as vLLM).
+                self.phase = Phase::End;
+                let field = self.shared.config.modes.reasoning_field.as_str();
+                let bytes = self.writer.api_end(&self.plan, field, self.tokens_done);
+                return self.emit(bytes, 0, ChunkKind::Usage);
+            }
             if self.plan.include_usage {
                 let metrics = self.plan.include_metrics.then(|| self.engine_metrics());
                 let bytes = self.writer.usage(self.tokens_done, metrics.as_deref());

@@ -31,13 +31,20 @@ pub(crate) struct ChunkWriter {
     prompt_tokens: u64,
     cached_tokens: u64,
     buf: BytesMut,
+    /// Responses and Messages APIs: the response id, the model, the next `sequence_number`,
+    /// and the output item / content block open now (its kind and index).
+    id: String,
+    model: String,
+    seq: u64,
+    open: Option<(SegKind, u64)>,
+    blocks: u64,
 }
 
 impl ChunkWriter {
     pub fn new(plan: &Plan, reasoning_field: &'static str) -> Self {
         let object = match plan.api {
-            Api::Chat => "chat.completion.chunk",
             Api::Completions => "text_completion",
+            _ => "chat.completion.chunk",
         };
         let mut head = Vec::with_capacity(128 + plan.model.len());
         head.extend_from_slice(b"data: {\"id\":");
@@ -56,11 +63,155 @@ impl ChunkWriter {
             prompt_tokens: plan.prompt_tokens,
             cached_tokens: plan.cached_tokens,
             buf: BytesMut::new(),
+            id: plan.id.clone(),
+            model: plan.model.clone(),
+            seq: 0,
+            open: None,
+            blocks: 0,
         }
     }
 
-    /// The role-only prelude (chat only).
+    /// One event of the Responses or Messages API: an `event:` line with its type, then its
+    /// data (`sequence_number` added for the Responses API), as vLLM writes them.
+    fn event(&mut self, mut data: Value) {
+        let kind = data["type"].as_str().unwrap_or("").to_string();
+        if self.api == Api::Responses {
+            data["sequence_number"] = self.seq.into();
+            self.seq += 1;
+        }
+        self.buf.reserve(kind.len() + 64);
+        self.buf.put_slice(b"event: ");
+        self.buf.put_slice(kind.as_bytes());
+        self.buf.put_slice(b"\ndata: ");
+        // Invariant: a serde_json::Value always serializes.
+        self.buf
+            .put_slice(&serde_json::to_vec(&data).unwrap_or_default());
+        self.buf.put_slice(b"\n\n");
+    }
+
+    /// Closes the open item or block, if any.
+    fn close(&mut self) {
+        if let Some((_, i)) = self.open.take() {
+            if matches!(self.api, Api::Messages) {
+                self.event(json!({"type": "content_block_stop", "index": i}));
+            }
+        }
+    }
+
+    /// Opens the item or block a segment of `kind` goes into (a tool call's header opens its
+    /// own); `tool` is (index, id, name) of a tool call.
+    fn open(&mut self, kind: SegKind, tool: (usize, &str, &str)) -> u64 {
+        if let Some((k, i)) = self.open {
+            if k == kind || (kind == SegKind::ToolArgs && k == SegKind::ToolHeader) {
+                return i;
+            }
+        }
+        self.close();
+        let i = self.blocks;
+        self.blocks += 1;
+        self.open = Some((kind, i));
+        let id = &self.id;
+        let ev = match (self.api, kind) {
+            (Api::Responses, SegKind::Reasoning) => vec![
+                json!({"type": "response.output_item.added", "output_index": i,
+                "item": {"type": "reasoning", "id": format!("rs_{id}_{i}"), "summary": [], "content": []}}),
+            ],
+            (Api::Responses, SegKind::Content) => vec![
+                json!({"type": "response.output_item.added", "output_index": i,
+                    "item": {"type": "message", "id": format!("msg_{id}_{i}"), "role": "assistant", "status": "in_progress", "content": []}}),
+                json!({"type": "response.content_part.added", "item_id": format!("msg_{id}_{i}"), "output_index": i, "content_index": 0,
+                    "part": {"type": "output_text", "text": "", "annotations": []}}),
+            ],
+            (Api::Responses, _) => vec![
+                json!({"type": "response.output_item.added", "output_index": i,
+                "item": {"type": "function_call", "id": format!("fc_{id}_{i}"), "call_id": tool.1, "name": tool.2, "arguments": "", "status": "in_progress"}}),
+            ],
+            (_, SegKind::Reasoning) => vec![
+                json!({"type": "content_block_start", "index": i, "content_block": {"type": "thinking", "thinking": ""}}),
+            ],
+            (_, SegKind::Content) => vec![
+                json!({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}),
+            ],
+            (_, _) => vec![json!({"type": "content_block_start", "index": i,
+                "content_block": {"type": "tool_use", "id": tool.1, "name": tool.2, "input": {}}})],
+        };
+        for e in ev {
+            self.event(e);
+        }
+        i
+    }
+
+    /// A token chunk of the Responses or Messages API: the events opening its item or block
+    /// when it starts one, then its delta (a tool call's header is its opening event alone).
+    fn api_piece(&mut self, kind: SegKind, text: &str, tool: (usize, &str, &str)) -> Bytes {
+        let i = self.open(kind, tool);
+        let id = self.id.clone();
+        let delta = match (self.api, kind) {
+            (_, SegKind::ToolHeader) => None,
+            (Api::Responses, SegKind::Reasoning) => {
+                Some(json!({"type": "response.reasoning_text.delta",
+                "item_id": format!("rs_{id}_{i}"), "output_index": i, "content_index": 0, "delta": text}))
+            }
+            (Api::Responses, SegKind::Content) => {
+                Some(json!({"type": "response.output_text.delta",
+                "item_id": format!("msg_{id}_{i}"), "output_index": i, "content_index": 0, "delta": text, "logprobs": []}))
+            }
+            (Api::Responses, _) => Some(json!({"type": "response.function_call_arguments.delta",
+                "item_id": format!("fc_{id}_{i}"), "output_index": i, "delta": text})),
+            (_, SegKind::Reasoning) => Some(json!({"type": "content_block_delta", "index": i,
+                "delta": {"type": "thinking_delta", "thinking": text}})),
+            (_, SegKind::Content) => Some(json!({"type": "content_block_delta", "index": i,
+                "delta": {"type": "text_delta", "text": text}})),
+            (_, _) => Some(json!({"type": "content_block_delta", "index": i,
+                "delta": {"type": "input_json_delta", "partial_json": text}})),
+        };
+        if let Some(d) = delta {
+            self.event(d);
+        }
+        self.buf.split().freeze()
+    }
+
+    /// The Responses or Messages API's end: `response.completed` with the whole response, or the
+    /// open block's stop, `message_delta` (stop reason, output tokens) and `message_stop`.
+    pub fn api_end(&mut self, plan: &Plan, reasoning_field: &str, completion: u64) -> Bytes {
+        self.close();
+        if self.api == Api::Responses {
+            let body: Value =
+                serde_json::from_slice(&full_body(plan, reasoning_field)).unwrap_or_default();
+            let kind = if body["status"] == "incomplete" {
+                "response.incomplete"
+            } else {
+                "response.completed"
+            };
+            self.event(json!({"type": kind, "response": body}));
+        } else {
+            self.event(json!({"type": "message_delta",
+                "delta": {"stop_reason": stop_reason(plan.output.finish), "stop_sequence": null},
+                "usage": {"output_tokens": completion}}));
+            self.event(json!({"type": "message_stop"}));
+        }
+        self.buf.split().freeze()
+    }
+
+    /// The role-only prelude (chat), `response.created` (Responses), `message_start` (Messages).
     pub fn prelude(&mut self, usage: Option<u64>) -> Bytes {
+        match self.api {
+            Api::Responses => {
+                let ev = json!({"type": "response.created", "response": {"id": self.id, "object": "response",
+                    "model": self.model, "status": "in_progress", "output": [], "usage": null}});
+                self.event(ev);
+                return self.buf.split().freeze();
+            }
+            Api::Messages => {
+                let ev = json!({"type": "message_start", "message": {"id": self.id, "type": "message", "role": "assistant",
+                    "model": self.model, "content": [], "stop_reason": null, "stop_sequence": null,
+                    "usage": {"input_tokens": self.prompt_tokens - self.cached_tokens, "cache_read_input_tokens": self.cached_tokens,
+                        "cache_creation_input_tokens": 0, "output_tokens": 0}}});
+                self.event(ev);
+                return self.buf.split().freeze();
+            }
+            _ => {}
+        }
         self.begin(64);
         self.buf
             .put_slice(b"{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}");
@@ -77,6 +228,9 @@ impl ChunkWriter {
         finish: Option<&str>,
         usage: Option<u64>,
     ) -> Bytes {
+        if matches!(self.api, Api::Responses | Api::Messages) {
+            return self.api_piece(kind, text, tool);
+        }
         self.begin(text.len() * 2 + 160);
         let b = &mut self.buf;
         match (self.api, kind) {
@@ -113,6 +267,7 @@ impl ChunkWriter {
                 push_json_str_buf(b, text);
                 b.put_slice(b"}}]}");
             }
+            (Api::Responses | Api::Messages, _) => {}
         }
         self.end_choice(finish, usage)
     }
@@ -169,9 +324,24 @@ impl ChunkWriter {
     }
 }
 
-/// The whole non-streaming response (`chat.completion` or `text_completion`).
+/// The Messages API's stop reason for a chat finish reason.
+fn stop_reason(finish: &str) -> &'static str {
+    match finish {
+        "length" => "max_tokens",
+        "tool_calls" => "tool_use",
+        _ => "end_turn",
+    }
+}
+
+/// The whole non-streaming response (`chat.completion`, `text_completion`, a Responses API
+/// `response`, a Messages API `message`).
 pub(crate) fn full_body(plan: &Plan, reasoning_field: &str) -> Bytes {
     let o: &Output = &plan.output;
+    match plan.api {
+        Api::Responses => return responses_body(plan),
+        Api::Messages => return messages_body(plan),
+        _ => {}
+    }
     let mut usage = json!({
         "prompt_tokens": plan.prompt_tokens,
         "completion_tokens": o.tokens,
@@ -202,17 +372,81 @@ pub(crate) fn full_body(plan: &Plan, reasoning_field: &str) -> Bytes {
             }
             json!({"index": 0, "message": msg, "finish_reason": o.finish})
         }
-        Api::Completions => json!({"index": 0, "text": o.content(), "finish_reason": o.finish}),
+        _ => json!({"index": 0, "text": o.content(), "finish_reason": o.finish}),
     };
     let body = json!({
         "id": plan.id,
-        "object": match plan.api { Api::Chat => "chat.completion", Api::Completions => "text_completion" },
+        "object": match plan.api { Api::Completions => "text_completion", _ => "chat.completion" },
         "created": plan.created,
         "model": plan.model,
         "choices": [choice],
         "usage": usage,
     });
     // Invariant: a serde_json::Value always serializes.
+    Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+}
+
+fn responses_body(plan: &Plan) -> Bytes {
+    let o = &plan.output;
+    let id = &plan.id;
+    let mut output = Vec::new();
+    if o.reasoning_tokens > 0 {
+        output.push(
+            json!({"type": "reasoning", "id": format!("rs_{id}_0"), "summary": [],
+            "content": [{"type": "reasoning_text", "text": o.reasoning()}]}),
+        );
+    }
+    if !o.content().is_empty() || o.tools.is_empty() {
+        output.push(json!({"type": "message", "id": format!("msg_{id}"), "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": o.content(), "annotations": []}]}));
+    }
+    for (i, call) in o.tool_calls().unwrap_or_default().iter().enumerate() {
+        output.push(json!({"type": "function_call", "id": format!("fc_{id}_{i}"), "call_id": call.id,
+            "name": call.function.name, "arguments": call.function.arguments, "status": "completed"}));
+    }
+    let incomplete = o.finish == "length";
+    let body = json!({
+        "id": id, "object": "response", "created_at": plan.created, "model": plan.model,
+        "status": if incomplete { "incomplete" } else { "completed" },
+        "incomplete_details": if incomplete { json!({"reason": "max_output_tokens"}) } else { Value::Null },
+        "output": output,
+        "usage": {
+            "input_tokens": plan.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": plan.cached_tokens},
+            "output_tokens": o.tokens,
+            "output_tokens_details": {"reasoning_tokens": o.reasoning_tokens},
+            "total_tokens": plan.prompt_tokens + o.tokens,
+        },
+    });
+    Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+}
+
+fn messages_body(plan: &Plan) -> Bytes {
+    let o = &plan.output;
+    let mut content = Vec::new();
+    if o.reasoning_tokens > 0 {
+        content.push(json!({"type": "thinking", "thinking": o.reasoning(), "signature": ""}));
+    }
+    if !o.content().is_empty() || o.tools.is_empty() {
+        content.push(json!({"type": "text", "text": o.content()}));
+    }
+    for call in o.tool_calls().unwrap_or_default() {
+        let input: Value =
+            serde_json::from_str(&call.function.arguments).unwrap_or_else(|_| json!({}));
+        content.push(
+            json!({"type": "tool_use", "id": call.id, "name": call.function.name, "input": input}),
+        );
+    }
+    let body = json!({
+        "id": plan.id, "type": "message", "role": "assistant", "model": plan.model,
+        "content": content, "stop_reason": stop_reason(o.finish), "stop_sequence": null,
+        "usage": {
+            "input_tokens": plan.prompt_tokens - plan.cached_tokens,
+            "cache_read_input_tokens": plan.cached_tokens,
+            "cache_creation_input_tokens": 0,
+            "output_tokens": o.tokens,
+        },
+    });
     Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
 }
 

@@ -23,11 +23,15 @@ use tokentap_core::text::{filler, REASONING_PREAMBLE};
 use tokentap_core::tokenize::{self, BYTES_PER_TOKEN};
 use tokentap_core::wire::{ChatRequest, FunctionCall, StreamOptions, ToolCall};
 
-/// Which OpenAI route.
+/// Which API route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Api {
     Chat,
     Completions,
+    /// The OpenAI Responses API: the request served in chat form, the events its own.
+    Responses,
+    /// The Anthropic Messages API, likewise.
+    Messages,
 }
 
 /// `POST /v1/completions` body: only the fields the sim reads.
@@ -369,8 +373,8 @@ pub(crate) fn build(
         api,
         stream,
         id: match api {
-            Api::Chat => format!("chatcmpl-sim{seq:08}"),
             Api::Completions => format!("cmpl-sim{seq:08}"),
+            _ => format!("chatcmpl-sim{seq:08}"),
         },
         created,
         model: model.unwrap_or_else(|| cfg.model.clone()),
@@ -401,6 +405,20 @@ fn asks_metrics(parsed: &Parsed) -> bool {
 }
 
 impl Plan {
+    /// The plan of a chat-form request is served as the Responses or Messages API: its id,
+    /// its opening event (in place of the role prelude), usage always at the end.
+    pub fn serve_as(&mut self, api: Api, seq: u64) {
+        self.api = api;
+        match api {
+            Api::Responses => self.id = format!("resp_sim{seq:08}"),
+            Api::Messages => self.id = format!("msg_sim{seq:08}"),
+            _ => return,
+        }
+        self.role_prelude = true;
+        self.include_usage = true;
+        self.continuous_usage = false;
+    }
+
     /// Sets the cache result and the prefill time it implies.
     pub fn set_cached(&mut self, cfg: &SimConfig, cached: u64) {
         self.cached_tokens = cached;

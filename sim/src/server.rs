@@ -251,6 +251,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResBody
         Ok(p) => p,
         Err(msg) => return error(&shared, entry, StatusCode::BAD_REQUEST, &msg),
     };
+    plan.serve_as(api, entry.seq);
     plan.id.push('-');
     plan.id.push_str(&shared.instance);
     drop(parsed);
@@ -346,11 +347,20 @@ fn route(method: &Method, path: &str) -> Route {
     match (method, path) {
         (&Method::POST, "/v1/chat/completions") => Route::Api(Api::Chat),
         (&Method::POST, "/v1/completions") => Route::Api(Api::Completions),
+        (&Method::POST, "/v1/responses") => Route::Api(Api::Responses),
+        (&Method::POST, "/v1/messages") => Route::Api(Api::Messages),
         (&Method::GET, "/health") => Route::Health,
         (&Method::GET, "/v1/models") => Route::Models,
-        (_, "/health" | "/metrics" | "/v1/models" | "/v1/chat/completions" | "/v1/completions") => {
-            Route::Refused(StatusCode::METHOD_NOT_ALLOWED, "method not allowed".into())
-        }
+        (
+            _,
+            "/health"
+            | "/metrics"
+            | "/v1/models"
+            | "/v1/chat/completions"
+            | "/v1/completions"
+            | "/v1/responses"
+            | "/v1/messages",
+        ) => Route::Refused(StatusCode::METHOD_NOT_ALLOWED, "method not allowed".into()),
         _ => Route::Refused(StatusCode::NOT_FOUND, format!("no route for {path}")),
     }
 }
@@ -395,8 +405,58 @@ async fn read_request(
     let parsed = match api {
         Api::Chat => serde_json::from_slice(&bytes).map(|r| Parsed::Chat(Box::new(r))),
         Api::Completions => serde_json::from_slice(&bytes).map(Parsed::Completion),
+        Api::Responses | Api::Messages => serde_json::from_slice::<serde_json::Value>(&bytes)
+            .and_then(|v| serde_json::from_value(in_chat_form(api, &v)))
+            .map(|r| Parsed::Chat(Box::new(r))),
     };
     parsed.map_err(|e| (StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")))
+}
+
+/// A Responses or Messages API request as the chat request the sim plans (tokentap_core's
+/// conversion): messages, tools, stream, max tokens (`max_output_tokens`, `max_tokens`), and
+/// thinking off when the Messages request says `thinking.type: disabled`.
+/// `previous_response_id` is accepted and not looked up: the sim stores no responses, so the
+/// prompt is the request's own input.
+fn in_chat_form(api: Api, v: &serde_json::Value) -> serde_json::Value {
+    let core_api = match api {
+        Api::Responses => tokentap_core::events::Api::Responses,
+        _ => tokentap_core::events::Api::Messages { input_total: false },
+    };
+    let c = tokentap_core::convert::request(core_api, v);
+    let mut r = serde_json::json!({"messages": c.messages});
+    for (from, to) in [
+        ("model", "model"),
+        ("stream", "stream"),
+        ("max_output_tokens", "max_completion_tokens"),
+        ("max_tokens", "max_completion_tokens"),
+        ("include_metrics", "include_metrics"),
+    ] {
+        if let Some(x) = v.get(from).filter(|x| !x.is_null()) {
+            r[to] = x.clone();
+        }
+    }
+    // The Messages API's tool_choice is an object ({"type": "auto" | "any" | "tool" | "none"}).
+    let choice = match (api, v.get("tool_choice")) {
+        (Api::Messages, Some(c)) => match c.get("type").and_then(serde_json::Value::as_str) {
+            Some("any" | "tool") => Some("required".into()),
+            Some("none") => Some("none".into()),
+            _ => None,
+        },
+        (_, c) => c.cloned(),
+    };
+    if let Some(c) = choice {
+        r["tool_choice"] = c;
+    }
+    if let Some(t) = c.tools {
+        r["tools"] = t;
+    }
+    if v.pointer("/thinking/type")
+        .and_then(serde_json::Value::as_str)
+        == Some("disabled")
+    {
+        r["chat_template_kwargs"] = serde_json::json!({"enable_thinking": false});
+    }
+    r
 }
 
 /// A complete small response; the log entry ends here.

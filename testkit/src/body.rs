@@ -47,17 +47,24 @@ pub fn post_chat(base: &str, body: Bytes, session: Option<&str>) -> Request<Full
 /// tag is drawn at start: the two things a second sim cannot reproduce).
 pub fn mask_created(b: &[u8]) -> String {
     let s = String::from_utf8_lossy(b);
+    let s = mask_number(&s, "\"created\":");
+    // The Responses API's spelling.
+    let s = mask_number(&s, "\"created_at\":");
+    mask_sim_instance(&s)
+}
+
+fn mask_number(s: &str, key: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    let mut rest = &s[..];
-    while let Some(i) = rest.find("\"created\":") {
-        let (a, b) = rest.split_at(i + 10);
+    let mut rest = s;
+    while let Some(i) = rest.find(key) {
+        let (a, b) = rest.split_at(i + key.len());
         out.push_str(a);
         let end = b.find(|c: char| !c.is_ascii_digit()).unwrap_or(b.len());
         out.push('N');
         rest = &b[end..];
     }
     out.push_str(rest);
-    mask_sim_instance(&out)
+    out
 }
 
 /// The sim's response ids end in its instance tag (`chatcmpl-sim00000007-1f2e3d4c`), drawn at
@@ -65,8 +72,9 @@ pub fn mask_created(b: &[u8]) -> String {
 fn mask_sim_instance(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
-    while let Some(i) = rest.find("-sim") {
-        let (a, b) = rest.split_at(i + 4);
+    // `chatcmpl-sim…`, `resp_sim…`, `msg_sim…`.
+    while let Some(i) = rest.find("sim") {
+        let (a, b) = rest.split_at(i + 3);
         out.push_str(a);
         let bytes = b.as_bytes();
         let tagged = bytes.len() >= 17
