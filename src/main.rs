@@ -100,7 +100,16 @@ fn submission(cmd: tokentap_submission::cli::Command) -> anyhow::Result<i32> {
 /// run without a runtime; the long-running ones get one and the shutdown signal.
 fn run(command: Command) -> anyhow::Result<i32> {
     match command {
-        Command::Dataset(cmd) => tokentap_dataset::cli::run(cmd),
+        Command::Dataset(cmd) => {
+            let hooks = tokentap_dataset::cli::Hooks {
+                tokenizer: &|dir| {
+                    let t = tokentap_mlperf::tokenizer::RefTokenizer::load(dir)?;
+                    Ok(Box::new(ModelTokens(t)) as Box<dyn tokentap_dataset::capture::Tokens>)
+                },
+                html: &|a, b| tokentap_report::dataset::comparison_html(a, b),
+            };
+            tokentap_dataset::cli::run(cmd, &hooks)
+        }
         Command::Submission(cmd) => submission(cmd),
         Command::Compare(opts) => tokentap_compare::run(*opts),
         Command::Merge(opts) => merge(&opts),
@@ -199,6 +208,18 @@ fn compare_run(opts: &tokentap_report::Opts) -> anyhow::Result<()> {
         path.display()
     );
     Ok(())
+}
+
+/// The model's tokenizer counting plain text, for `dataset capture --anonymize`.
+struct ModelTokens(tokentap_mlperf::tokenizer::RefTokenizer);
+
+impl tokentap_dataset::capture::Tokens for ModelTokens {
+    fn count(&self, text: &str) -> u64 {
+        self.0.count_text(text)
+    }
+    fn describe(&self) -> String {
+        format!("the tokenizer in {}", self.0.dir().display())
+    }
 }
 
 #[cfg(test)]

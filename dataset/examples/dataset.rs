@@ -11,7 +11,7 @@ struct Opts {
 }
 
 fn main() -> std::process::ExitCode {
-    match run(Opts::parse().cmd) {
+    match run(Opts::parse().cmd, &tokentap_dataset::cli::no_hooks()) {
         Ok(code) => std::process::ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -13,7 +13,8 @@
 //! - [`validate`]: the conversation-level rules (turn numbering, role sequence, tool pairing).
 //! - [`stats`]: the numbers `tokentap dataset stats` prints.
 //! - [`synth`]: a seeded generator of coding and workflow trajectories.
-//! - [`cli`]: `tokentap dataset validate | stats | synth` (clap subcommand + `run`).
+//! - [`capture`]: a team's own sessions, from the proxy's records with content, as a dataset.
+//! - [`cli`]: `tokentap dataset validate | stats | synth | capture` (clap subcommand + `run`).
 //!
 //! ## Data flow
 //!
@@ -32,6 +33,7 @@
 /// would sleep for ever, and far beyond it no timer can represent the sleep.
 pub const MAX_DELAY_SECONDS: f64 = 86_400.0;
 
+pub mod capture;
 pub mod cli;
 pub mod error;
 pub mod load;

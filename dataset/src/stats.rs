@@ -667,3 +667,109 @@ fn line(out: &mut String, label: &str, d: Option<&Dist>, div: f64) {
         d.mean / div
     );
 }
+
+/// Two datasets side by side (`tokentap dataset stats A --against B`): the shape of each, all
+/// rows of each (coding and workflow together), in the stand-in tokens both are measured in.
+pub fn render_comparison(a: &DatasetStats, b: &DatasetStats) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "A: {}\nB: {}", a.path, b.path);
+    let _ = writeln!(out, "(stand-in tokens: 4 bytes a token; p50 / p90 / max)\n");
+    let _ = writeln!(out, "{:<34} {:>28} {:>28}", "", "A", "B");
+    for (name, f) in comparison_rows() {
+        let _ = writeln!(out, "{name:<34} {:>28} {:>28}", f(&a.total), f(&b.total));
+    }
+    let _ = writeln!(out, "\nrequest size by client turn (stand-in tokens, p50):");
+    let _ = writeln!(out, "  {:>9} {:>12} {:>12}", "turn", "A", "B");
+    for &(from, to) in TURN_BUCKETS {
+        let find = |d: &DomainStats| {
+            d.prompt_by_turn
+                .iter()
+                .find(|x| x.from == from)
+                .map_or("-".to_string(), |x| {
+                    format!("{:.0} ({})", x.size.tokens.p50, x.size.tokens.count)
+                })
+        };
+        let (x, y) = (find(&a.total), find(&b.total));
+        if x == "-" && y == "-" {
+            continue;
+        }
+        let range = match (from, to) {
+            (f, t) if f == t => format!("{f}"),
+            (f, u32::MAX) => format!("{f}+"),
+            (f, t) => format!("{f}-{t}"),
+        };
+        let _ = writeln!(out, "  {range:>9} {x:>12} {y:>12}");
+    }
+    out
+}
+
+type Cell = fn(&DomainStats) -> String;
+
+/// The comparison's rows: a name and how to show one dataset's value.
+pub fn comparison_rows() -> Vec<(&'static str, Cell)> {
+    fn d3(d: Option<&Dist>, div: f64) -> String {
+        d.map_or("-".into(), |d| {
+            format!(
+                "{:.0} / {:.0} / {:.0}",
+                d.p50 / div,
+                d.p90 / div,
+                d.max / div
+            )
+        })
+    }
+    fn s3(d: Option<&Dist>) -> String {
+        d.map_or("-".into(), |d| {
+            format!("{:.2} / {:.2} / {:.2}", d.p50, d.p90, d.max)
+        })
+    }
+    fn pct(n: u64, of: u64) -> String {
+        if of == 0 {
+            "-".into()
+        } else {
+            format!("{:.0}%", 100.0 * n as f64 / of as f64)
+        }
+    }
+    vec![
+        ("trajectories", |d| d.trajectories.to_string()),
+        ("client turns", |d| {
+            format!(
+                "{} (user {}, tool {})",
+                d.client_turns, d.user_turns, d.tool_turns
+            )
+        }),
+        ("client turns / trajectory", |d| {
+            d3(d.turns_per_trajectory.as_ref(), 1.0)
+        }),
+        ("first request (tokens)", |d| {
+            d3(d.first_request.as_ref().map(|s| &s.tokens), 1.0)
+        }),
+        ("final context (tokens)", |d| {
+            d3(d.final_context.as_ref().map(|s| &s.tokens), 1.0)
+        }),
+        ("growth / client turn (tokens)", |d| {
+            d3(
+                d.growth_per_turn_bytes.as_ref(),
+                tokenize::BYTES_PER_TOKEN as f64,
+            )
+        }),
+        ("output / assistant turn (tokens)", |d| {
+            d3(d.assistant.output_tokens.as_ref(), 1.0)
+        }),
+        ("assistant turns with tool calls", |d| {
+            pct(d.assistant.with_tool_calls, d.assistant_turns)
+        }),
+        ("assistant turns with reasoning", |d| {
+            pct(d.assistant.with_reasoning, d.assistant_turns)
+        }),
+        ("client turns with a delay", |d| {
+            pct(d.delays.count, d.delays.count + d.delays.missing)
+        }),
+        ("delay (s)", |d| s3(d.delays.seconds.as_ref())),
+        ("distinct system prompts", |d| {
+            d.system_prompts.distinct.to_string()
+        }),
+        ("tools / trajectory", |d| {
+            d3(d.tools.per_trajectory.as_ref(), 1.0)
+        }),
+    ]
+}

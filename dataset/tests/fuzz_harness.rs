@@ -51,3 +51,20 @@ fn dataset_rows_seeds_and_mutations() {
 fn sse_seeds_and_mutations() {
     run("sse", harness::sse);
 }
+
+#[test]
+fn responses_events_seeds_and_mutations() {
+    run("responses_events", |d| {
+        harness::api_events(tokentap_core::events::Api::Responses, d)
+    });
+}
+
+#[test]
+fn messages_events_seeds_and_mutations() {
+    run("messages_events", |d| {
+        harness::api_events(
+            tokentap_core::events::Api::Messages { input_total: false },
+            d,
+        )
+    });
+}

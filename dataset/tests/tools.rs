@@ -525,7 +525,8 @@ fn stats_on_synth_agree_with_the_summary() {
 
 fn cli(cmd: DatasetCommand) -> (i32, String, String) {
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = run_with(cmd, &mut out, &mut err).expect("command runs");
+    let code = run_with(cmd, &tokentap_dataset::cli::no_hooks(), &mut out, &mut err)
+        .expect("command runs");
     (
         code,
         String::from_utf8(out).unwrap(),
@@ -572,6 +573,8 @@ fn cli_synth_validate_stats() {
     );
 
     let (code, out, _) = cli(DatasetCommand::Stats {
+        against: None,
+        html: None,
         file: file.clone(),
         json: true,
     });
@@ -580,6 +583,8 @@ fn cli_synth_validate_stats() {
     assert_eq!(v["total"]["trajectories"], 12);
     assert_eq!(v["workflow"]["trajectories"], 9);
     let (code, out, _) = cli(DatasetCommand::Stats {
+        against: None,
+        html: None,
         file: file.clone(),
         json: false,
     });
@@ -618,6 +623,8 @@ fn cli_validate_prints_every_error_and_fails() {
     for cmd in [
         DatasetCommand::Validate { file: file.clone() },
         DatasetCommand::Stats {
+            against: None,
+            html: None,
             file: file.clone(),
             json: false,
         },
@@ -683,6 +690,8 @@ fn cli_parses_with_clap() {
     assert_eq!(
         t.cmd,
         DatasetCommand::Stats {
+            against: None,
+            html: None,
             file: "d.jsonl".into(),
             json: true
         }

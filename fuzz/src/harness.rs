@@ -136,3 +136,103 @@ pub fn sse(data: &[u8]) {
         }
     }
 }
+
+/// The Responses API's (`responses_events`) or the Messages API's (`messages_events`) events:
+/// `data[0] % 8` cut points as for [`sse`], then a byte stream, framed and read as `api`.
+///
+/// Properties: never panics; a [`tokentap_core::timeline::Timeline`] fed the stream whole, cut at
+/// the given points and byte by byte measures the same (events, text chunks, tokens, end,
+/// errors, response id, usage); the stream's end is seen exactly when some event was the API's
+/// end event; a text chunk is recorded for each token-carrying event and no other; the whole input read as one non-streaming
+/// body, and the stream put back together in chat form, do not panic either.
+pub fn api_events(api: tokentap_core::events::Api, data: &[u8]) {
+    use tokentap_core::timeline::Timeline;
+    let Some((&n, rest)) = data.split_first() else {
+        return;
+    };
+    let n = usize::from(n % 8);
+    if rest.len() < 2 * n {
+        return;
+    }
+    let (cut_bytes, stream) = rest.split_at(2 * n);
+    let mut cuts: Vec<usize> = cut_bytes
+        .chunks_exact(2)
+        .map(|c| usize::from(u16::from_le_bytes([c[0], c[1]])) % (stream.len() + 1))
+        .collect();
+    cuts.sort_unstable();
+    let measure = |pieces: &[&[u8]]| {
+        let mut tl = Timeline::new(0, 8).with_api(api);
+        let mut f = Framer::new();
+        let mut t = 0u64;
+        let mut ends = 0u32;
+        let mut texts = 0usize;
+        let mut on = |tl: &mut Timeline, e: tokentap_core::sse::Event<'_>, t: u64| {
+            if e.is_done() {
+                tl.on_done();
+            } else if let Some(info) = tl.on_data(t, e.data) {
+                ends += u32::from(info.end);
+                texts += usize::from(info.carries_text());
+            }
+        };
+        for p in pieces.iter().filter(|p| !p.is_empty()) {
+            t += 1;
+            tl.on_bytes(t);
+            f.feed(p, |e| on(&mut tl, e, t));
+        }
+        f.finish(|e| on(&mut tl, e, t));
+        let m = tl.finish(Some(t));
+        // One text chunk per token-carrying event, and only those.
+        assert_eq!(m.chunks.iter().filter(|c| c.text).count(), texts);
+        (
+            m.events,
+            m.chunks.iter().filter(|c| c.text).count(),
+            m.output_tokens,
+            m.done,
+            m.error_events,
+            m.malformed_events,
+            m.response_id,
+            m.prompt_tokens,
+            ends,
+        )
+    };
+    let whole = measure(&[stream]);
+    let mut pieces = Vec::with_capacity(cuts.len() + 1);
+    let mut prev = 0;
+    for c in cuts {
+        pieces.push(&stream[prev..c]);
+        prev = c;
+    }
+    pieces.push(&stream[prev..]);
+    let cut = measure(&pieces);
+    // Times differ with the cuts; what was measured does not.
+    assert_eq!(cut, whole, "cut at {pieces:?}");
+    let bytes: Vec<&[u8]> = stream.chunks(1).collect();
+    assert_eq!(measure(&bytes), whole, "byte by byte");
+    // `done` without a `[DONE]` event comes only from an end event.
+    let framed = frame(&[stream]);
+    let dones = framed
+        .events
+        .iter()
+        .filter(|(d, _)| d.as_slice() == b"[DONE]")
+        .count();
+    if dones == 0 {
+        assert_eq!(
+            whole.3,
+            whole.8 > 0,
+            "the end is seen exactly when an end event came"
+        );
+    }
+    let mut body = Timeline::new(0, 0).with_api(api);
+    body.on_bytes(1);
+    body.on_json_body(stream);
+    let _ = body.finish(None);
+    let mut asm = tokentap_core::convert::Assembled::default();
+    for (d, _) in &framed.events {
+        asm.take(api, d);
+    }
+    let _ = asm.message();
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(stream) {
+        let _ = tokentap_core::convert::request(api, &v);
+        let _ = tokentap_core::convert::response(api, &v, &mut Default::default());
+    }
+}

@@ -13,6 +13,8 @@
 //! - [`svg`]: scatter, line, bar and swimlane charts as inline SVG.
 //! - [`html`]: the page (verdict, summary table, plots, optional `compare.json` section).
 //! - [`text`]: `--format md` and `--format json`.
+//! - [`dataset`]: `tokentap dataset stats A --against B --html`: two datasets' shapes side by
+//!   side, in the same style.
 //!
 //! ## Data flow
 //!
@@ -27,6 +29,7 @@
 //! end of a run, so this crate must not depend on the replay.
 #![forbid(unsafe_code)]
 
+pub mod dataset;
 pub mod error;
 pub mod html;
 pub mod load;

@@ -1,0 +1,908 @@
+//! `tokentap dataset capture`: a team's own agent sessions, as the proxy recorded them with
+//! `--record-content`, written as an MLPerf agentic dataset (docs/usage.md#dataset-capture).
+//!
+//! ```text
+//!  records-*.jsonl ──► one record a line (origin proxy, status ok, a measured route, content)
+//!        │                 request in chat form (tokentap_core::convert: chat, Responses, Messages)
+//!        ▼
+//!  per session, in order: the new messages since the last turn ──► rows
+//!        user messages → user rows; a run of tool messages → one tool row; the agent's copy of
+//!        the previous answer → the assistant row (else the recorded output); delay_seconds =
+//!        the wire's gap from the previous response's end to this request
+//!        │ the history rewritten (compaction, a branch): a new trajectory `<session>.2`, …
+//!        ▼
+//!  each trajectory ends with its last recorded output; checked by the dataset's own rules
+//!  (validate::check) ──► JSONL, first turn's start order
+//! ```
+//!
+//! Nothing is guessed silently: what has no place in the dataset is named and counted in the
+//! [`Report`] (records skipped and why, parts of requests with no chat form, requests whose new
+//! messages make several client rows).
+
+use crate::model::Conversation;
+use crate::Dataset;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use tokentap_core::convert;
+use tokentap_core::events::Api;
+use tokentap_core::record::{Origin, Status, TurnRecord};
+
+/// Counts tokens of a text: the model's tokenizer (`--tokenizer`) or the stand-in.
+pub trait Tokens {
+    fn count(&self, text: &str) -> u64;
+    /// What counted, for the report.
+    fn describe(&self) -> String;
+}
+
+/// The stand-in tokenizer (4 bytes a token), when no `--tokenizer` is given.
+pub struct StandIn;
+
+impl Tokens for StandIn {
+    fn count(&self, text: &str) -> u64 {
+        tokentap_core::tokenize::count(text)
+    }
+    fn describe(&self) -> String {
+        "the stand-in tokenizer (4 bytes a token; give --tokenizer for the model's)".into()
+    }
+}
+
+/// What to capture.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Record files or directories (their `records*.jsonl`, in name order).
+    pub records: Vec<PathBuf>,
+    /// Only these sessions (empty: all).
+    pub sessions: Vec<String>,
+    /// Only sessions whose first turn started at or after / before this wall time (ns).
+    pub since_ns: Option<u64>,
+    pub until_ns: Option<u64>,
+    /// Trajectories with fewer client turns are left out.
+    pub min_turns: usize,
+    /// Replace every text with filler of the same token count.
+    pub anonymize: bool,
+}
+
+/// What capture did, for the person who ran it.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Report {
+    pub files: usize,
+    pub records: u64,
+    /// Records used as turns.
+    pub turns: u64,
+    pub sessions: u64,
+    pub trajectories: u64,
+    pub client_rows: u64,
+    pub rows: u64,
+    /// Records not used, by reason.
+    pub skipped: BTreeMap<String, u64>,
+    /// Parts of requests and outputs with no chat form, by kind.
+    pub dropped: BTreeMap<String, u64>,
+    /// Other things a replay of the dataset will do differently, by kind.
+    pub notes: BTreeMap<String, u64>,
+    /// Trajectories left out, by reason.
+    pub left_out: BTreeMap<String, u64>,
+}
+
+impl Report {
+    fn skip(&mut self, why: &str) {
+        *self.skipped.entry(why.into()).or_default() += 1;
+    }
+    fn note(&mut self, what: &str) {
+        *self.notes.entry(what.into()).or_default() += 1;
+    }
+
+    /// The report as text, a line per count.
+    pub fn render(&self) -> String {
+        let mut s = format!(
+            "captured {} trajectories ({} rows, {} client turns) from {} sessions: {} of {} records in {} files\n",
+            self.trajectories, self.rows, self.client_rows, self.sessions, self.turns, self.records, self.files
+        );
+        for (title, map) in [
+            ("records not used", &self.skipped),
+            ("trajectories left out", &self.left_out),
+            ("with no chat form (dropped)", &self.dropped),
+            ("a replay will differ", &self.notes),
+        ] {
+            if !map.is_empty() {
+                s.push_str(&format!("{title}:\n"));
+                for (k, v) in map {
+                    s.push_str(&format!("  {v:>7}  {k}\n"));
+                }
+            }
+        }
+        s
+    }
+}
+
+/// Why capture could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error("{path}:{line}: {message}")]
+    Line {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("{}: {message}", path.display())]
+    File { path: PathBuf, message: String },
+    #[error("no record has content: capture reads only what `tokentap proxy --record-content` wrote (prompts and outputs are never recorded otherwise); {records} records read from {files} files")]
+    NoContent { records: u64, files: usize },
+}
+
+/// One turn of a session, in chat form.
+struct Turn {
+    start_ns: u64,
+    end_ns: u64,
+    system: Option<String>,
+    /// The request's non-system messages (with a `previous_response_id`, the history it names
+    /// put back in front).
+    messages: Vec<Value>,
+    tools: Option<Value>,
+    /// The recorded output as an assistant message.
+    output: Option<Value>,
+}
+
+/// A trajectory being built.
+struct Traj {
+    id: String,
+    rows: Vec<Map<String, Value>>,
+    /// The messages the rows stand for (the agent's history so far).
+    sent: Vec<Value>,
+    tools: Option<Value>,
+    system: Option<String>,
+    client_rows: usize,
+    first_ns: u64,
+}
+
+/// One session's state.
+struct Session {
+    id: String,
+    parts: usize,
+    done: Vec<Traj>,
+    cur: Option<Traj>,
+    last_end_ns: u64,
+    last_start_ns: u64,
+    /// The previous turn's output, not yet in the rows (the next request's history brings the
+    /// agent's own copy of it).
+    pending: Option<Value>,
+    /// The previous turn's full history plus output (a `previous_response_id` continues it).
+    full: Vec<Value>,
+    keep: bool,
+}
+
+/// Reads the records and writes the dataset to `out`.
+pub fn capture(
+    opts: &Options,
+    tok: &dyn Tokens,
+    out: &mut dyn Write,
+) -> Result<Report, CaptureError> {
+    let mut report = Report::default();
+    let files = record_files(&opts.records)?;
+    report.files = files.len();
+    let mut sessions: HashMap<String, Session> = HashMap::new();
+    let mut order: Vec<String> = Vec::new();
+    let mut with_content = 0u64;
+    for f in &files {
+        read_records(f, &mut report, |rec, report| {
+            let Some(turn) = turn_of(&rec, report, &mut with_content) else {
+                return;
+            };
+            let id = rec.conversation_id.clone().unwrap_or_default();
+            let s = sessions.entry(id.clone()).or_insert_with(|| {
+                order.push(id.clone());
+                let keep = (opts.sessions.is_empty() || opts.sessions.contains(&id))
+                    && opts.since_ns.is_none_or(|t| turn.start_ns >= t)
+                    && opts.until_ns.is_none_or(|t| turn.start_ns < t);
+                Session {
+                    id: id.clone(),
+                    parts: 0,
+                    done: Vec::new(),
+                    cur: None,
+                    last_end_ns: 0,
+                    last_start_ns: 0,
+                    pending: None,
+                    full: Vec::new(),
+                    keep,
+                }
+            });
+            if !s.keep {
+                report.skip("a session the filters leave out");
+                return;
+            }
+            if turn.start_ns < s.last_start_ns {
+                report.skip(
+                    "a turn recorded out of order (it started before its session's previous turn)",
+                );
+                return;
+            }
+            report.turns += 1;
+            add_turn(s, turn, rec.previous_response(), report);
+        })?;
+    }
+    if with_content == 0 {
+        return Err(CaptureError::NoContent {
+            records: report.records,
+            files: report.files,
+        });
+    }
+    let mut all: Vec<Traj> = Vec::new();
+    for id in order {
+        let Some(mut s) = sessions.remove(&id) else {
+            continue;
+        };
+        if !s.keep {
+            continue;
+        }
+        report.sessions += 1;
+        finish_traj(&mut s, &mut report);
+        all.append(&mut s.done);
+    }
+    all.sort_by_key(|t| t.first_ns);
+    let anon = opts.anonymize.then_some(Anonymizer { tok });
+    for t in all {
+        if t.client_rows < opts.min_turns.max(1) {
+            *report
+                .left_out
+                .entry(format!(
+                    "fewer client turns than --min-turns {}",
+                    opts.min_turns.max(1)
+                ))
+                .or_default() += 1;
+            continue;
+        }
+        let mut rows = t.rows;
+        if let Some(a) = &anon {
+            for r in &mut rows {
+                a.row(r);
+            }
+        }
+        // The dataset's own rules decide: a trajectory they refuse is left out, with why.
+        let text: String = rows
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap_or_default() + "\n")
+            .collect();
+        match Dataset::parse(Path::new("captured.jsonl"), &text) {
+            Ok(ds) => {
+                let c: &Conversation = &ds.conversations[0];
+                report.trajectories += 1;
+                report.rows += c.rows.len() as u64;
+                report.client_rows += c.client_turns().count() as u64;
+                out.write_all(text.as_bytes())
+                    .map_err(|e| CaptureError::File {
+                        path: "the output".into(),
+                        message: e.to_string(),
+                    })?;
+            }
+            Err(e) => {
+                let first = e.0.first().map(|e| {
+                    format!(
+                        "{}{}",
+                        e.field
+                            .as_deref()
+                            .map(|f| format!("field `{f}`: "))
+                            .unwrap_or_default(),
+                        e.message
+                    )
+                });
+                *report
+                    .left_out
+                    .entry(format!(
+                        "the dataset's rules refuse it: {}",
+                        first.unwrap_or_default()
+                    ))
+                    .or_default() += 1;
+            }
+        }
+    }
+    Ok(report)
+}
+
+trait PreviousResponse {
+    fn previous_response(&self) -> bool;
+}
+
+impl PreviousResponse for TurnRecord {
+    fn previous_response(&self) -> bool {
+        self.content
+            .as_ref()
+            .and_then(|c| c.get("request"))
+            .and_then(|r| r.get("previous_response_id"))
+            .is_some_and(|p| p.as_str().is_some_and(|s| !s.is_empty()))
+    }
+}
+
+/// The files to read: each path a file, or a directory's `records*.jsonl` in name order.
+fn record_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CaptureError> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let rd = std::fs::read_dir(p).map_err(|e| CaptureError::File {
+                path: p.clone(),
+                message: format!("cannot read the records directory: {e}"),
+            })?;
+            let mut files: Vec<PathBuf> = rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| {
+                    f.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("records") && n.ends_with(".jsonl"))
+                })
+                .collect();
+            files.sort();
+            if files.is_empty() {
+                return Err(CaptureError::File {
+                    path: p.clone(),
+                    message: "no records*.jsonl here: expected the --records directory of `tokentap proxy`".into(),
+                });
+            }
+            out.extend(files);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn read_records(
+    path: &Path,
+    report: &mut Report,
+    mut each: impl FnMut(TurnRecord, &mut Report),
+) -> Result<(), CaptureError> {
+    let mut lines = tokentap_core::jsonl::open(path).map_err(|e| CaptureError::File {
+        path: path.to_path_buf(),
+        message: format!("cannot read: {e}"),
+    })?;
+    loop {
+        let (line, text) = match lines.next_line() {
+            Ok(Some(x)) => x,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                return Err(CaptureError::Line {
+                    path: path.to_path_buf(),
+                    line: lines.line(),
+                    message: e.to_string(),
+                })
+            }
+        };
+        let rec: TurnRecord = serde_json::from_str(text).map_err(|e| CaptureError::Line {
+            path: path.to_path_buf(),
+            line,
+            message: format!("expected a tokentap proxy record (`tokentap proxy --records`): {e}"),
+        })?;
+        if rec.origin != Origin::Proxy {
+            return Err(CaptureError::Line {
+                path: path.to_path_buf(),
+                line,
+                message: "field `origin`: expected \"proxy\", found \"replay\": capture reads the proxy's records (the replay's record no request content)".into(),
+            });
+        }
+        report.records += 1;
+        each(rec, report);
+    }
+}
+
+/// The record as a turn, or why not (counted).
+fn turn_of(rec: &TurnRecord, report: &mut Report, with_content: &mut u64) -> Option<Turn> {
+    let api = match rec.route.as_deref() {
+        Some("/v1/chat/completions") => Api::Chat,
+        Some("/v1/responses") => Api::Responses,
+        Some("/v1/messages") => Api::Messages { input_total: false },
+        Some("/v1/completions") => {
+            report.skip("a /v1/completions request (a prompt string, no conversation)");
+            return None;
+        }
+        _ => {
+            report.skip("not a chat, Responses or Messages request");
+            return None;
+        }
+    };
+    let Some(content) = rec.content.as_ref() else {
+        report.skip("no content (recorded without --record-content)");
+        return None;
+    };
+    *with_content += 1;
+    if rec.status != Status::Ok {
+        report.skip("the turn did not end ok");
+        return None;
+    }
+    if rec.conversation_id.is_none() {
+        report.skip("no session (no session header, nothing in the body)");
+        return None;
+    }
+    let Some(request) = content.get("request").filter(|r| r.is_object()) else {
+        report.skip("the request was not kept (larger than the proxy's sniff limit, or not JSON)");
+        return None;
+    };
+    let conv = convert::request(api, request);
+    for (k, v) in &conv.dropped {
+        if !k.contains("previous_response_id") {
+            *report.dropped.entry(k.clone()).or_default() += v;
+        }
+    }
+    let mut system = None;
+    let mut messages = Vec::with_capacity(conv.messages.len());
+    for (i, m) in conv.messages.into_iter().enumerate() {
+        if m["role"] == "system" || m["role"] == "developer" {
+            if i == 0 {
+                system = m.get("content").map(text_value);
+            } else {
+                report.note(
+                    "a system message after the first (dropped: the dataset has one system prompt)",
+                );
+            }
+            continue;
+        }
+        messages.push(m);
+    }
+    let output = match content.get("response") {
+        Some(body) => convert::response(api, body, &mut report.dropped),
+        None => {
+            let text = |k: &str| {
+                content
+                    .get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            let calls = content
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            Some(convert::assistant(text("output"), text("reasoning"), calls))
+        }
+    };
+    let start_ns = rec.anchor.wall_ns;
+    Some(Turn {
+        start_ns,
+        end_ns: start_ns + rec.measured.e2e_ns.unwrap_or(0),
+        system,
+        messages,
+        tools: conv.tools,
+        output,
+    })
+}
+
+/// A message's content as text (a string, or its parts' text joined).
+fn text_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+fn new_traj(s: &mut Session, turn: &Turn) -> Traj {
+    s.parts += 1;
+    let id = if s.parts == 1 {
+        dataset_id(&s.id)
+    } else {
+        format!("{}.{}", dataset_id(&s.id), s.parts)
+    };
+    Traj {
+        id,
+        rows: Vec::new(),
+        sent: Vec::new(),
+        tools: turn.tools.clone(),
+        system: turn.system.clone(),
+        client_rows: 0,
+        first_ns: turn.start_ns,
+    }
+}
+
+/// A session id as a dataset `conversation_id`: printable ASCII without outer spaces (other
+/// bytes percent-encoded).
+fn dataset_id(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.trim().bytes() {
+        if (0x20..0x7f).contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if out.is_empty() {
+        out.push_str("session");
+    }
+    out
+}
+
+fn add_turn(s: &mut Session, mut turn: Turn, chained: bool, report: &mut Report) {
+    if chained && !s.full.is_empty() {
+        // `previous_response_id`: the request carries only what is new; the history is the
+        // previous turn's, with its answer.
+        let mut full = std::mem::take(&mut s.full);
+        full.append(&mut turn.messages);
+        turn.messages = full;
+        if turn.system.is_none() {
+            turn.system = s.cur.as_ref().and_then(|t| t.system.clone());
+        }
+    }
+    let delay = (s.last_end_ns > 0).then(|| turn.start_ns.saturating_sub(s.last_end_ns));
+    // Where the request's messages go on from the trajectory's rows.
+    let mut from = None;
+    if let Some(t) = s.cur.as_ref() {
+        if turn.messages.len() >= t.sent.len() && turn.messages[..t.sent.len()] == t.sent[..] {
+            from = Some(t.sent.len());
+        }
+        if t.system != turn.system && from.is_some() {
+            report.note("the system prompt changed within a trajectory (the first is kept)");
+        }
+    }
+    if from.is_none() {
+        if s.cur.is_some() {
+            report.note("the history was rewritten (compaction or a branch): a new trajectory `<session>.N`");
+            finish_traj(s, report);
+        }
+        let mut t = new_traj(s, &turn);
+        // A trajectory starts at a user message.
+        let lead = turn
+            .messages
+            .iter()
+            .position(|m| m["role"] == "user")
+            .unwrap_or(turn.messages.len());
+        if lead > 0 {
+            report.note("messages before the first user message of a trajectory (dropped)");
+        }
+        t.sent.extend(turn.messages[..lead].iter().cloned());
+        s.cur = Some(t);
+        s.pending = None;
+        from = Some(lead);
+    }
+    let Some(t) = s.cur.as_mut() else { return };
+    let mut new: &[Value] = &turn.messages[from.unwrap_or(0)..];
+    // The agent's own copy of the previous answer, else the recorded one.
+    if let Some(out) = s.pending.take() {
+        match new.first() {
+            Some(m) if m["role"] == "assistant" => {
+                push_assistant(t, m, report);
+                t.sent.push(m.clone());
+                new = &new[1..];
+            }
+            _ => {
+                report.note("a request whose history leaves out the previous answer (the recorded answer was put in)");
+                push_assistant(t, &out, report);
+            }
+        }
+    }
+    if new.last().is_none_or(|m| m["role"] == "assistant") {
+        report
+            .skip("a request with nothing new, or ending in an assistant message (a continuation)");
+        s.last_end_ns = turn.end_ns;
+        s.last_start_ns = turn.start_ns;
+        return;
+    }
+    if turn.tools != t.tools && !t.rows.is_empty() {
+        report.note("tools changed within a trajectory (kept on the rows that carry them)");
+    }
+    let mut client_rows = 0;
+    let mut i = 0;
+    while i < new.len() {
+        let m = &new[i];
+        match m["role"].as_str().unwrap_or("") {
+            "tool" => {
+                let mut results = Vec::new();
+                while i < new.len() && new[i]["role"] == "tool" {
+                    results.push(json!({
+                        "tool_call_id": new[i].get("tool_call_id").cloned().unwrap_or(Value::Null),
+                        "content": new[i].get("content").cloned().unwrap_or(Value::Null),
+                    }));
+                    i += 1;
+                }
+                let mut r = row(&t.id, t.rows.len() + 1, "tool");
+                r.insert("tool_results".into(), Value::Array(results));
+                client_row(t, r, &turn, delay.filter(|_| client_rows == 0), client_rows);
+                client_rows += 1;
+                continue;
+            }
+            "user" => {
+                let mut r = row(&t.id, t.rows.len() + 1, "user");
+                r.insert(
+                    "content".into(),
+                    m.get("content").cloned().unwrap_or(Value::Null),
+                );
+                if t.rows.is_empty() {
+                    if let Some(sys) = t.system.as_ref().filter(|s| !s.is_empty()) {
+                        r.insert("system".into(), sys.clone().into());
+                    }
+                    if let Some(tools) = &t.tools {
+                        r.insert("tools".into(), tools.clone());
+                    }
+                }
+                client_row(t, r, &turn, delay.filter(|_| client_rows == 0), client_rows);
+                client_rows += 1;
+            }
+            "assistant" => {
+                if t.rows.last().is_some_and(|r| r["role"] == "assistant") {
+                    report.note("two assistant messages in a row (the second dropped)");
+                } else {
+                    push_assistant(t, m, report);
+                }
+            }
+            other => {
+                *report
+                    .dropped
+                    .entry(format!("a message of role {other:?}"))
+                    .or_default() += 1;
+            }
+        }
+        i += 1;
+    }
+    if client_rows > 1 {
+        report.note("a request whose new messages make several client rows (the replay sends one request per row)");
+    }
+    t.sent.extend(new.iter().cloned());
+    s.pending = turn.output.clone();
+    let mut full = turn.messages;
+    if let Some(o) = &turn.output {
+        full.push(o.clone());
+    }
+    s.full = full;
+    s.last_end_ns = turn.end_ns;
+    s.last_start_ns = turn.start_ns;
+}
+
+fn client_row(
+    t: &mut Traj,
+    mut r: Map<String, Value>,
+    turn: &Turn,
+    delay_ns: Option<u64>,
+    nth: usize,
+) {
+    if !t.rows.is_empty() && turn.tools != t.tools {
+        if let Some(tools) = &turn.tools {
+            r.insert("tools".into(), tools.clone());
+        }
+    }
+    if !t.rows.is_empty() {
+        let secs = if nth == 0 {
+            delay_ns.unwrap_or(0) as f64 / 1e9
+        } else {
+            0.0
+        };
+        // Microseconds, as the MLPerf set writes them.
+        let secs = (secs * 1e6).round() / 1e6;
+        r.insert(
+            "delay_seconds".into(),
+            json!(secs.min(crate::MAX_DELAY_SECONDS)),
+        );
+    }
+    t.rows.push(r);
+    t.client_rows += 1;
+}
+
+fn row(id: &str, turn: usize, role: &str) -> Map<String, Value> {
+    let mut r = Map::new();
+    r.insert("conversation_id".into(), id.into());
+    r.insert("turn".into(), turn.into());
+    r.insert("role".into(), role.into());
+    r
+}
+
+/// An assistant message as a row: content (absent with tool calls and no text), reasoning,
+/// tool calls in the dataset's form.
+fn push_assistant(t: &mut Traj, m: &Value, report: &mut Report) {
+    let mut r = row(&t.id, t.rows.len() + 1, "assistant");
+    let calls: Vec<Value> = m
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(dataset_call).collect())
+        .unwrap_or_default();
+    match m.get("content") {
+        Some(Value::String(s)) if !s.is_empty() || calls.is_empty() => {
+            r.insert("content".into(), s.clone().into());
+        }
+        Some(v @ Value::Array(_)) => {
+            r.insert("content".into(), text_value(v).into());
+        }
+        None | Some(Value::Null) if calls.is_empty() => {
+            r.insert("content".into(), "".into());
+        }
+        _ => {}
+    }
+    let reasoning = ["reasoning_content", "reasoning"]
+        .iter()
+        .find_map(|k| m.get(*k).and_then(Value::as_str).filter(|s| !s.is_empty()));
+    if let Some(x) = reasoning {
+        r.insert("reasoning_content".into(), x.into());
+    }
+    if !calls.is_empty() {
+        r.insert("tool_calls".into(), Value::Array(calls));
+    }
+    if r.get("content").is_some_and(|c| c == "") && r.get("tool_calls").is_none() {
+        report.note("an empty assistant answer");
+    }
+    t.rows.push(r);
+}
+
+/// A chat tool call in the dataset's form: `{id, type: "function", function: {name, arguments}}`
+/// with `arguments` a string.
+fn dataset_call(c: &Value) -> Value {
+    let f = c.get("function").unwrap_or(&Value::Null);
+    let args = match f.get("arguments") {
+        Some(Value::String(s)) => s.clone(),
+        Some(v) if !v.is_null() => v.to_string(),
+        _ => "{}".into(),
+    };
+    json!({
+        "id": c.get("id").cloned().unwrap_or(Value::Null),
+        "type": "function",
+        "function": {"name": f.get("name").cloned().unwrap_or(Value::Null), "arguments": args},
+    })
+}
+
+/// Ends the session's open trajectory with its last recorded answer.
+fn finish_traj(s: &mut Session, report: &mut Report) {
+    let Some(mut t) = s.cur.take() else { return };
+    if let Some(out) = s.pending.take() {
+        push_assistant(&mut t, &out, report);
+    }
+    if t.client_rows > 0 {
+        s.done.push(t);
+    }
+}
+
+/// `--anonymize`: every text replaced by filler of the same token count, the same text by the
+/// same filler (so what several requests share stays shared, and what differs stays apart).
+struct Anonymizer<'a> {
+    tok: &'a dyn Tokens,
+}
+
+/// Words that are one token each in the usual BPE vocabularies (with their leading space).
+const FILL: &[&str] = &[
+    "the", "of", "and", "to", "in", "is", "it", "on", "at", "as", "be", "by", "we", "or", "an",
+    "if",
+];
+
+impl Anonymizer<'_> {
+    fn row(&self, r: &mut Map<String, Value>) {
+        for key in ["content", "system", "reasoning_content"] {
+            if let Some(v) = r.get_mut(key) {
+                self.value(v);
+            }
+        }
+        if let Some(Value::Array(results)) = r.get_mut("tool_results") {
+            for x in results {
+                if let Some(c) = x.get_mut("content") {
+                    self.value(c);
+                }
+            }
+        }
+        if let Some(Value::Array(calls)) = r.get_mut("tool_calls") {
+            for c in calls {
+                if let Some(Value::String(args)) = c.pointer_mut("/function/arguments") {
+                    *args = match serde_json::from_str::<Value>(args) {
+                        Ok(mut v) => {
+                            self.strings(&mut v);
+                            v.to_string()
+                        }
+                        Err(_) => self.text(args),
+                    };
+                }
+            }
+        }
+        if let Some(Value::Array(tools)) = r.get_mut("tools") {
+            for t in tools {
+                if let Some(f) = t.get_mut("function") {
+                    if let Some(d) = f.get_mut("description") {
+                        self.value(d);
+                    }
+                    if let Some(p) = f.get_mut("parameters") {
+                        self.descriptions(p);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A content value: a string, or the text of its parts.
+    fn value(&self, v: &mut Value) {
+        match v {
+            Value::String(s) => *s = self.text(s),
+            Value::Array(parts) => {
+                for p in parts {
+                    if let Some(Value::String(s)) = p.get_mut("text") {
+                        *s = self.text(s);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Every string value of a JSON value (tool-call arguments), keys kept.
+    fn strings(&self, v: &mut Value) {
+        match v {
+            Value::String(s) => *s = self.text(s),
+            Value::Array(a) => a.iter_mut().for_each(|x| self.strings(x)),
+            Value::Object(o) => o.values_mut().for_each(|x| self.strings(x)),
+            _ => {}
+        }
+    }
+
+    /// Every `description` in a JSON schema.
+    fn descriptions(&self, v: &mut Value) {
+        match v {
+            Value::Object(o) => {
+                for (k, x) in o.iter_mut() {
+                    if k == "description" {
+                        self.value(x);
+                    } else {
+                        self.descriptions(x);
+                    }
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| self.descriptions(x)),
+            _ => {}
+        }
+    }
+
+    /// Filler with exactly as many tokens as `s`.
+    fn text(&self, s: &str) -> String {
+        let n = self.tok.count(s);
+        if n == 0 {
+            return String::new();
+        }
+        let mut rng =
+            tokentap_core::rng::SplitMix64::new(tokentap_core::route::hash64(s.as_bytes()));
+        let words: Vec<&str> = (0..n as usize + 8)
+            .map(|_| FILL[(rng.next_u64() % FILL.len() as u64) as usize])
+            .collect();
+        let make = |k: usize| words[..k].join(" ");
+        // The fewest words that reach n tokens (counts grow with words).
+        let (mut lo, mut hi) = (1usize, words.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.tok.count(&make(mid)) >= n {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let mut t = make(lo);
+        // Short by a fraction of a token (the stand-in's 4 bytes): pad with dots, one at a time.
+        for _ in 0..8 {
+            match self.tok.count(&t).cmp(&n) {
+                std::cmp::Ordering::Equal => break,
+                std::cmp::Ordering::Less => t.push('.'),
+                std::cmp::Ordering::Greater => {
+                    t.pop();
+                }
+            }
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_become_dataset_ids() {
+        assert_eq!(dataset_id("conv-1"), "conv-1");
+        assert_eq!(dataset_id(" é%\u{1} "), "%C3%A9%25%01");
+        assert_eq!(dataset_id(""), "session");
+    }
+
+    #[test]
+    fn filler_keeps_the_stand_in_count() {
+        let a = Anonymizer { tok: &StandIn };
+        for s in [
+            "x",
+            "hello world",
+            "a much longer text of many words, with punctuation!",
+        ] {
+            let f = a.text(s);
+            assert_eq!(StandIn.count(&f), StandIn.count(s), "{s:?} → {f:?}");
+            assert_ne!(f, s);
+        }
+        assert_eq!(a.text("same"), a.text("same"));
+        assert_ne!(a.text("some text one"), a.text("some text two"));
+    }
+}
