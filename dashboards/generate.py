@@ -69,6 +69,8 @@ b.panel("SLO: ITL ≤ 50 ms", "Share of tokens whose wire ITL was within 50 ms (
 b.panel("Error share by source", "Share of turns by error source (none = succeeded), per view.",
         [q(f'sum by (source, error_source) (rate(tokentap_requests_total{{{M}}}[{RI}])) / ignoring(error_source) group_left sum by (source) (rate(tokentap_requests_total{{{M}}}[{RI}]))', "{{source}} {{error_source}}")], unit="percentunit", w=6)
 b.panel("In flight", "Requests in flight now.", [q('tokentap_in_flight', "{{source}}")], w=6)
+b.panel("Turns/s by API (wire)", "Finished turns per second the proxy measured, by route: chat completions, completions, the Responses API, the Messages API.",
+        [q(f'sum by (route) (rate(tokentap_requests_total{{source="wire",route!="other",{M}}}[{RI}]))', "{{route}}")], unit="reqps", w=24)
 boards.append(b)
 
 b = Board("tokentap-agentic", "tokentap / Agentic", "Context growth, KV-cache reuse, sessions, and TTFT as contexts grow.")
@@ -98,7 +100,7 @@ boards.append(b)
 # is applied to that label. The sim exports the vLLM series (it plays vLLM), so every vLLM query
 # here is tested with data by tests/observability.rs.
 EM = 'model_name=~"$model"'
-b = Board("tokentap-proxy-vs-engine", "tokentap / Proxy vs engine", "Proxy TTFT minus the engine's own TTFT (vLLM / SGLang, which start at tokenization): time spent outside the engine. Empty when the engine's series are not scraped.")
+b = Board("tokentap-proxy-vs-engine", "tokentap / Proxy vs engine", "Proxy TTFT minus the engine's own TTFT (vLLM / SGLang / TensorRT-LLM, which start at tokenization): time spent outside the engine. Empty when the engine's series are not scraped.")
 b.panel("Proxy TTFT − vLLM TTFT (mean)", "Requires vllm:time_to_first_token_seconds.",
         [q(mean("tokentap_ttft_seconds", f'source="wire",{M}') + " - " + mean("vllm:time_to_first_token_seconds", EM), "outside vLLM")], unit="s")
 b.panel("Proxy TTFT − SGLang TTFT (mean)", "Requires sglang:time_to_first_token_seconds.",
@@ -106,10 +108,14 @@ b.panel("Proxy TTFT − SGLang TTFT (mean)", "Requires sglang:time_to_first_toke
 b.panel("Engine TTFT and ITL p95", "The engines' own histograms (same bucket boundaries as ours).",
         [q(f'histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{{{EM}}}[{RI}])))', "vLLM TTFT"),
          q(f'histogram_quantile(0.95, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket{{{EM}}}[{RI}])))', "vLLM ITL"),
-         q(f'histogram_quantile(0.95, sum by (le) (rate(sglang:time_to_first_token_seconds_bucket{{{EM}}}[{RI}])))', "SGLang TTFT")], unit="s")
+         q(f'histogram_quantile(0.95, sum by (le) (rate(sglang:time_to_first_token_seconds_bucket{{{EM}}}[{RI}])))', "SGLang TTFT"),
+         q(f'histogram_quantile(0.95, sum by (le) (rate(trtllm_time_to_first_token_seconds_bucket{{{EM}}}[{RI}])))', "TensorRT-LLM TTFT")], unit="s")
 b.panel("Prefix-cache hit rate: engine vs wire", "vLLM prefix-cache hits / queries (tokens) against the wire's cached-token share.",
         [q(f'sum(rate(vllm:prefix_cache_hits_total{{{EM}}}[{RI}])) / sum(rate(vllm:prefix_cache_queries_total{{{EM}}}[{RI}]))', "vLLM"),
-         q(f'sum(rate(tokentap_cached_tokens_total{{source="wire",{M}}}[{RI}])) / sum(rate(tokentap_prompt_tokens_total{{source="wire",{M}}}[{RI}]))', "wire")], unit="percentunit")
+         q(f'sum(rate(tokentap_cached_tokens_total{{source="wire",{M}}}[{RI}])) / sum(rate(tokentap_prompt_tokens_total{{source="wire",{M}}}[{RI}]))', "wire"),
+         q(f'sum(rate(trtllm_prompt_cached_tokens_total{{{EM}}}[{RI}])) / sum(rate(trtllm_prompt_tokens_total{{{EM}}}[{RI}]))', "TensorRT-LLM")], unit="percentunit")
+b.panel("Proxy TTFT − TensorRT-LLM TTFT (mean)", "Requires trtllm_time_to_first_token_seconds.",
+        [q(mean("tokentap_ttft_seconds", f'source="wire",{M}') + " - " + mean("trtllm_time_to_first_token_seconds", EM), "outside TensorRT-LLM")], unit="s")
 boards.append(b)
 
 b = Board("tokentap-proxy-health", "tokentap / Proxy health", "Is the proxy itself keeping up: its own time per chunk, evictions, upstream errors, records.")

@@ -265,11 +265,33 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
         rc.trajectories = Some(100_000); // runs until the test stops it
         rc.metrics = Some(replay_addr);
         let admin = proxy.admin_addr();
+        // An agent of each other API beside the replay: the Responses and Messages APIs'
+        // turns show on the dashboards like any other (the by-API panel is checked below).
+        let base = proxy.base_url();
+        let agent = tokio::spawn(async move {
+            let c = tokentap_testkit::proxy::client();
+            for i in 0u64.. {
+                for (path, body) in [
+                    ("/v1/responses", serde_json::json!({"model": "tokentap-sim", "input": "hi", "max_output_tokens": 8, "stream": true})),
+                    ("/v1/messages", serde_json::json!({"model": "tokentap-sim", "max_tokens": 8, "stream": i % 2 == 0, "messages": [{"role": "user", "content": "hi"}]})),
+                ] {
+                    let req = tokentap_testkit::proxy::post(
+                        &format!("{base}{path}"),
+                        bytes::Bytes::from(body.to_string()),
+                        Some(&format!("agent-{}", i % 4)),
+                    );
+                    let _ = tokentap_testkit::proxy::send(&c, req).await;
+                }
+                // Pacing, not synchronisation: a few agent turns per scrape.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
         let run = tokio::spawn(async move {
             let out = tokentap_replay::run_with(rc, Arc::new(ds), ProgressMode::Off, async {
                 let _ = stop_rx.await;
             })
             .await;
+            agent.abort();
             drop(proxy);
             sim.shutdown().await;
             sglang.shutdown().await;
@@ -340,6 +362,20 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
             pending
         );
         std::thread::sleep(Duration::from_millis(500)); // poll interval
+    }
+    // The by-API panel has a series for each API the traffic used.
+    let by_api = all
+        .iter()
+        .find(|(_, t, _)| t == "Turns/s by API (wire)")
+        .expect("the by-API panel");
+    let routes: Vec<String> = query(prom_addr, &by_api.2)["data"]["result"]
+        .as_array()
+        .expect("a result")
+        .iter()
+        .filter_map(|r| r["metric"]["route"].as_str().map(str::to_string))
+        .collect();
+    for r in ["/v1/chat/completions", "/v1/responses", "/v1/messages"] {
+        assert!(routes.iter().any(|x| x == r), "{r} missing from {routes:?}");
     }
     let engine_with_data = |p: &str| all.iter().filter(|(_, _, e)| e.contains(p)).count();
     assert!(
