@@ -37,7 +37,7 @@ async fn recording_stack(dir: &Path) -> Stack {
 async fn replay_through(ds: Arc<Dataset>, name: &str) -> (Vec<(String, Bytes)>, PathBuf) {
     let dir = temp_dir(name);
     let stack = recording_stack(&dir).await;
-    let mut rc = stack.replay_config(None);
+    let mut rc = stack.replay_config(Some(&dir.join("run")));
     rc.concurrency = 3;
     let out = tokentap_replay::run_with(rc, ds, ProgressMode::Off, std::future::pending())
         .await
@@ -465,4 +465,102 @@ async fn anonymize_keeps_token_counts_with_the_golden_tokenizer() {
         }
     }
     assert!(texts > 20, "{texts}");
+}
+
+fn tokentap(args: &[&str]) -> (i32, String, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_tokentap"))
+        .args(args)
+        .output()
+        .expect("tokentap runs");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// The commands as a person runs them: capture, validate, stats against the MLPerf set (table
+/// and plots); and files of another kind refused with the file, the line and what was expected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_commands_capture_validate_compare_and_refuse() {
+    let (_, dir) = replay_through(synth_dataset(2, 2, 0.1), "capture-cli").await;
+    let out = dir.join("ours.jsonl");
+    let (code, _, err) = tokentap(&[
+        "dataset",
+        "capture",
+        "--records",
+        dir.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--min-turns",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("captured 4 trajectories"), "{err}");
+    let (code, stdout, _) = tokentap(&["dataset", "validate", out.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(stdout.starts_with("ok: 4 trajectories"), "{stdout}");
+    let mlperf =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden/mlperf-ea33275/dataset.jsonl");
+    let page = dir.join("compare.html");
+    let (code, table, err) = tokentap(&[
+        "dataset",
+        "stats",
+        out.to_str().unwrap(),
+        "--against",
+        mlperf.to_str().unwrap(),
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for row in [
+        "client turns / trajectory",
+        "final context (tokens)",
+        "growth / client turn (tokens)",
+        "output / assistant turn (tokens)",
+        "delay (s)",
+    ] {
+        assert!(table.contains(row), "{row} missing:\n{table}");
+    }
+    assert!(
+        table.contains("13"),
+        "the MLPerf set's 13 trajectories:\n{table}"
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_eq!(html.matches("<svg class=\"plot\"").count(), 4, "four plots");
+    assert!(html.contains("Datasets side by side"));
+
+    // The replay's records: refused, naming the file and line.
+    let replay_records = dir.join("run/records.jsonl");
+    let (code, _, err) = tokentap(&[
+        "dataset",
+        "capture",
+        "--records",
+        replay_records.to_str().unwrap(),
+        "-o",
+        dir.join("x.jsonl").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("records.jsonl:1: field `origin`: expected \"proxy\""),
+        "{err}"
+    );
+    assert!(
+        !dir.join("x.jsonl").exists() && !dir.join("x.jsonl.partial").exists(),
+        "no half file"
+    );
+    // A dataset given as records: refused, naming what was expected.
+    let (code, _, err) = tokentap(&[
+        "dataset",
+        "capture",
+        "--records",
+        mlperf.to_str().unwrap(),
+        "-o",
+        dir.join("y.jsonl").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("dataset.jsonl:1: expected a tokentap proxy record"),
+        "{err}"
+    );
 }
