@@ -31,6 +31,10 @@
 //! of its own instead of competing with the load generator; needs `taskset`.)
 //! (`PROXY_WORKERS=N` / `PROXY_RT=current` change the proxy child's runtime.)
 //! (`--decode` is the sim's decode time per token, a duration.)
+//! (`--api chat,responses,messages`: the same table for each API in turn, in one run — the
+//! OpenAI Responses API and the Anthropic Messages API beside chat completions; chunks are then
+//! joined on their token-carrying events only, the one event of each text frame the sim writes,
+//! so the three are measured alike.)
 //!
 //! Rows: `direct` (no proxy), `tokentap` (the proxy as shipped, `--upstream-client direct`),
 //! `tokentap-hyper` (with `--hyper`) and `nginx` (with `--nginx`); after the table, unless
@@ -45,7 +49,6 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
-use tokentap_core::chunk::ChunkInfo;
 use tokentap_core::clock;
 use tokentap_core::http1;
 use tokentap_core::sse::Framer;
@@ -53,6 +56,20 @@ use tokentap_core::stats::Samples;
 use tokentap_replay::rx::RxStream;
 use tokentap_sim::{SimConfig, SimServer};
 use tokio::io::AsyncWriteExt;
+
+/// The API the load speaks now (`--api`): 0 chat completions, 1 Responses, 2 Messages.
+static API: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+/// `--api` was given: join token-carrying events with the sim's text frames.
+static TEXT_JOIN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn api() -> (&'static str, tokentap_core::events::Api) {
+    use tokentap_core::events::Api;
+    match API.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => ("/v1/responses", Api::Responses),
+        2 => ("/v1/messages", Api::Messages { input_total: false }),
+        _ => ("/v1/chat/completions", Api::Chat),
+    }
+}
 
 #[global_allocator]
 static GLOBAL: tokentap_benchutil::Counting = tokentap_benchutil::Counting;
@@ -88,6 +105,20 @@ fn main() -> anyhow::Result<()> {
         None => 0.0,
     };
     let extras = !args.iter().any(|a| a == "--no-extras");
+    let apis: Vec<u8> = match arg(&args, "--api") {
+        Some(list) => {
+            TEXT_JOIN.store(true, std::sync::atomic::Ordering::Relaxed);
+            list.split(',')
+                .map(|a| match a.trim() {
+                    "chat" => Ok(0),
+                    "responses" => Ok(1),
+                    "messages" => Ok(2),
+                    other => Err(anyhow::anyhow!("--api: expected chat, responses or messages, found {other:?}")),
+                })
+                .collect::<anyhow::Result<_>>()?
+        }
+        None => vec![0],
+    };
     let peers = Peers {
         nginx: args.iter().any(|a| a == "--nginx"),
         hyper: args.iter().any(|a| a == "--hyper"),
@@ -103,7 +134,7 @@ fn main() -> anyhow::Result<()> {
         .worker_threads(if peers.pin { 1 } else { 2 })
         .enable_all()
         .build()?;
-    rt.block_on(parent(streams, tokens, requests, decode_ms, extras, peers))
+    rt.block_on(parent(streams, tokens, requests, decode_ms, extras, peers, apis))
 }
 
 /// The proxy process: serves until stdin closes; answers `stats` with its allocation count.
@@ -235,6 +266,8 @@ struct Seen {
     /// Arrival instant of each SSE event (kernel receive timestamp of the read that completed
     /// it), in order.
     events: Vec<u64>,
+    /// Arrival instant of each token-carrying event.
+    texts: Vec<u64>,
     /// Index of the first text-carrying event.
     first_text: Option<usize>,
 }
@@ -274,8 +307,9 @@ impl Slot {
         let Some(io) = self.io.as_mut() else {
             anyhow::bail!("no connection")
         };
+        let (path, parser) = api();
         let head = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\nx-session-id: slot-{slot}\r\nx-req-id: {id}\r\ncontent-length: {}\r\n\r\n",
+            "POST {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\nx-session-id: slot-{slot}\r\nx-req-id: {id}\r\ncontent-length: {}\r\n\r\n",
             self.addr,
             body.len()
         );
@@ -287,6 +321,7 @@ impl Slot {
             id,
             sent,
             events: Vec::with_capacity(160),
+            texts: Vec::with_capacity(160),
             first_text: None,
         };
         let mut framer = Framer::new();
@@ -305,11 +340,13 @@ impl Slot {
             let at = r.at;
             decoder.feed(input, |d| {
                 framer.feed(d, |ev| {
-                    if seen.first_text.is_none()
-                        && !ev.is_done()
-                        && ChunkInfo::parse(ev.data).is_ok_and(|i| i.carries_text())
-                    {
+                    let text = !ev.is_done()
+                        && parser.parse(ev.data).is_ok_and(|e| e.info.carries_text());
+                    if seen.first_text.is_none() && text {
                         seen.first_text = Some(seen.events.len());
+                    }
+                    if text {
+                        seen.texts.push(at);
                     }
                     seen.events.push(at);
                 })
@@ -329,12 +366,23 @@ impl Slot {
 }
 
 fn body(tokens: u64) -> Bytes {
-    let v = serde_json::json!({
-        "model": "tokentap-sim",
-        "messages": [{"role":"system","content":"bench"},{"role":"user","content":"go"}],
-        "max_completion_tokens": tokens,
-        "stream": true,
-    });
+    // The same prompt in each API's words.
+    let v = match API.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => serde_json::json!({
+            "model": "tokentap-sim", "instructions": "bench", "input": "go",
+            "max_output_tokens": tokens, "stream": true,
+        }),
+        2 => serde_json::json!({
+            "model": "tokentap-sim", "system": "bench", "messages": [{"role":"user","content":"go"}],
+            "max_tokens": tokens, "stream": true,
+        }),
+        _ => serde_json::json!({
+            "model": "tokentap-sim",
+            "messages": [{"role":"system","content":"bench"},{"role":"user","content":"go"}],
+            "max_completion_tokens": tokens,
+            "stream": true,
+        }),
+    };
     Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
 }
 
@@ -403,12 +451,26 @@ fn join(seen: &[Seen], sim: &SimServer) -> Joined {
         ttft: Samples::new(),
         events: 0,
     };
+    let text_join = TEXT_JOIN.load(std::sync::atomic::Ordering::Relaxed);
     for s in seen {
-        j.events += s.events.len() as u64;
+        // With --api, rates and CPU are per token-carrying chunk (the APIs differ in events
+        // around them).
+        j.events += if text_join { s.texts.len() } else { s.events.len() } as u64;
         if let Some(i) = s.first_text {
             j.ttft.push((s.events[i] - s.sent) as f64);
         }
         let Some(l) = by_id.get(&s.id) else { continue };
+        if text_join {
+            let text = |k: &tokentap_sim::ChunkKind| {
+                use tokentap_sim::ChunkKind::*;
+                matches!(k, Reasoning | Content | ToolCall)
+            };
+            let writes = l.chunks.iter().filter(|c| text(&c.kind));
+            for (arr, w) in s.texts.iter().zip(writes) {
+                j.chunk_lat.push(*arr as f64 - w.mono_ns as f64);
+            }
+            continue;
+        }
         for (arr, w) in s.events.iter().zip(&l.chunks) {
             j.chunk_lat.push(*arr as f64 - w.mono_ns as f64);
         }
@@ -577,6 +639,7 @@ async fn parent(
     decode_ms: f64,
     extras: bool,
     peers: Peers,
+    apis: Vec<u8>,
 ) -> anyhow::Result<()> {
     let mut cfg = SimConfig::zero_delay();
     cfg.output.always_max = true;
@@ -622,7 +685,14 @@ async fn parent(
         id += 1_000_000_000;
         id
     };
-    for &conc in &streams {
+    for (&a, &conc) in apis
+        .iter()
+        .flat_map(|a| streams.iter().map(move |c| (a, c)))
+    {
+        API.store(a, std::sync::atomic::Ordering::Relaxed);
+        if apis.len() > 1 && Some(&conc) == streams.first() {
+            println!("| **{}** | | | | | | | | | |", api().0);
+        }
         let total = requests.max(conc * 4);
         let d = measure(
             &sim,

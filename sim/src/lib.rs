@@ -7,7 +7,11 @@
 //!
 //! ## Routes
 //! `POST /v1/chat/completions` (streaming SSE and not), `POST /v1/completions` (prompt string,
-//! `text_completion` chunks), `GET /v1/models`, `GET /health`, `GET /metrics` (engine metrics,
+//! `text_completion` chunks), `POST /v1/responses` (the OpenAI Responses API) and
+//! `POST /v1/messages` (the Anthropic Messages API), streaming and not — their requests planned in
+//! chat form (`tokentap_core::convert`), their events as vLLM writes them (`event:` lines, no
+//! `[DONE]`, usage in the end event; `previous_response_id` is accepted and not looked up: the sim
+//! stores no responses), `GET /v1/models`, `GET /health`, `GET /metrics` (engine metrics,
 //! below; not recorded in the request log). Unknown path → 404, wrong
 //! method → 405, bad JSON → 400, all with an OpenAI error body. HTTP/1.1 with keep-alive and
 //! h2c, `TCP_NODELAY` on every accepted socket. Completion responses carry an `x-sim-seq`
