@@ -218,7 +218,8 @@ pub fn capture(
                 return;
             }
             report.turns += 1;
-            add_turn(s, turn, rec.previous_response(), report);
+            let responses = rec.route.as_deref() == Some("/v1/responses");
+            add_turn(s, turn, rec.previous_response(), responses, report);
         })?;
     }
     if with_content == 0 {
@@ -512,7 +513,7 @@ fn dataset_id(id: &str) -> String {
     out
 }
 
-fn add_turn(s: &mut Session, mut turn: Turn, chained: bool, report: &mut Report) {
+fn add_turn(s: &mut Session, mut turn: Turn, chained: bool, responses: bool, report: &mut Report) {
     if chained && !s.full.is_empty() {
         // `previous_response_id`: the request carries only what is new; the history is the
         // previous turn's, with its answer.
@@ -638,11 +639,14 @@ fn add_turn(s: &mut Session, mut turn: Turn, chained: bool, report: &mut Report)
     }
     t.sent.extend(new.iter().cloned());
     s.pending = turn.output.clone();
-    let mut full = turn.messages;
-    if let Some(o) = &turn.output {
-        full.push(o.clone());
-    }
-    s.full = full;
+    // Kept only where a next request may name this one by `previous_response_id`.
+    s.full = if responses {
+        let mut full = turn.messages;
+        full.extend(turn.output.clone());
+        full
+    } else {
+        Vec::new()
+    };
     s.last_end_ns = turn.end_ns;
     s.last_start_ns = turn.start_ns;
 }

@@ -113,7 +113,9 @@ fn main() -> anyhow::Result<()> {
                     "chat" => Ok(0),
                     "responses" => Ok(1),
                     "messages" => Ok(2),
-                    other => Err(anyhow::anyhow!("--api: expected chat, responses or messages, found {other:?}")),
+                    other => Err(anyhow::anyhow!(
+                        "--api: expected chat, responses or messages, found {other:?}"
+                    )),
                 })
                 .collect::<anyhow::Result<_>>()?
         }
@@ -134,7 +136,9 @@ fn main() -> anyhow::Result<()> {
         .worker_threads(if peers.pin { 1 } else { 2 })
         .enable_all()
         .build()?;
-    rt.block_on(parent(streams, tokens, requests, decode_ms, extras, peers, apis))
+    rt.block_on(parent(
+        streams, tokens, requests, decode_ms, extras, peers, apis,
+    ))
 }
 
 /// The proxy process: serves until stdin closes; answers `stats` with its allocation count.
@@ -340,8 +344,8 @@ impl Slot {
             let at = r.at;
             decoder.feed(input, |d| {
                 framer.feed(d, |ev| {
-                    let text = !ev.is_done()
-                        && parser.parse(ev.data).is_ok_and(|e| e.info.carries_text());
+                    let text =
+                        !ev.is_done() && parser.parse(ev.data).is_ok_and(|e| e.info.carries_text());
                     if seen.first_text.is_none() && text {
                         seen.first_text = Some(seen.events.len());
                     }
@@ -455,7 +459,11 @@ fn join(seen: &[Seen], sim: &SimServer) -> Joined {
     for s in seen {
         // With --api, rates and CPU are per token-carrying chunk (the APIs differ in events
         // around them).
-        j.events += if text_join { s.texts.len() } else { s.events.len() } as u64;
+        j.events += if text_join {
+            s.texts.len()
+        } else {
+            s.events.len()
+        } as u64;
         if let Some(i) = s.first_text {
             j.ttft.push((s.events[i] - s.sent) as f64);
         }

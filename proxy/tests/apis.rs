@@ -421,3 +421,40 @@ async fn broken_streams_are_failed_with_the_reason() {
         assert!(r.measured.response_id.is_some());
     }
 }
+
+/// Both APIs always report usage: `--inject-usage` leaves their requests as the client sent
+/// them (the server gets the same bytes) and says nothing was injected; their tokens still come
+/// from the usage.
+#[tokio::test]
+async fn inject_usage_leaves_these_apis_alone() {
+    let mut cfg = sim_cfg();
+    cfg.capture_bodies = true;
+    let s = sim(cfg).await;
+    let mut pc = proxy_cfg(&[s.base_url()]);
+    pc.inject_usage = true;
+    pc.inject_continuous_usage = true;
+    let p = proxy(pc).await;
+    let c = client();
+    let mut sent = Vec::new();
+    for api in [Api::Responses, Api::Messages] {
+        let body = api.body(true, 6, json!({}));
+        let got = send(
+            &c,
+            post(
+                &format!("{}{}", p.base_url(), api.path()),
+                body.clone(),
+                Some("i"),
+            ),
+        )
+        .await;
+        assert_eq!(got.status, 200);
+        sent.push(body);
+    }
+    let got: Vec<_> = s.log().into_iter().map(|l| l.body.unwrap()).collect();
+    assert_eq!(got, sent);
+    for r in p.wait_records(2).await {
+        assert_eq!(r.usage_injected, None);
+        assert_eq!(r.measured.output_tokens, Some(6));
+        assert_eq!(r.measured.output_tokens_source, TokenSource::Usage);
+    }
+}
