@@ -442,6 +442,11 @@ fn merge_assistants(messages: Vec<Value>, reasoning: Option<String>) -> Value {
     assistant(content, r, calls)
 }
 
+/// A string member's text ("" when absent or not a string).
+fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
+    v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
 /// A streamed response put back together from its events' data, in chat form.
 #[derive(Debug, Default)]
 pub struct Assembled {
@@ -460,119 +465,105 @@ impl Assembled {
             return;
         };
         self.events += 1;
-        let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
         match api {
-            Api::Chat => {
-                for c in v
-                    .get("choices")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let d = c.get("delta").unwrap_or(&Value::Null);
-                    if let Some(t) = s(d, "content") {
-                        self.content.push_str(&t);
-                    }
-                    if let Some(t) = s(c, "text") {
-                        self.content.push_str(&t);
-                    }
-                    for k in ["reasoning_content", "reasoning"] {
-                        if let Some(t) = s(d, k) {
-                            self.reasoning.push_str(&t);
-                        }
-                    }
-                    for tc in d
-                        .get("tool_calls")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                    {
-                        let i = tc.get("index").and_then(Value::as_u64).unwrap_or(0);
-                        let e = self.calls.entry(i).or_insert((
-                            Value::Null,
-                            Value::Null,
-                            String::new(),
-                        ));
-                        if let Some(id) = tc.get("id").filter(|x| !x.is_null()) {
-                            e.0 = id.clone();
-                        }
-                        let f = tc.get("function").unwrap_or(&Value::Null);
-                        if let Some(n) = f.get("name").filter(|x| !x.is_null()) {
-                            e.1 = n.clone();
-                        }
-                        if let Some(a) = s(f, "arguments") {
-                            e.2.push_str(&a);
-                        }
-                    }
+            Api::Chat => self.take_chat(&v),
+            Api::Responses => self.take_responses(&v),
+            Api::Messages { .. } => self.take_messages(&v),
+        }
+    }
+
+    fn call(&mut self, i: u64) -> &mut (Value, Value, String) {
+        self.calls
+            .entry(i)
+            .or_insert((Value::Null, Value::Null, String::new()))
+    }
+
+    fn take_chat(&mut self, v: &Value) {
+        for c in v
+            .get("choices")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let d = c.get("delta").unwrap_or(&Value::Null);
+            self.content.push_str(str_of(d, "content"));
+            self.content.push_str(str_of(c, "text"));
+            for k in ["reasoning_content", "reasoning"] {
+                self.reasoning.push_str(str_of(d, k));
+            }
+            for tc in d
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let e = self.call(tc.get("index").and_then(Value::as_u64).unwrap_or(0));
+                if let Some(id) = tc.get("id").filter(|x| !x.is_null()) {
+                    e.0 = id.clone();
+                }
+                let f = tc.get("function").unwrap_or(&Value::Null);
+                if let Some(n) = f.get("name").filter(|x| !x.is_null()) {
+                    e.1 = n.clone();
+                }
+                e.2.push_str(str_of(f, "arguments"));
+            }
+        }
+    }
+
+    fn take_responses(&mut self, v: &Value) {
+        let index = v.get("output_index").and_then(Value::as_u64).unwrap_or(0);
+        match str_of(v, "type") {
+            "response.output_text.delta" => self.content.push_str(str_of(v, "delta")),
+            "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
+                self.reasoning.push_str(str_of(v, "delta"))
+            }
+            "response.output_item.added" => {
+                let item = v.get("item").unwrap_or(&Value::Null);
+                if str_of(item, "type") == "function_call" {
+                    let id = item.get("call_id").or_else(|| item.get("id"));
+                    let id = id.cloned().unwrap_or(Value::Null);
+                    let name = item.get("name").cloned().unwrap_or(Value::Null);
+                    self.calls.insert(index, (id, name, String::new()));
                 }
             }
-            Api::Responses => match v.get("type").and_then(Value::as_str).unwrap_or("") {
-                "response.output_text.delta" => {
-                    self.content.push_str(&s(&v, "delta").unwrap_or_default())
-                }
-                "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
-                    self.reasoning.push_str(&s(&v, "delta").unwrap_or_default())
-                }
-                "response.output_item.added" => {
-                    let item = v.get("item").unwrap_or(&Value::Null);
-                    if item.get("type").and_then(Value::as_str) == Some("function_call") {
-                        let i = v.get("output_index").and_then(Value::as_u64).unwrap_or(0);
-                        let id = item
-                            .get("call_id")
-                            .or_else(|| item.get("id"))
-                            .cloned()
-                            .unwrap_or(Value::Null);
-                        let name = item.get("name").cloned().unwrap_or(Value::Null);
-                        self.calls.insert(i, (id, name, String::new()));
+            "response.function_call_arguments.delta" => {
+                let d = str_of(v, "delta").to_string();
+                self.call(index).2.push_str(&d);
+            }
+            _ => {}
+        }
+    }
+
+    fn take_messages(&mut self, v: &Value) {
+        let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+        match str_of(v, "type") {
+            "content_block_start" => {
+                let b = v.get("content_block").unwrap_or(&Value::Null);
+                match str_of(b, "type") {
+                    "tool_use" => {
+                        let id = b.get("id").cloned().unwrap_or(Value::Null);
+                        let name = b.get("name").cloned().unwrap_or(Value::Null);
+                        self.calls.insert(index, (id, name, String::new()));
                     }
+                    "text" => self.content.push_str(str_of(b, "text")),
+                    "thinking" => self.reasoning.push_str(str_of(b, "thinking")),
+                    _ => {}
                 }
-                "response.function_call_arguments.delta" => {
-                    let i = v.get("output_index").and_then(Value::as_u64).unwrap_or(0);
-                    let e =
-                        self.calls
-                            .entry(i)
-                            .or_insert((Value::Null, Value::Null, String::new()));
-                    e.2.push_str(&s(&v, "delta").unwrap_or_default());
-                }
-                _ => {}
-            },
-            Api::Messages { .. } => match v.get("type").and_then(Value::as_str).unwrap_or("") {
-                "content_block_start" => {
-                    let b = v.get("content_block").unwrap_or(&Value::Null);
-                    let i = v.get("index").and_then(Value::as_u64).unwrap_or(0);
-                    match b.get("type").and_then(Value::as_str) {
-                        Some("tool_use") => {
-                            let id = b.get("id").cloned().unwrap_or(Value::Null);
-                            let name = b.get("name").cloned().unwrap_or(Value::Null);
-                            self.calls.insert(i, (id, name, String::new()));
+            }
+            "content_block_delta" => {
+                let d = v.get("delta").unwrap_or(&Value::Null);
+                match str_of(d, "type") {
+                    "text_delta" => self.content.push_str(str_of(d, "text")),
+                    "thinking_delta" => self.reasoning.push_str(str_of(d, "thinking")),
+                    "input_json_delta" => {
+                        if let Some(e) = self.calls.get_mut(&index) {
+                            e.2.push_str(str_of(d, "partial_json"));
                         }
-                        Some("text") => self.content.push_str(&s(b, "text").unwrap_or_default()),
-                        Some("thinking") => self
-                            .reasoning
-                            .push_str(&s(b, "thinking").unwrap_or_default()),
-                        _ => {}
                     }
+                    _ => {}
                 }
-                "content_block_delta" => {
-                    let d = v.get("delta").unwrap_or(&Value::Null);
-                    let i = v.get("index").and_then(Value::as_u64).unwrap_or(0);
-                    match d.get("type").and_then(Value::as_str) {
-                        Some("text_delta") => {
-                            self.content.push_str(&s(d, "text").unwrap_or_default())
-                        }
-                        Some("thinking_delta") => self
-                            .reasoning
-                            .push_str(&s(d, "thinking").unwrap_or_default()),
-                        Some("input_json_delta") => {
-                            if let Some(e) = self.calls.get_mut(&i) {
-                                e.2.push_str(&s(d, "partial_json").unwrap_or_default());
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                _ => {}
-            },
+            }
+            _ => {}
         }
     }
 

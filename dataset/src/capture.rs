@@ -189,37 +189,7 @@ pub fn capture(
             let Some(turn) = turn_of(&rec, report, &mut with_content) else {
                 return;
             };
-            let id = rec.conversation_id.clone().unwrap_or_default();
-            let s = sessions.entry(id.clone()).or_insert_with(|| {
-                order.push(id.clone());
-                let keep = (opts.sessions.is_empty() || opts.sessions.contains(&id))
-                    && opts.since_ns.is_none_or(|t| turn.start_ns >= t)
-                    && opts.until_ns.is_none_or(|t| turn.start_ns < t);
-                Session {
-                    id: id.clone(),
-                    parts: 0,
-                    done: Vec::new(),
-                    cur: None,
-                    last_end_ns: 0,
-                    last_start_ns: 0,
-                    pending: None,
-                    full: Vec::new(),
-                    keep,
-                }
-            });
-            if !s.keep {
-                report.skip("a session the filters leave out");
-                return;
-            }
-            if turn.start_ns < s.last_start_ns {
-                report.skip(
-                    "a turn recorded out of order (it started before its session's previous turn)",
-                );
-                return;
-            }
-            report.turns += 1;
-            let responses = rec.route.as_deref() == Some("/v1/responses");
-            add_turn(s, turn, rec.previous_response(), responses, report);
+            on_turn(&rec, turn, opts, &mut sessions, &mut order, report);
         })?;
     }
     if with_content == 0 {
@@ -241,6 +211,19 @@ pub fn capture(
         all.append(&mut s.done);
     }
     all.sort_by_key(|t| t.first_ns);
+    write_trajectories(all, opts, tok, out, &mut report)?;
+    Ok(report)
+}
+
+/// Writes each trajectory the filters and the dataset's own rules accept (those left out are
+/// counted, with why).
+fn write_trajectories(
+    all: Vec<Traj>,
+    opts: &Options,
+    tok: &dyn Tokens,
+    out: &mut dyn Write,
+    report: &mut Report,
+) -> Result<(), CaptureError> {
     let anon = opts.anonymize.then_some(Anonymizer { tok });
     for t in all {
         if t.client_rows < opts.min_turns.max(1) {
@@ -297,7 +280,47 @@ pub fn capture(
             }
         }
     }
-    Ok(report)
+    Ok(())
+}
+
+/// One usable record: its session (new ones pass the filters or not), then its turn.
+fn on_turn(
+    rec: &TurnRecord,
+    turn: Turn,
+    opts: &Options,
+    sessions: &mut HashMap<String, Session>,
+    order: &mut Vec<String>,
+    report: &mut Report,
+) {
+    let id = rec.conversation_id.clone().unwrap_or_default();
+    let s = sessions.entry(id.clone()).or_insert_with(|| {
+        order.push(id.clone());
+        let keep = (opts.sessions.is_empty() || opts.sessions.contains(&id))
+            && opts.since_ns.is_none_or(|t| turn.start_ns >= t)
+            && opts.until_ns.is_none_or(|t| turn.start_ns < t);
+        Session {
+            id: id.clone(),
+            parts: 0,
+            done: Vec::new(),
+            cur: None,
+            last_end_ns: 0,
+            last_start_ns: 0,
+            pending: None,
+            full: Vec::new(),
+            keep,
+        }
+    });
+    if !s.keep {
+        report.skip("a session the filters leave out");
+        return;
+    }
+    if turn.start_ns < s.last_start_ns {
+        report.skip("a turn recorded out of order (it started before its session's previous turn)");
+        return;
+    }
+    report.turns += 1;
+    let responses = rec.route.as_deref() == Some("/v1/responses");
+    add_turn(s, turn, rec.previous_response(), responses, report);
 }
 
 trait PreviousResponse {
@@ -525,38 +548,9 @@ fn add_turn(s: &mut Session, mut turn: Turn, chained: bool, responses: bool, rep
         }
     }
     let delay = (s.last_end_ns > 0).then(|| turn.start_ns.saturating_sub(s.last_end_ns));
-    // Where the request's messages go on from the trajectory's rows.
-    let mut from = None;
-    if let Some(t) = s.cur.as_ref() {
-        if turn.messages.len() >= t.sent.len() && turn.messages[..t.sent.len()] == t.sent[..] {
-            from = Some(t.sent.len());
-        }
-        if t.system != turn.system && from.is_some() {
-            report.note("the system prompt changed within a trajectory (the first is kept)");
-        }
-    }
-    if from.is_none() {
-        if s.cur.is_some() {
-            report.note("the history was rewritten (compaction or a branch): a new trajectory `<session>.N`");
-            finish_traj(s, report);
-        }
-        let mut t = new_traj(s, &turn);
-        // A trajectory starts at a user message.
-        let lead = turn
-            .messages
-            .iter()
-            .position(|m| m["role"] == "user")
-            .unwrap_or(turn.messages.len());
-        if lead > 0 {
-            report.note("messages before the first user message of a trajectory (dropped)");
-        }
-        t.sent.extend(turn.messages[..lead].iter().cloned());
-        s.cur = Some(t);
-        s.pending = None;
-        from = Some(lead);
-    }
+    let from = locate(s, &turn, report);
     let Some(t) = s.cur.as_mut() else { return };
-    let mut new: &[Value] = &turn.messages[from.unwrap_or(0)..];
+    let mut new: &[Value] = &turn.messages[from..];
     // The agent's own copy of the previous answer, else the recorded one.
     if let Some(out) = s.pending.take() {
         match new.first() {
@@ -581,6 +575,69 @@ fn add_turn(s: &mut Session, mut turn: Turn, chained: bool, responses: bool, rep
     if turn.tools != t.tools && !t.rows.is_empty() {
         report.note("tools changed within a trajectory (kept on the rows that carry them)");
     }
+    let client_rows = place(t, new, &turn, delay, report);
+    if client_rows > 1 {
+        report.note("a request whose new messages make several client rows (the replay sends one request per row)");
+    }
+    t.sent.extend(new.iter().cloned());
+    s.pending = turn.output.clone();
+    // Kept only where a next request may name this one by `previous_response_id`.
+    s.full = if responses {
+        let mut full = turn.messages;
+        full.extend(turn.output.clone());
+        full
+    } else {
+        Vec::new()
+    };
+    s.last_end_ns = turn.end_ns;
+    s.last_start_ns = turn.start_ns;
+}
+
+/// Where the turn's messages go on from its session's open trajectory: after the rows when they
+/// extend them, else at the first user message of a new trajectory (the history was rewritten).
+fn locate(s: &mut Session, turn: &Turn, report: &mut Report) -> usize {
+    // Where the request's messages go on from the trajectory's rows.
+    let mut from = None;
+    if let Some(t) = s.cur.as_ref() {
+        if turn.messages.len() >= t.sent.len() && turn.messages[..t.sent.len()] == t.sent[..] {
+            from = Some(t.sent.len());
+        }
+        if t.system != turn.system && from.is_some() {
+            report.note("the system prompt changed within a trajectory (the first is kept)");
+        }
+    }
+    if from.is_none() {
+        if s.cur.is_some() {
+            report.note("the history was rewritten (compaction or a branch): a new trajectory `<session>.N`");
+            finish_traj(s, report);
+        }
+        let mut t = new_traj(s, turn);
+        // A trajectory starts at a user message.
+        let lead = turn
+            .messages
+            .iter()
+            .position(|m| m["role"] == "user")
+            .unwrap_or(turn.messages.len());
+        if lead > 0 {
+            report.note("messages before the first user message of a trajectory (dropped)");
+        }
+        t.sent.extend(turn.messages[..lead].iter().cloned());
+        s.cur = Some(t);
+        s.pending = None;
+        from = Some(lead);
+    }
+    from.unwrap_or(0)
+}
+
+/// The new messages of a request as rows: user rows, one tool row per run of tool results, an
+/// assistant message the agent put in between; returns the client rows made.
+fn place(
+    t: &mut Traj,
+    new: &[Value],
+    turn: &Turn,
+    delay: Option<u64>,
+    report: &mut Report,
+) -> usize {
     let mut client_rows = 0;
     let mut i = 0;
     while i < new.len() {
@@ -597,7 +654,7 @@ fn add_turn(s: &mut Session, mut turn: Turn, chained: bool, responses: bool, rep
                 }
                 let mut r = row(&t.id, t.rows.len() + 1, "tool");
                 r.insert("tool_results".into(), Value::Array(results));
-                client_row(t, r, &turn, delay.filter(|_| client_rows == 0), client_rows);
+                client_row(t, r, turn, delay.filter(|_| client_rows == 0), client_rows);
                 client_rows += 1;
                 continue;
             }
@@ -615,7 +672,7 @@ fn add_turn(s: &mut Session, mut turn: Turn, chained: bool, responses: bool, rep
                         r.insert("tools".into(), tools.clone());
                     }
                 }
-                client_row(t, r, &turn, delay.filter(|_| client_rows == 0), client_rows);
+                client_row(t, r, turn, delay.filter(|_| client_rows == 0), client_rows);
                 client_rows += 1;
             }
             "assistant" => {
@@ -634,21 +691,7 @@ fn add_turn(s: &mut Session, mut turn: Turn, chained: bool, responses: bool, rep
         }
         i += 1;
     }
-    if client_rows > 1 {
-        report.note("a request whose new messages make several client rows (the replay sends one request per row)");
-    }
-    t.sent.extend(new.iter().cloned());
-    s.pending = turn.output.clone();
-    // Kept only where a next request may name this one by `previous_response_id`.
-    s.full = if responses {
-        let mut full = turn.messages;
-        full.extend(turn.output.clone());
-        full
-    } else {
-        Vec::new()
-    };
-    s.last_end_ns = turn.end_ns;
-    s.last_start_ns = turn.start_ns;
+    client_rows
 }
 
 fn client_row(

@@ -161,49 +161,7 @@ pub fn run_with(
             )?;
             Ok(0)
         }
-        DatasetCommand::Stats {
-            file,
-            json,
-            against,
-            html,
-        } => {
-            let mut b = StatsBuilder::default();
-            if !stream(&file, err, |c| b.add(&c))? {
-                return Ok(1);
-            }
-            let s = b.finish(&file);
-            if let Some(other) = against {
-                let mut b = StatsBuilder::default();
-                if !stream(&other, err, |c| b.add(&c))? {
-                    return Ok(1);
-                }
-                let o = b.finish(&other);
-                if let Some(h) = html {
-                    std::fs::write(&h, (hooks.html)(&s, &o))
-                        .with_context(|| format!("cannot write {}", h.display()))?;
-                }
-                if json {
-                    serde_json::to_writer_pretty(
-                        &mut *out,
-                        &serde_json::json!({"dataset": s, "against": o}),
-                    )?;
-                    writeln!(out)?;
-                } else {
-                    out.write_all(crate::stats::render_comparison(&s, &o).as_bytes())?;
-                }
-                return Ok(0);
-            }
-            if html.is_some() {
-                anyhow::bail!("--html draws a comparison: give --against FILE too");
-            }
-            if json {
-                serde_json::to_writer_pretty(&mut *out, &s)?;
-                writeln!(out)?;
-            } else {
-                out.write_all(s.render_text().as_bytes())?;
-            }
-            Ok(0)
-        }
+        cmd @ DatasetCommand::Stats { .. } => stats_cmd(cmd, hooks, out, err),
         cmd @ DatasetCommand::Capture { .. } => capture_cmd(cmd, hooks, err),
         DatasetCommand::Synth {
             out: path,
@@ -251,6 +209,60 @@ pub fn run_with(
             Ok(0)
         }
     }
+}
+
+/// `dataset stats`: one dataset's numbers, or two side by side (`--against`, `--html`).
+fn stats_cmd(
+    cmd: DatasetCommand,
+    hooks: &Hooks<'_>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> anyhow::Result<i32> {
+    let DatasetCommand::Stats {
+        file,
+        json,
+        against,
+        html,
+    } = cmd
+    else {
+        return Ok(2);
+    };
+    let mut b = StatsBuilder::default();
+    if !stream(&file, err, |c| b.add(&c))? {
+        return Ok(1);
+    }
+    let s = b.finish(&file);
+    if let Some(other) = against {
+        let mut b = StatsBuilder::default();
+        if !stream(&other, err, |c| b.add(&c))? {
+            return Ok(1);
+        }
+        let o = b.finish(&other);
+        if let Some(h) = html {
+            std::fs::write(&h, (hooks.html)(&s, &o))
+                .with_context(|| format!("cannot write {}", h.display()))?;
+        }
+        if json {
+            serde_json::to_writer_pretty(
+                &mut *out,
+                &serde_json::json!({"dataset": s, "against": o}),
+            )?;
+            writeln!(out)?;
+        } else {
+            out.write_all(crate::stats::render_comparison(&s, &o).as_bytes())?;
+        }
+        return Ok(0);
+    }
+    if html.is_some() {
+        anyhow::bail!("--html draws a comparison: give --against FILE too");
+    }
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &s)?;
+        writeln!(out)?;
+    } else {
+        out.write_all(s.render_text().as_bytes())?;
+    }
+    Ok(0)
 }
 
 fn capture_cmd(cmd: DatasetCommand, hooks: &Hooks<'_>, err: &mut dyn Write) -> anyhow::Result<i32> {

@@ -307,7 +307,7 @@ async fn prepare_body(
     // The Responses and Messages APIs always report usage: nothing to inject.
     let inject = cfg.inject_usage && route.is_llm() && !route.has_body_session();
     let body = if inject || whole {
-        let b = read_limited(body, cfg.max_body_bytes).await?;
+        let b = read_limited(body, cfg.max_body_bytes, cfg.body_timeout).await?;
         let mut info = ReqInfo::parse(&b).unwrap_or_default();
         info.bytes = b.len() as u64;
         let _ = cell.info.set(info);
@@ -474,17 +474,27 @@ async fn claim_slot(cfg: &Config, up: &Upstream) -> Result<OwnedSemaphorePermit,
     }
 }
 
-/// Reads a whole body, failing above `limit` bytes.
-async fn read_limited(body: Incoming, limit: u64) -> Result<Bytes, ProxyError> {
-    match http_body_util::Limited::new(body, limit as usize)
-        .collect()
-        .await
-    {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            Err(ProxyError::BodyTooLarge { limit })
+/// Reads a whole body, failing above `limit` bytes or when the client stalls past `stall` (no
+/// byte while the proxy waits for one: `--body-timeout`, as for a streamed body).
+async fn read_limited(
+    mut body: Incoming,
+    limit: u64,
+    stall: std::time::Duration,
+) -> Result<Bytes, ProxyError> {
+    let mut buf = bytes::BytesMut::new();
+    loop {
+        let frame = match tokio::time::timeout(stall, body.frame()).await {
+            Err(_) => return Err(ProxyError::BodyTimeout(stall.as_millis() as u64)),
+            Ok(None) => return Ok(buf.freeze()),
+            Ok(Some(Err(e))) => return Err(ProxyError::RequestBody(chain(&e))),
+            Ok(Some(Ok(f))) => f,
+        };
+        if let Ok(d) = frame.into_data() {
+            if (buf.len() + d.len()) as u64 > limit {
+                return Err(ProxyError::BodyTooLarge { limit });
+            }
+            buf.extend_from_slice(&d);
         }
-        Err(e) => Err(ProxyError::RequestBody(chain(&*e))),
     }
 }
 

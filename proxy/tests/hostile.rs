@@ -212,32 +212,43 @@ async fn silent_and_idle_connections_are_closed_at_the_header_timeout() {
     assert_eq!(within(p.wait_records(1)).await.len(), 1);
 }
 
+/// Streamed (a chat request) or read whole before it goes upstream (a Messages request without a
+/// session header, whose body may name one; `--inject-usage`): a body that stalls is answered 408
+/// and recorded either way.
 #[tokio::test]
 async fn a_stalled_request_body_is_answered_408_and_recorded() {
     let s = sim(sim_cfg()).await;
-    let mut cfg = proxy_cfg(&[s.base_url()]);
-    cfg.body_timeout = std::time::Duration::from_millis(300);
-    let p = proxy(cfg).await;
-    let mut c = tokio::net::TcpStream::connect(p.addr()).await.unwrap();
-    // 1,000 bytes announced, 10 sent, then nothing (the connection stays open).
-    c.write_all(
-        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nX-Session-ID: slow\r\n\r\n{\"model\":",
-    )
-    .await
-    .unwrap();
-    let mut b = vec![0u8; 4096];
-    let n = within(c.read(&mut b)).await.unwrap();
-    let text = String::from_utf8_lossy(&b[..n]);
-    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
-    assert!(text.contains("request_body_timeout"), "{text}");
-    let recs = within(p.wait_records(1)).await;
-    let e = recs[0].error.as_ref().unwrap();
-    assert_eq!(
-        (e.source, e.kind.as_str()),
-        (ErrorSource::Downstream, "request_body_timeout")
-    );
-    assert_eq!(recs[0].http_status, Some(408));
-    assert_eq!(recs[0].conversation_id.as_deref(), Some("slow"));
+    for (path, session, inject) in [
+        ("/v1/chat/completions", "X-Session-ID: slow\r\n", false),
+        ("/v1/messages", "", false),
+        ("/v1/chat/completions", "X-Session-ID: slow\r\n", true),
+    ] {
+        let mut cfg = proxy_cfg(&[s.base_url()]);
+        cfg.body_timeout = std::time::Duration::from_millis(300);
+        cfg.inject_usage = inject;
+        let p = proxy(cfg).await;
+        let mut c = tokio::net::TcpStream::connect(p.addr()).await.unwrap();
+        // 1,000 bytes announced, 10 sent, then nothing (the connection stays open).
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n{session}\r\n{{\"model\":"
+        );
+        c.write_all(head.as_bytes()).await.unwrap();
+        let mut b = vec![0u8; 4096];
+        let n = within(c.read(&mut b)).await.unwrap();
+        let text = String::from_utf8_lossy(&b[..n]);
+        assert!(text.starts_with("HTTP/1.1 408"), "{path} {inject}: {text}");
+        assert!(text.contains("request_body_timeout"), "{text}");
+        let recs = within(p.wait_records(1)).await;
+        let e = recs[0].error.as_ref().unwrap();
+        assert_eq!(
+            (e.source, e.kind.as_str()),
+            (ErrorSource::Downstream, "request_body_timeout")
+        );
+        assert_eq!(recs[0].http_status, Some(408));
+        if !session.is_empty() {
+            assert_eq!(recs[0].conversation_id.as_deref(), Some("slow"));
+        }
+    }
 }
 
 /// Most requests the sim was serving at once.
