@@ -60,6 +60,17 @@ fn run_capture(opts: &Options, tok: &dyn Tokens, out: &Path) -> tokentap_dataset
     capture(opts, tok, &mut f).unwrap()
 }
 
+/// Everything recorded in `dir`, captured with the defaults into `dir/captured.jsonl`.
+fn capture_dir(dir: &Path) -> (PathBuf, tokentap_dataset::capture::Report) {
+    let file = dir.join("captured.jsonl");
+    let opts = Options {
+        records: vec![dir.to_path_buf()],
+        ..Options::default()
+    };
+    let report = run_capture(&opts, &StandIn, &file);
+    (file, report)
+}
+
 fn by_session(mut v: Vec<(String, Bytes)>) -> Vec<(String, Vec<Bytes>)> {
     // Arrival order within a session is its turn order (a closed loop).
     v.sort_by(|a, b| a.0.cmp(&b.0));
@@ -80,15 +91,7 @@ fn by_session(mut v: Vec<(String, Bytes)>) -> Vec<(String, Vec<Bytes>)> {
 async fn a_captured_run_replays_to_the_same_bodies() {
     let original = synth_dataset(3, 3, 0.1);
     let (first, dir) = replay_through(original.clone(), "capture-run1").await;
-    let file = dir.join("captured.jsonl");
-    let report = run_capture(
-        &Options {
-            records: vec![dir.clone()],
-            ..Options::default()
-        },
-        &StandIn,
-        &file,
-    );
+    let (file, report) = capture_dir(&dir);
     assert_eq!(report.trajectories, 6, "{}", report.render());
     assert!(
         report.skipped.is_empty() && report.dropped.is_empty(),
@@ -206,15 +209,7 @@ async fn responses_and_messages_sessions_become_chat_trajectories() {
     assert_eq!(stack.proxy.wait_records(7).await.len(), 7);
     stack.shutdown(Duration::from_secs(5)).await;
 
-    let file = dir.join("captured.jsonl");
-    let report = run_capture(
-        &Options {
-            records: vec![dir.clone()],
-            ..Options::default()
-        },
-        &StandIn,
-        &file,
-    );
+    let (file, report) = capture_dir(&dir);
     assert_eq!(report.trajectories, 3, "{}", report.render());
     assert!(report.dropped.is_empty(), "{}", report.render());
     let captured = Dataset::load(&file).expect("validates");
@@ -372,15 +367,7 @@ async fn no_content_no_capture_and_no_credentials_anywhere() {
         .iter()
         .all(|r| r.headers.get("x-team").map(String::as_str) == Some("platform")));
     stack.shutdown(Duration::from_secs(5)).await;
-    let file = dir.join("captured.jsonl");
-    let report = run_capture(
-        &Options {
-            records: vec![dir.clone()],
-            ..Options::default()
-        },
-        &StandIn,
-        &file,
-    );
+    let (_, report) = capture_dir(&dir);
     assert_eq!(report.trajectories, 1, "{}", report.render());
     for f in std::fs::read_dir(&dir).unwrap() {
         let text = std::fs::read_to_string(f.unwrap().path()).unwrap();

@@ -116,20 +116,11 @@ pub fn load(paths: &[PathBuf]) -> Result<(Vec<WireTurn>, usize), CompareError> {
     let mut ignored = 0;
     for (source, p) in paths.iter().enumerate() {
         let files = if p.is_dir() {
-            let rd = std::fs::read_dir(p).map_err(|source| CompareError::Io {
+            let files = tokentap_core::record::files_in(p).map_err(|source| CompareError::Io {
                 what: "cannot read the records directory",
                 path: p.clone(),
                 source,
             })?;
-            let mut files: Vec<PathBuf> = rd
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| {
-                    f.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("records") && n.ends_with(".jsonl"))
-                })
-                .collect();
-            files.sort();
             if files.is_empty() {
                 return Err(CompareError::NoWire { path: p.clone() });
             }

@@ -338,6 +338,8 @@ struct MsgBody<'a> {
     usage: Option<MsgUsage>,
 }
 
+/// A `delta` of `content_block_delta` / `message_delta`, or a `content_block` (text, thinking,
+/// tool_use): the same few members.
 #[derive(Deserialize)]
 struct MsgDelta<'a> {
     #[serde(default, borrow, rename = "type")]
@@ -352,15 +354,7 @@ struct MsgDelta<'a> {
     stop_reason: Option<&'a RawValue>,
 }
 
-#[derive(Deserialize)]
-struct Block<'a> {
-    #[serde(default, borrow, rename = "type")]
-    kind: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    text: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    thinking: Option<&'a RawValue>,
-}
+type Block<'a> = MsgDelta<'a>;
 
 #[derive(Deserialize)]
 struct MsgError<'a> {

@@ -12,6 +12,21 @@ use crate::timeline::Measured;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The record files of a directory (`tokentap proxy --records DIR`'s `records-*.jsonl`, a run's
+/// `records.jsonl`): the `records*.jsonl` files, in name order (the proxy's names sort by time).
+pub fn files_in(dir: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|f| {
+            f.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("records") && n.ends_with(".jsonl"))
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
 /// Current schema version, written as `v`.
 pub const SCHEMA_VERSION: u32 = 1;
 

@@ -342,19 +342,10 @@ fn record_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CaptureError> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
-            let rd = std::fs::read_dir(p).map_err(|e| CaptureError::File {
+            let files = tokentap_core::record::files_in(p).map_err(|e| CaptureError::File {
                 path: p.clone(),
                 message: format!("cannot read the records directory: {e}"),
             })?;
-            let mut files: Vec<PathBuf> = rd
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| {
-                    f.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("records") && n.ends_with(".jsonl"))
-                })
-                .collect();
-            files.sort();
             if files.is_empty() {
                 return Err(CaptureError::File {
                     path: p.clone(),

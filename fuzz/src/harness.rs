@@ -94,19 +94,13 @@ fn frame(pieces: &[&[u8]]) -> Framed {
     }
 }
 
-/// SSE: `data[0] % 8` cut points (two bytes each, little-endian, modulo the stream length), then
-/// the stream.
-///
-/// Properties: never panics; feeding the stream whole, cut at the given points, and one byte at
-/// a time gives the same events, the same comment count and the same end-of-stream flag; every
-/// event's data goes through `ChunkInfo::parse` without panicking.
-pub fn sse(data: &[u8]) {
-    let Some((&n, rest)) = data.split_first() else {
-        return;
-    };
+/// `data[0] % 8` cut points (two bytes each, little-endian, modulo the stream's length, sorted),
+/// then the stream; `None` when the input is too short for its cut points.
+fn cut_points(data: &[u8]) -> Option<(Vec<usize>, &[u8])> {
+    let (&n, rest) = data.split_first()?;
     let n = usize::from(n % 8);
     if rest.len() < 2 * n {
-        return;
+        return None;
     }
     let (cut_bytes, stream) = rest.split_at(2 * n);
     let mut cuts: Vec<usize> = cut_bytes
@@ -114,15 +108,34 @@ pub fn sse(data: &[u8]) {
         .map(|c| usize::from(u16::from_le_bytes([c[0], c[1]])) % (stream.len() + 1))
         .collect();
     cuts.sort_unstable();
+    Some((cuts, stream))
+}
 
-    let whole = frame(&[stream]);
+/// `stream` cut at `cuts` (sorted offsets).
+fn cut<'a>(stream: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
     let mut pieces = Vec::with_capacity(cuts.len() + 1);
     let mut prev = 0;
-    for c in cuts {
+    for &c in cuts {
         pieces.push(&stream[prev..c]);
         prev = c;
     }
     pieces.push(&stream[prev..]);
+    pieces
+}
+
+/// SSE: `data[0] % 8` cut points (two bytes each, little-endian, modulo the stream length), then
+/// the stream.
+///
+/// Properties: never panics; feeding the stream whole, cut at the given points, and one byte at
+/// a time gives the same events, the same comment count and the same end-of-stream flag; every
+/// event's data goes through `ChunkInfo::parse` without panicking.
+pub fn sse(data: &[u8]) {
+    let Some((cuts, stream)) = cut_points(data) else {
+        return;
+    };
+
+    let whole = frame(&[stream]);
+    let pieces = cut(stream, &cuts);
     assert_eq!(frame(&pieces), whole, "cut at {pieces:?}");
     let bytes: Vec<&[u8]> = stream.chunks(1).collect();
     assert_eq!(frame(&bytes), whole, "byte by byte");
@@ -147,19 +160,9 @@ pub fn sse(data: &[u8]) {
 /// body, and the stream put back together in chat form, do not panic either.
 pub fn api_events(api: tokentap_core::events::Api, data: &[u8]) {
     use tokentap_core::timeline::Timeline;
-    let Some((&n, rest)) = data.split_first() else {
+    let Some((cuts, stream)) = cut_points(data) else {
         return;
     };
-    let n = usize::from(n % 8);
-    if rest.len() < 2 * n {
-        return;
-    }
-    let (cut_bytes, stream) = rest.split_at(2 * n);
-    let mut cuts: Vec<usize> = cut_bytes
-        .chunks_exact(2)
-        .map(|c| usize::from(u16::from_le_bytes([c[0], c[1]])) % (stream.len() + 1))
-        .collect();
-    cuts.sort_unstable();
     let measure = |pieces: &[&[u8]]| {
         let mut tl = Timeline::new(0, 8).with_api(api);
         let mut f = Framer::new();
@@ -196,16 +199,10 @@ pub fn api_events(api: tokentap_core::events::Api, data: &[u8]) {
         )
     };
     let whole = measure(&[stream]);
-    let mut pieces = Vec::with_capacity(cuts.len() + 1);
-    let mut prev = 0;
-    for c in cuts {
-        pieces.push(&stream[prev..c]);
-        prev = c;
-    }
-    pieces.push(&stream[prev..]);
-    let cut = measure(&pieces);
+    let pieces = cut(stream, &cuts);
+    let measured_cut = measure(&pieces);
     // Times differ with the cuts; what was measured does not.
-    assert_eq!(cut, whole, "cut at {pieces:?}");
+    assert_eq!(measured_cut, whole, "cut at {pieces:?}");
     let bytes: Vec<&[u8]> = stream.chunks(1).collect();
     assert_eq!(measure(&bytes), whole, "byte by byte");
     // `done` without a `[DONE]` event comes only from an end event.
