@@ -135,7 +135,9 @@ b.panel("Tokens per chunk (p50 / p95)", "Several tokens per chunk: speculative d
         [hq(0.5, "tokentap_tokens_per_chunk", M), hq(0.95, "tokentap_tokens_per_chunk", M)])
 boards.append(b)
 
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grafana")
+# `generate.py DIR` writes elsewhere (tests/observability.rs compares that with the committed JSON).
+import sys
+out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "grafana")
 for bd in boards:
     with open(os.path.join(out, bd.uid.removeprefix("tokentap-") + ".json"), "w") as f:
         json.dump(bd.json(), f, indent=2, ensure_ascii=False)

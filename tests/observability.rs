@@ -71,6 +71,34 @@ fn exprs(boards: &[(PathBuf, Value)]) -> Vec<(String, String, String)> {
     out
 }
 
+/// The committed JSON is what `dashboards/generate.py` writes: a panel added to the JSON by hand
+/// would be lost at the next regeneration (it happened once).
+#[test]
+fn the_committed_dashboards_are_the_generators_output() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let status = Command::new("python3")
+        .arg(root.join("dashboards/generate.py"))
+        .arg(dir.path())
+        .status()
+        .expect("python3 runs (install it: it writes the dashboards)");
+    assert!(status.success());
+    let committed = dashboards();
+    assert!(!committed.is_empty());
+    for (path, board) in committed {
+        let name = path.file_name().expect("a file name");
+        let text = std::fs::read_to_string(dir.path().join(name))
+            .unwrap_or_else(|e| panic!("generate.py wrote no {}: {e}", name.to_string_lossy()));
+        let generated: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(
+            generated,
+            board,
+            "{}: regenerate with python3 dashboards/generate.py",
+            path.display()
+        );
+    }
+}
+
 #[test]
 fn dashboards_are_well_formed_and_use_only_exported_names() {
     let boards = dashboards();
