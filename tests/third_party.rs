@@ -1024,6 +1024,97 @@ impl Drop for Tokentap {
 /// The sim and the proxy run as their own processes here, as they would in a deployment: in the
 /// test's runtime, the replay's timestamps would wait for the proxy's and the sim's tasks on the
 /// same two worker threads, and the check would measure that co-location, not the client.
+/// Agents written with the vendors' own SDKs (openai 3.60, anthropic 2.16; `scripts/sdk-agent.py`)
+/// through the proxy to the sim: the SDKs read the sim's Responses and Messages streams (they
+/// raise on what they cannot), and the proxy's records agree with what the SDKs parsed — response
+/// ids, usage, sessions from the body (a `previous_response_id` chain; Claude Code's
+/// `metadata.user_id`) — with no API key written anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_and_anthropic_sdks_through_proxy_to_sim() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sim = SimServer::start(sim_config())
+        .await
+        .expect("the sim starts");
+    let px = proxy(&sim.base_url(), dir.path(), "X-Session-ID").await;
+    let base = px.base_url();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(repo().join("scripts/sdks"))
+            .args(["agent", &base])
+            .output()
+            .expect("scripts/sdks runs")
+    })
+    .await
+    .expect("agent thread");
+    assert!(
+        out.status.success(),
+        "the SDK agent failed: {}\n=> if the SDKs are missing, run scripts/install-test-deps",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).expect("the agent's JSON line");
+    let recs = px.wait_records(5).await;
+    let (resp, msgs): (Vec<&TurnRecord>, Vec<&TurnRecord>) = recs
+        .iter()
+        .partition(|r| r.route.as_deref() == Some("/v1/responses"));
+    assert_eq!((resp.len(), msgs.len()), (2, 3));
+    let first = seen["responses"][0]["id"].as_str().expect("a response id");
+    for (i, (r, s)) in resp
+        .iter()
+        .zip(seen["responses"].as_array().unwrap())
+        .enumerate()
+    {
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        assert_eq!(r.measured.response_id.as_deref(), s["id"].as_str());
+        assert_eq!(
+            r.conversation_id.as_deref(),
+            Some(first),
+            "the chain is one session"
+        );
+        assert_eq!(r.turn_index, i as u32);
+        assert_eq!(r.measured.prompt_tokens, s["input_tokens"].as_u64());
+        assert_eq!(r.measured.output_tokens, s["output_tokens"].as_u64());
+        assert_eq!(r.measured.ttft_ns.is_some(), s["stream"] == true);
+    }
+    for (i, (r, s)) in msgs
+        .iter()
+        .zip(seen["messages"].as_array().unwrap())
+        .enumerate()
+    {
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        assert_eq!(r.measured.response_id.as_deref(), s["id"].as_str());
+        assert_eq!(
+            r.conversation_id.as_deref(),
+            Some("6f1c9d2e-0000-4000-8000-00000000c0de"),
+            "the session in Claude Code's metadata.user_id"
+        );
+        assert_eq!(r.turn_index, i as u32);
+        // Anthropic's input_tokens leaves the cached part out; the record's prompt has it.
+        let cached = r.measured.cached_tokens.unwrap_or(0);
+        assert_eq!(
+            r.measured.prompt_tokens,
+            s["input_tokens"].as_u64().map(|n| n + cached)
+        );
+        assert_eq!(r.measured.output_tokens, s["output_tokens"].as_u64());
+        if s["stream"] == true {
+            assert!(r.measured.done && r.measured.ttft_ns.is_some());
+            assert!(r.measured.chunks.iter().filter(|c| c.text).count() >= 1);
+        }
+    }
+    assert!(
+        msgs[1].measured.cached_tokens.unwrap_or(0) > 0,
+        "turn 2 reuses turn 1's prefix"
+    );
+    let report = px.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(report.seen, report.written);
+    let mut lines = 0;
+    for f in std::fs::read_dir(dir.path()).expect("records dir") {
+        let text = std::fs::read_to_string(f.expect("entry").path()).expect("records");
+        lines += text.lines().count();
+        assert!(!text.contains("SECRET"), "an API key was written");
+    }
+    assert_eq!(lines, 5);
+    sim.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_replay_passes_its_own_check_against_the_proxy() {
     let _one = SERIAL.lock().await;
