@@ -973,6 +973,19 @@ mod tests {
         }
     }
 
+    /// A client run of `turns` on `clock`, nothing published, no check.
+    fn client_run(clock: Clock, turns: Vec<ClientTurn>) -> ClientRun {
+        ClientRun {
+            clock,
+            turns,
+            published: None,
+            notes: vec![],
+            checks: vec![],
+            levels: Vec::new(),
+            relative_starts: false,
+        }
+    }
+
     /// Client turn i joined to wire turn i, for `n` turns.
     fn one_to_one(n: usize, how: JoinMethod) -> Joined {
         Joined {
@@ -995,15 +1008,7 @@ mod tests {
         let turns: Vec<ClientTurn> = (0..100)
             .map(|i| client_turn(i + 1, 10.5 + i as f64 + if i >= 98 { 30.0 } else { 0.0 }))
             .collect();
-        let client = ClientRun {
-            clock: Clock::Mono,
-            turns,
-            published: None,
-            notes: vec![],
-            checks: vec![],
-            levels: Vec::new(),
-            relative_starts: false,
-        };
+        let client = client_run(Clock::Mono, turns);
         let joined = one_to_one(100, JoinMethod::SessionOrder);
         let r = build(&client, &wire, 0, &joined, &settings());
         let ttft = &r.metrics[0];
@@ -1047,19 +1052,12 @@ mod tests {
         let turns: Vec<ClientTurn> = (0..20)
             .map(|i| client_turn(i + 1, 10.2 + i as f64))
             .collect();
-        let client = ClientRun {
-            clock: Clock::Mono,
-            turns,
-            published: None,
-            notes: vec![],
-            checks: vec![crate::client::Check {
-                name: "output tokens never negative".into(),
-                verdict: Verdict::Fail,
-                detail: "1 turn reports -3 tokens".into(),
-            }],
-            levels: Vec::new(),
-            relative_starts: false,
-        };
+        let mut client = client_run(Clock::Mono, turns);
+        client.checks = vec![crate::client::Check {
+            name: "output tokens never negative".into(),
+            verdict: Verdict::Fail,
+            detail: "1 turn reports -3 tokens".into(),
+        }];
         let joined = one_to_one(20, JoinMethod::ResponseId);
         let r = build(&client, &wire, 0, &joined, &settings());
         assert_eq!(r.verdict, Verdict::Fail);
@@ -1092,26 +1090,19 @@ mod tests {
         let wire = vec![wire_turn(10.0), wire_turn(20.0)];
         let mut failed = client_turn(2, 99.0);
         failed.ok = false;
-        let client = ClientRun {
-            clock: Clock::Wall,
-            turns: vec![client_turn(1, 10.2), failed],
-            published: Some(Published {
-                source: "s.json".into(),
-                stats: [
-                    Some([Some(10.3), Some(10.4), None]),
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                ],
-                ..Published::default()
-            }),
-            notes: vec![],
-            checks: vec![],
-            levels: Vec::new(),
-            relative_starts: false,
-        };
+        let mut client = client_run(Clock::Wall, vec![client_turn(1, 10.2), failed]);
+        client.published = Some(Published {
+            source: "s.json".into(),
+            stats: [
+                Some([Some(10.3), Some(10.4), None]),
+                None,
+                None,
+                None,
+                None,
+                None,
+            ],
+            ..Published::default()
+        });
         let joined = Joined {
             pairs: vec![
                 Pair {

@@ -168,15 +168,7 @@ fn a_time_only_join_never_mispairs() {
         );
     }
     // What could not be told apart is said, not guessed.
-    if r.counts.client_only > 0 {
-        assert!(
-            r.notes
-                .iter()
-                .any(|n| n.contains("left unpaired by the time join")),
-            "{:?}",
-            r.notes
-        );
-    }
+    said_unpaired(&r);
 }
 
 /// A guidellm file given as any other format is refused, naming what it is.
@@ -345,15 +337,7 @@ fn vllm_multi_turn_joins_by_session_or_by_time_with_no_mispair() {
         "{:?}",
         r.counts
     );
-    if r.counts.client_only > 0 {
-        assert!(
-            r.notes
-                .iter()
-                .any(|n| n.contains("left unpaired by the time join")),
-            "{:?}",
-            r.notes
-        );
-    }
+    said_unpaired(&r);
     // Truth: the client row's conversation number is in its prompt, which the proxy recorded
     // (`--record-content`), and its turn is the record's message count.
     let rows: Vec<serde_json::Value> =
@@ -382,5 +366,18 @@ fn vllm_multi_turn_joins_by_session_or_by_time_with_no_mispair() {
             p.wire_at
         );
         assert_eq!(rec["messages"], row["input_num_turns"], "mispaired turn");
+    }
+}
+
+/// Turns the time join could not tell apart are said to be left unpaired, never guessed.
+fn said_unpaired(r: &tokentap_compare::report::Report) {
+    if r.counts.client_only > 0 {
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("left unpaired by the time join")),
+            "{:?}",
+            r.notes
+        );
     }
 }

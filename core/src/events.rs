@@ -87,21 +87,8 @@ struct RespEvent<'a> {
     response: Option<RespBody<'a>>,
     #[serde(default, borrow)]
     message: Option<&'a RawValue>,
-    // A whole non-streaming body is a response object at the top level.
-    #[serde(default, borrow)]
-    id: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    object: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    status: Option<&'a RawValue>,
-    #[serde(default)]
-    usage: Option<RespUsage>,
     #[serde(default, borrow)]
     error: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    incomplete_details: Option<Incomplete<'a>>,
-    #[serde(default)]
-    output: Option<OutputKinds>,
 }
 
 #[derive(Deserialize)]
@@ -110,10 +97,14 @@ struct RespItem<'a> {
     kind: Option<&'a RawValue>,
 }
 
+/// A response object: an event's `response`, or a whole non-streaming body (read again as this
+/// when the data has no `type`: once per response, not per event).
 #[derive(Deserialize)]
 struct RespBody<'a> {
     #[serde(default, borrow)]
     id: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    object: Option<&'a RawValue>,
     #[serde(default, borrow)]
     status: Option<&'a RawValue>,
     #[serde(default)]
@@ -251,20 +242,21 @@ fn responses(data: &[u8]) -> Result<Event<'_>, serde_json::Error> {
     let info = &mut ev.info;
     let Some(kind) = e.kind.map(RawValue::get) else {
         // No `type`: a whole response object (`"object": "response"`) or an error body.
-        if let Some(err) = e.error.filter(|v| v.get() != "null") {
+        let b: RespBody<'_> = serde_json::from_slice(data)?;
+        if let Some(err) = b.error.filter(|v| v.get() != "null") {
             info.error = true;
             ev.detail = Some(err);
         }
-        if is(e.object, "response") || e.output.is_some() {
-            let out = e.output.unwrap_or_default();
+        if is(b.object, "response") || b.output.is_some() {
+            let out = b.output.unwrap_or_default();
             info.content = out.content;
             info.reasoning = out.reasoning;
             info.tool_call = out.function_call;
             info.finish_reason =
-                responses_finish(e.status, e.incomplete_details.as_ref(), out.function_call);
-            info.usage = e.usage.as_ref().map(RespUsage::usage);
+                responses_finish(b.status, b.incomplete_details.as_ref(), out.function_call);
+            info.usage = b.usage.as_ref().map(RespUsage::usage);
             info.end = true;
-            ev.id = e.id;
+            ev.id = b.id;
         }
         return Ok(ev);
     };

@@ -521,17 +521,12 @@ fn compare_section(o: &mut String, run: &Run) {
         }
         o.push_str("</table>");
     }
-    let points: Vec<(f64, f64)> = c["pairs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| {
-            Some((
-                p["wire"]["ttft_ms"].as_f64()?,
-                p["client"]["ttft_ms"].as_f64()?,
-            ))
-        })
-        .collect();
+    let points = pair_points(c, |p| {
+        Some((
+            p["wire"]["ttft_ms"].as_f64()?,
+            p["client"]["ttft_ms"].as_f64()?,
+        ))
+    });
     if !points.is_empty() {
         o.push_str(
             &Scatter {
@@ -580,18 +575,13 @@ fn ttft_split_section(o: &mut String, c: &Value) {
         }
     }
     o.push_str("</table>");
-    let points: Vec<(f64, f64)> = c["pairs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| {
-            let s = &p["ttft_split"];
-            Some((
-                s["queue_ms"].as_f64()? + s["engine_ms"].as_f64()?,
-                s["outside_ms"].as_f64()?,
-            ))
-        })
-        .collect();
+    let points = pair_points(c, |p| {
+        let s = &p["ttft_split"];
+        Some((
+            s["queue_ms"].as_f64()? + s["engine_ms"].as_f64()?,
+            s["outside_ms"].as_f64()?,
+        ))
+    });
     if !points.is_empty() {
         o.push_str(
             &Scatter {
@@ -612,6 +602,16 @@ fn value_text(v: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// One point per joined pair of `compare.json` that `point` can place.
+fn pair_points(c: &Value, point: impl Fn(&Value) -> Option<(f64, f64)>) -> Vec<(f64, f64)> {
+    c["pairs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(point)
+        .collect()
 }
 
 #[cfg(test)]

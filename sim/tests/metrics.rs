@@ -135,11 +135,11 @@ async fn running_gauge_counts_an_open_stream() {
     );
 }
 
-#[tokio::test]
-async fn sglang_flavor_exports_sglang_names() {
+/// A sim playing `flavor` (`k` tokens a chunk) after two finished streams of the same prompt.
+async fn two_turns_as(flavor: EngineFlavor, k: u32) -> SimServer {
     let mut c = SimConfig::zero_delay();
-    c.engine_metrics = EngineFlavor::Sglang;
-    c.modes.tokens_per_chunk = 2;
+    c.engine_metrics = flavor;
+    c.modes.tokens_per_chunk = k;
     let s = SimServer::start(c).await.unwrap();
     let body = json!({"messages": [{"role": "user", "content": text(400, 1)}], "stream": true,
                       "max_completion_tokens": 8});
@@ -147,6 +147,12 @@ async fn sglang_flavor_exports_sglang_names() {
         assert!(chat(s.addr(), body.clone()).await.done());
     }
     s.wait_finished(2).await;
+    s
+}
+
+#[tokio::test]
+async fn sglang_flavor_exports_sglang_names() {
+    let s = two_turns_as(EngineFlavor::Sglang, 2).await;
     let log = s.log();
     let m = String::from_utf8(send(s.addr(), get("/metrics")).await.body).unwrap();
     let l = "{model_name=\"tokentap-sim\"}";
@@ -172,15 +178,7 @@ async fn sglang_flavor_exports_sglang_names() {
 
 #[tokio::test]
 async fn trtllm_flavor_exports_trtllm_names_at_both_paths() {
-    let mut c = SimConfig::zero_delay();
-    c.engine_metrics = EngineFlavor::Trtllm;
-    let s = SimServer::start(c).await.unwrap();
-    let body = json!({"messages": [{"role": "user", "content": text(400, 1)}], "stream": true,
-                      "max_completion_tokens": 8});
-    for _ in 0..2 {
-        assert!(chat(s.addr(), body.clone()).await.done());
-    }
-    s.wait_finished(2).await;
+    let s = two_turns_as(EngineFlavor::Trtllm, 1).await;
     for path in ["/prometheus/metrics", "/metrics"] {
         let m = String::from_utf8(send(s.addr(), get(path)).await.body).unwrap();
         let l = "{model_name=\"tokentap-sim\"}";
