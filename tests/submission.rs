@@ -343,3 +343,192 @@ fn a_sweep_writes_a_tree_the_official_checker_accepts() {
     assert!(errors.contains("med-concurrency-coverage"), "{errors:?}");
     rt.block_on(sim.shutdown());
 }
+
+/// `tokentap sweep` of `concurrency` on the sim into `sweep_dir`, its tree under `tree`; `extra`
+/// flags last. Returns (exit code, stdout + stderr).
+fn small_sweep(
+    sim: &str,
+    data: &Path,
+    sweep_dir: &Path,
+    tree: &Path,
+    concurrency: &str,
+    extra: &[&str],
+) -> (Option<i32>, String) {
+    let out = Command::new(BIN)
+        .arg("sweep")
+        .args(["--endpoint", sim, "--dataset"])
+        .arg(data)
+        .args([
+            "--concurrency",
+            concurrency,
+            "--trajectories",
+            "2",
+            "--min-duration-scale",
+            "0.00001",
+            "--quiet",
+        ])
+        .arg("--out")
+        .arg(sweep_dir)
+        .arg("--submission")
+        .arg(tree)
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// The point directories of a tree written without a submitter.
+fn tree_points(tree: &Path) -> Vec<String> {
+    let curve = tree.join("unnamed-organization/unnamed-submission/results/unnamed-system");
+    let mut found = Vec::new();
+    for model in std::fs::read_dir(&curve).unwrap() {
+        let model = model.unwrap().path();
+        for p in std::fs::read_dir(&model).unwrap() {
+            let p = p.unwrap().path();
+            found.push(format!(
+                "{}/{}",
+                model.file_name().unwrap().to_string_lossy(),
+                p.file_name().unwrap().to_string_lossy()
+            ));
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn a_submission_tree_holds_one_sweeps_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = d.join("dataset.jsonl");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&data).unwrap());
+    synth(
+        &SynthConfig {
+            coding: 2,
+            workflow: 2,
+            scale: 0.05,
+            depth_scale: 0.2,
+            ..SynthConfig::default()
+        },
+        &mut f,
+    )
+    .unwrap();
+    std::io::Write::flush(&mut f).unwrap();
+    drop(f);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sim = rt
+        .block_on(SimServer::start(SimConfig::zero_delay()))
+        .unwrap();
+    let url = sim.base_url();
+    let tree = d.join("tree");
+    let root = tree.join("unnamed-organization/unnamed-submission");
+    let marker = |root: &Path| -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(root.join("src/tokentap/written-by.json")).unwrap(),
+        )
+        .unwrap()
+    };
+
+    // The first sweep (points 1, 2, 8) writes the tree and records itself.
+    let (a, b) = (d.join("sweep-a"), d.join("sweep-b"));
+    let (code, text) = small_sweep(&url, &data, &a, &tree, "1,2,8", &[]);
+    assert_ne!(code, Some(1), "{text}");
+    let m = tree_points(&tree)
+        .iter()
+        .map(|p| p.rsplit('/').next().unwrap().to_string())
+        .collect::<Vec<_>>();
+    assert_eq!(m, ["r1", "r2", "r8"]);
+    let first = marker(&root);
+    let sweep_a: Value =
+        serde_json::from_str(&std::fs::read_to_string(a.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(first["sweep_id"], sweep_a["sweep_id"]);
+    assert_eq!(first["points"], serde_json::json!([1, 2, 8]));
+
+    // A second sweep (1, 4, 16) into the same tree is refused before it runs a point, naming
+    // the first sweep's points; the tree is untouched and the second sweep ran nothing.
+    let (code, text) = small_sweep(&url, &data, &b, &tree, "1,4,16", &[]);
+    assert_eq!(code, Some(1), "{text}");
+    for p in ["r1", "r2", "r8", "another sweep", "--submission-replace"] {
+        assert!(text.contains(p), "{p}: {text}");
+    }
+    assert!(!b.join("r1").exists(), "no point ran: {text}");
+    assert_eq!(tree_points(&tree).len(), 3);
+    assert_eq!(marker(&root), first);
+
+    // Told to replace: exactly the old points go, the new ones are the tree.
+    let (code, text) = small_sweep(&url, &data, &b, &tree, "1,4,16", &["--submission-replace"]);
+    assert_ne!(code, Some(1), "{text}");
+    let now = tree_points(&tree)
+        .iter()
+        .map(|p| p.rsplit('/').next().unwrap().to_string())
+        .collect::<Vec<_>>();
+    assert_eq!(now, ["r1", "r16", "r4"], "{text}");
+    let second = marker(&root);
+    assert_ne!(second["sweep_id"], first["sweep_id"]);
+    assert_eq!(second["points"], serde_json::json!([1, 4, 16]));
+    assert!(text.contains("removed (another sweep's"), "{text}");
+    // The r1 in the tree is the second sweep's: its numbers are b's.
+    let curve = root.join(second["curve"].as_str().unwrap());
+    let json = |p: PathBuf| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    assert!(
+        json(curve.join("r1/result_summary.json")) == json(b.join("r1/result_summary.json")),
+        "r1 is sweep b's"
+    );
+
+    // `submission write` of the first sweep into the second's tree: refused, then replaced.
+    let write = |sweep: &Path, out: &Path, extra: &[&str]| {
+        let o = Command::new(BIN)
+            .args(["submission", "write"])
+            .arg(sweep)
+            .arg("--out")
+            .arg(out)
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        )
+    };
+    let (code, text) = write(&a, &tree, &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("r16") && text.contains("r4"), "{text}");
+    assert_eq!(marker(&root), second);
+    // Rewriting a sweep's own tree is fine, again and again.
+    let (code, text) = write(&b, &tree, &[]);
+    assert_ne!(code, Some(1), "{text}");
+    assert_eq!(marker(&root)["sweep_id"], second["sweep_id"]);
+
+    // A point planted by hand (no sweep wrote it) in a tree is refused by name, and replaced.
+    let planted = tree_points(&tree)[0].split('/').next().unwrap().to_string();
+    let r99 = root
+        .join("results/unnamed-system")
+        .join(&planted)
+        .join("r99");
+    std::fs::create_dir_all(&r99).unwrap();
+    std::fs::write(r99.join("point.yaml"), "planted: true\n").unwrap();
+    let (code, text) = write(&b, &tree, &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("r99") && text.contains("not among this sweep's"),
+        "{text}"
+    );
+    let (code, text) = write(&b, &tree, &["--replace"]);
+    assert_ne!(code, Some(1), "{text}");
+    assert!(!r99.exists());
+    assert_eq!(tree_points(&tree).len(), 3);
+    rt.block_on(sim.shutdown());
+}

@@ -24,6 +24,10 @@ pub struct WriteOpts {
     /// The submitter file (YAML).
     #[arg(long, value_name = "FILE")]
     pub submitter: Option<PathBuf>,
+    /// Remove the points of the tree that another sweep wrote (each is named) instead of
+    /// refusing to write: a submission holds one sweep's points.
+    #[arg(long)]
+    pub replace: bool,
 }
 
 /// Exit code when the tree was written but facts are missing.
@@ -41,7 +45,7 @@ pub fn run(c: Command) -> anyhow::Result<i32> {
                 .as_deref()
                 .map(crate::Submitter::load)
                 .transpose()?;
-            let w = crate::write(&o.sweep, &o.out, s.as_ref())?;
+            let w = crate::write(&o.sweep, &o.out, s.as_ref(), o.replace)?;
             println!("{}", w.describe());
             Ok(if w.missing.is_empty() {
                 0

@@ -31,6 +31,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod owner;
 pub mod submitter;
 pub mod tree;
 
@@ -56,6 +57,9 @@ pub struct Written {
     pub points: Vec<u64>,
     /// Points not written, and why (not finished).
     pub skipped: Vec<(u64, String)>,
+    /// Points of another sweep removed from the tree (asked for with `replace`), relative to
+    /// `submission_dir`.
+    pub replaced: Vec<PathBuf>,
     pub missing: Vec<Missing>,
 }
 
@@ -67,6 +71,17 @@ pub enum SubmissionError {
     Write { file: String, error: String },
     #[error("{0}: no finished point to write")]
     NoPoints(String),
+    #[error(
+        "{root} holds points that are not this sweep's, {by}: {}; a submission holds one \
+         sweep's points — write to another directory, or remove exactly these with --replace \
+         (`tokentap sweep`: --submission-replace)",
+        points.join(", ")
+    )]
+    Foreign {
+        root: String,
+        points: Vec<String>,
+        by: String,
+    },
 }
 
 impl SubmissionError {
@@ -78,16 +93,36 @@ impl SubmissionError {
     }
 }
 
-/// Writes the submission tree of the sweep in `sweep_dir` under `out`.
+/// Writes the submission tree of the sweep in `sweep_dir` under `out`. A tree holds one sweep's
+/// points ([`owner`]): points of another sweep there refuse the write, or with `replace` are
+/// removed, exactly they.
 pub fn write(
     sweep_dir: &Path,
     out: &Path,
     submitter: Option<&Submitter>,
+    replace: bool,
 ) -> Result<Written, SubmissionError> {
     tree::write_tree(&tree::Plan {
         sweep_dir,
         out,
         submitter,
+        replace,
+    })
+}
+
+/// Checks before a sweep runs that its tree under `out` holds no other sweep's points (always
+/// passes with `replace`: they are removed at the first write).
+pub fn preflight(
+    sweep_dir: &Path,
+    out: &Path,
+    submitter: Option<&Submitter>,
+    replace: bool,
+) -> Result<(), SubmissionError> {
+    tree::preflight(&tree::Plan {
+        sweep_dir,
+        out,
+        submitter,
+        replace,
     })
 }
 
@@ -104,6 +139,9 @@ impl Written {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
+        for p in &self.replaced {
+            s += &format!("\n  removed (another sweep's, --replace): {}", p.display());
+        }
         for (c, why) in &self.skipped {
             s += &format!("\n  r{c} not written: {why}");
         }

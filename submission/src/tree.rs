@@ -1,6 +1,7 @@
 //! Writing the tree: one curve of a finished (or partly finished) sweep directory, laid out as
 //! the rules' submission tree and named as the official checker reads it.
 
+use crate::owner;
 use crate::submitter::Submitter;
 use crate::{Missing, SubmissionError, Written};
 use serde_json::{json, Map, Value};
@@ -283,6 +284,40 @@ pub(crate) struct Plan<'a> {
     pub sweep_dir: &'a Path,
     pub out: &'a Path,
     pub submitter: Option<&'a Submitter>,
+    /// Remove the points of the tree that are not this sweep's instead of refusing.
+    pub replace: bool,
+}
+
+/// Every concurrency the sweep planned, done or not.
+fn planned(sweep: &Value) -> Vec<u64> {
+    sweep["points"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["concurrency"].as_u64())
+        .collect()
+}
+
+/// Checks, before anything runs or is written, that the tree under `plan.out` holds no point of
+/// another sweep (or, with `plan.replace`, that it may remove them): the model is the sweep's
+/// configured one, as its points will be written.
+pub(crate) fn preflight(plan: &Plan) -> Result<(), SubmissionError> {
+    if plan.replace {
+        return Ok(());
+    }
+    let sweep = read_json(&plan.sweep_dir.join("sweep.json"))?;
+    let model = model_name(&sweep["config"], &mut Vec::new());
+    let (root, system) = submission_root(plan.out, plan.submitter);
+    let curve = Path::new("results").join(&system).join(&model);
+    let id = owner::sweep_id(plan.sweep_dir, &sweep);
+    let planned = planned(&sweep);
+    let claim = owner::Claim {
+        root: &root,
+        sweep_id: &id,
+        curve: &curve,
+        planned: &planned,
+    };
+    owner::claim(&claim, false).map(|_| ())
 }
 
 pub(crate) fn write_tree(plan: &Plan) -> Result<Written, SubmissionError> {
@@ -296,13 +331,24 @@ pub(crate) fn write_tree(plan: &Plan) -> Result<Written, SubmissionError> {
         });
     }
     let (points, skipped) = read_points(plan.sweep_dir, &sweep)?;
-    let model = model_name(&points, &mut missing);
+    let model = model_name(&points[0].summary["config"], &mut missing);
     let s = plan.submitter;
     if s.is_none() {
         missing.extend(crate::submitter::missing_without_submitter());
     }
     let (root, system) = submission_root(plan.out, s);
-    let curve = root.join("results").join(&system).join(&model);
+    let curve_rel = Path::new("results").join(&system).join(&model);
+    let curve = root.join(&curve_rel);
+    let sweep_id = owner::sweep_id(plan.sweep_dir, &sweep);
+    let replaced = owner::claim(
+        &owner::Claim {
+            root: &root,
+            sweep_id: &sweep_id,
+            curve: &curve_rel,
+            planned: &planned(&sweep),
+        },
+        plan.replace,
+    )?;
 
     let concurrencies: Vec<u64> = points.iter().map(|p| p.concurrency).collect();
     let (swe, swe_missing) = place_swe_bench(&concurrencies, c_max, &swe_bench_given(&sweep));
@@ -335,11 +381,21 @@ pub(crate) fn write_tree(plan: &Plan) -> Result<Written, SubmissionError> {
         write_point(&curve, p, &curve_facts, swe_here)?;
     }
     write_submission_files(&root, &system, &sweep, &points, s)?;
+    owner::mark(
+        &root,
+        &owner::WrittenBy {
+            sweep_id,
+            sweep_dir: plan.sweep_dir.to_path_buf(),
+            curve: curve_rel,
+            points: concurrencies.clone(),
+        },
+    )?;
     Ok(Written {
         submission_dir: root,
         curve_dir: curve,
         points: concurrencies,
         skipped,
+        replaced,
         missing,
     })
 }
@@ -377,21 +433,17 @@ fn read_points(sweep_dir: &Path, sweep: &Value) -> Result<(Vec<Point>, Skipped),
 }
 
 /// The curve's model directory name: the official one of the preset, else the canonical
-/// spelling of the served model's (and a missing fact).
-fn model_name(points: &[Point], missing: &mut Vec<Missing>) -> String {
-    let preset = points[0].summary["config"]["preset"].as_str();
-    match model_dir_name(preset) {
+/// spelling of the served model's (and a missing fact). `config` is a run's (or the sweep's)
+/// configuration.
+fn model_name(config: &Value, missing: &mut Vec<Missing>) -> String {
+    match model_dir_name(config["preset"].as_str()) {
         Some(m) => m.to_string(),
         None => {
             missing.push(Missing {
                 fact: "one of the official models (--preset kimi|qwen|deepseek)".into(),
                 rule: "model-name-valid",
             });
-            canonical_model_name(
-                points[0].summary["config"]["model"]
-                    .as_str()
-                    .unwrap_or("model"),
-            )
+            canonical_model_name(config["model"].as_str().unwrap_or("model"))
         }
     }
 }

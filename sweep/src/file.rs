@@ -126,6 +126,11 @@ impl Point {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepFile {
     pub version: u32,
+    /// This sweep's identity, made when its plan is first written ([`new_sweep_id`]); the
+    /// submission tree it writes records it, so another sweep's points are told apart. Absent
+    /// in files written before ids (given one when such a sweep is resumed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep_id: Option<String>,
     pub tokentap_version: String,
     /// `None` when C_min/C_max are unknown and cannot be inferred.
     pub regions: Option<Regions>,
@@ -156,6 +161,19 @@ pub struct SweepFile {
     /// The replay configuration shared by every point (concurrency and output directory
     /// aside); a resumed sweep must match it.
     pub config: serde_json::Value,
+}
+
+/// A new sweep id: `sweep-` and 16 hex digits mixed from the wall clock, the process id and a
+/// counter — unique among sweeps, not a secret.
+pub fn new_sweep_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let salt = (u64::from(std::process::id()) << 32) ^ N.fetch_add(1, Ordering::Relaxed);
+    let id = tokentap_core::rng::mix(now ^ tokentap_core::rng::mix(salt));
+    format!("sweep-{id:016x}")
 }
 
 impl SweepFile {

@@ -166,6 +166,15 @@ pub struct Opts {
         help_heading = "Sweep"
     )]
     pub submitter: Option<PathBuf>,
+    /// Remove the points of the `--submission` tree that another sweep wrote (each is named)
+    /// instead of refusing to start: a submission holds one sweep's points.
+    #[arg(
+        long,
+        env = "TOKENTAP_SWEEP_SUBMISSION_REPLACE",
+        requires = "submission",
+        help_heading = "Sweep"
+    )]
+    pub submission_replace: bool,
 }
 
 impl Opts {
@@ -211,8 +220,27 @@ pub struct Sweep {
     pub progress: ProgressMode,
     /// `--shard` with `--barrier DIR`: the shards wait for each other before each point.
     pub barrier: Option<PathBuf>,
-    /// `--submission DIR` and the loaded `--submitter` file.
-    pub submission: Option<(PathBuf, Option<tokentap_submission::Submitter>)>,
+    /// `--submission DIR`, the loaded `--submitter` file and `--submission-replace`.
+    pub submission: Option<SubmissionTarget>,
+}
+
+/// Where the sweep writes its submission tree, and how.
+#[derive(Debug, Clone)]
+pub struct SubmissionTarget {
+    pub dir: PathBuf,
+    pub submitter: Option<tokentap_submission::Submitter>,
+    /// Remove another sweep's points from the tree instead of refusing.
+    pub replace: bool,
+}
+
+impl SubmissionTarget {
+    /// Writes the tree of the sweep in `sweep_dir`.
+    pub fn write(
+        &self,
+        sweep_dir: &Path,
+    ) -> Result<tokentap_submission::Written, tokentap_submission::SubmissionError> {
+        tokentap_submission::write(sweep_dir, &self.dir, self.submitter.as_ref(), self.replace)
+    }
 }
 
 /// What a sweep produced.
@@ -270,13 +298,15 @@ impl Sweep {
             return Err(SweepError::Config("--engine-interval must be more than 0".into()).into());
         }
         let submission = match &opts.submission {
-            Some(dir) => Some((
-                dir.clone(),
-                opts.submitter
+            Some(dir) => Some(SubmissionTarget {
+                dir: dir.clone(),
+                submitter: opts
+                    .submitter
                     .as_deref()
                     .map(tokentap_submission::Submitter::load)
                     .transpose()?,
-            )),
+                replace: opts.submission_replace,
+            }),
             None => None,
         };
         let (dataset, hash) = tokentap_replay::load_dataset(&opts.run.dataset_path).await?;
@@ -350,6 +380,8 @@ impl Sweep {
                 f.wire_dirs = self.wire.clone();
             }
             f.engine_metrics = self.engine.iter().map(|u| u.to_string()).collect();
+            // A sweep written before ids gets its id now, kept from here on.
+            f.sweep_id.get_or_insert_with(file::new_sweep_id);
             f.judge();
             return Ok(f);
         }
@@ -367,6 +399,7 @@ impl Sweep {
         }
         let mut f = SweepFile {
             version: file::VERSION,
+            sweep_id: Some(file::new_sweep_id()),
             tokentap_version: env!("CARGO_PKG_VERSION").to_string(),
             regions: self.plan.regions.clone(),
             regions_source: self.plan.regions_source.clone(),
@@ -453,8 +486,8 @@ pub async fn run(
     let outcome = run_with(sweep, shutdown).await?;
     println!("\n{}", report::terminal(&outcome.file));
     println!("report: {}", out.join("report.html").display());
-    if let Some((dir, submitter)) = &submission {
-        let w = tokentap_submission::write(&out, dir, submitter.as_ref())?;
+    if let Some(target) = &submission {
+        let w = target.write(&out)?;
         println!("{}", w.describe());
     }
     Ok(if outcome.interrupted {
@@ -480,6 +513,11 @@ pub async fn run_with(
     let _lock = lock::acquire(&sweep.out)?;
     let mut f = sweep.open()?;
     f.save(&sweep.out)?;
+    if let Some(t) = &sweep.submission {
+        // Before any point runs: a tree holding another sweep's points is refused now, not
+        // after the curve.
+        tokentap_submission::preflight(&sweep.out, &t.dir, t.submitter.as_ref(), t.replace)?;
+    }
     let stop = CancellationToken::new();
     let _stop_guard = stop.clone().drop_guard();
     {
@@ -520,10 +558,18 @@ pub async fn run_with(
             tracing::warn!("sweep report not written: {e}");
         }
         result?;
-        if let Some((dir, submitter)) = &sweep.submission {
+        if let Some(target) = &sweep.submission {
             // As the sweep goes: a tree of the points done so far.
-            if let Err(e) = tokentap_submission::write(&sweep.out, dir, submitter.as_ref()) {
-                tracing::warn!("submission tree not written: {e}");
+            match target.write(&sweep.out) {
+                Ok(w) => {
+                    for p in &w.replaced {
+                        eprintln!(
+                            "submission tree: removed (another sweep's, --submission-replace): {}",
+                            p.display()
+                        );
+                    }
+                }
+                Err(e) => tracing::warn!("submission tree not written: {e}"),
             }
         }
         if sweep.progress == ProgressMode::Line && i + 1 < todo.len() {

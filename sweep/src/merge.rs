@@ -40,6 +40,8 @@ pub fn merge(opts: &MergeOpts) -> anyhow::Result<SweepFile> {
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating {}", opts.out.display()))?;
     let mut out = first.clone();
+    // The merged curve is a sweep of its own: its tree is not any shard's.
+    out.sweep_id = Some(crate::file::new_sweep_id());
     out.wire_dirs.clear();
     for p in out.points.iter_mut() {
         let not_done: Vec<String> = files
