@@ -131,7 +131,14 @@ async fn reasoning_first_counts_reasoning_as_tokens() {
 async fn tool_call_partials_are_tokens() {
     let mut cfg = paced();
     cfg.modes.tool_call_rate = 1.0;
-    let (rec, truth) = one(cfg, json!({"stream_options": {"include_usage": true}}), 10).await;
+    let tools = json!([{"type": "function", "function": {"name": "bash", "parameters": {"type": "object",
+        "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]);
+    let (rec, truth) = one(
+        cfg,
+        json!({"stream_options": {"include_usage": true}, "tools": tools}),
+        10,
+    )
+    .await;
     assert!(truth.chunks.iter().any(|c| c.kind == ChunkKind::ToolCall));
     let want = serde_json::to_value(rec.measured.finish_reason).unwrap();
     assert_eq!(want.as_str(), truth.finish_reason.as_deref());

@@ -3,10 +3,10 @@
 
 use tokentap_testkit::replay::*;
 
-/// The sim's tool call is one `bash` call running one of 9 executables; the recorded call runs
+/// The sim's tool call is one call to the offered `bash` tool running one of 9 executables; the recorded call runs
 /// all 9, so every coding turn's multiset IoU is exactly 1/9. Workflow turns have intent codes
 /// the sim's filler text never contains (score 0); a workflow turn without codes is not scored.
-const DATASET: &str = r#"{"conversation_id":"repo__repo-1","turn":1,"role":"user","content":"fix it"}
+const DATASET: &str = r#"{"conversation_id":"repo__repo-1","turn":1,"role":"user","content":"fix it","tools":[{"type":"function","function":{"name":"bash","parameters":{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}}}]}
 {"conversation_id":"repo__repo-1","turn":2,"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls; cat f | grep x && sed -n 1p f; python -V; git status; pytest -q; find .; head f\"}"}}]}
 {"conversation_id":"repo__repo-1","turn":3,"role":"tool","tool_results":[{"tool_call_id":"a","content":"ok"}]}
 {"conversation_id":"repo__repo-1","turn":4,"role":"assistant","tool_calls":[{"id":"b","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls; cat; grep; sed; python; git; pytest; find; head\"}"}}]}

@@ -7,10 +7,11 @@ use serde_json::Value;
 use tokentap_sim::{ChunkKind, RequestLog, SimConfig};
 use tokentap_testkit::replay::*;
 
-const DATASET: &str = r#"{"conversation_id":"t1","turn":1,"role":"user","content":"hello there"}
+/// Each conversation offers a shell tool (the sim calls only offered tools).
+const DATASET: &str = r#"{"conversation_id":"t1","turn":1,"role":"user","content":"hello there","tools":[{"type":"function","function":{"name":"bash","parameters":{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}}}]}
 {"conversation_id":"t1","turn":2,"role":"assistant","content":"hi"}
 {"conversation_id":"t1","turn":3,"role":"user","content":"and again"}
-{"conversation_id":"t2","turn":1,"role":"user","content":"second"}
+{"conversation_id":"t2","turn":1,"role":"user","content":"second","tools":[{"type":"function","function":{"name":"bash","parameters":{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}}}]}
 "#;
 
 fn text_kind(k: ChunkKind) -> bool {

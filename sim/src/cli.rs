@@ -138,9 +138,18 @@ pub struct Opts {
         help_heading = "Modes"
     )]
     pub reasoning_field: Option<ReasoningField>,
-    /// Share of chat responses that are one `bash` tool call (0 to 1).
+    /// Share of chat responses that are one tool call (0 to 1): to a tool the request offers,
+    /// with arguments its schema takes (a shell tool preferred, so an agent runs a command).
     #[arg(long, env = "TOKENTAP_SIM_TOOL_CALL_RATE", value_parser = share, help_heading = "Modes")]
     pub tool_call_rate: Option<f64>,
+    /// An agent's loop: a tool call on every new prompt, an answer after its result (instead of
+    /// --tool-call-rate). For running real agents against the sim.
+    #[arg(
+        long,
+        env = "TOKENTAP_SIM_TOOL_CALL_PER_PROMPT",
+        help_heading = "Modes"
+    )]
+    pub tool_call_per_prompt: bool,
     /// Role-only prelude chunk first (true/false).
     #[arg(long, env = "TOKENTAP_SIM_ROLE_PRELUDE", help_heading = "Modes")]
     pub role_prelude: Option<bool>,
@@ -238,6 +247,9 @@ impl Opts {
         set(&mut m.reasoning_fraction, &self.reasoning_fraction);
         set(&mut m.reasoning_field, &self.reasoning_field);
         set(&mut m.tool_call_rate, &self.tool_call_rate);
+        if self.tool_call_per_prompt {
+            m.tool_call_per_prompt = true;
+        }
         set(&mut m.role_prelude, &self.role_prelude);
         m.prelude_early |= self.prelude_early;
         set(&mut m.tokens_per_chunk, &self.tokens_per_chunk);

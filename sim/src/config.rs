@@ -119,9 +119,13 @@ pub struct ModesConfig {
     pub reasoning_fraction: f64,
     /// Name of the reasoning delta field.
     pub reasoning_field: ReasoningField,
-    /// Share of chat requests answered with one `bash` tool call instead of content.
+    /// Share of chat requests answered with one tool call instead of content: a call to a tool
+    /// the request offers (none without `tools`), with arguments its schema takes.
     /// `tool_choice: "none"` forces none; `"required"` (or a named function) forces one.
     pub tool_call_rate: f64,
+    /// An agent's loop instead of a rate: a tool call on every new prompt (no tool result since
+    /// the last assistant message), an answer after a tool result. `tool_choice` still rules.
+    pub tool_call_per_prompt: bool,
     /// Send the role-only prelude chunk `{"role":"assistant","content":""}` first.
     pub role_prelude: bool,
     /// Send the prelude as soon as the response starts instead of together with the first
@@ -227,6 +231,7 @@ impl Default for ModesConfig {
             reasoning_fraction: 0.0,
             reasoning_field: ReasoningField::ReasoningContent,
             tool_call_rate: 0.0,
+            tool_call_per_prompt: false,
             role_prelude: true,
             prelude_early: false,
             tokens_per_chunk: 1,

@@ -35,9 +35,17 @@ pub(crate) struct ChunkWriter {
     /// and the output item / content block open now (its kind and index).
     id: String,
     model: String,
+    created: u64,
     seq: u64,
     open: Option<(SegKind, u64)>,
     blocks: u64,
+    /// The open item's or block's text so far (its `.done` events and final item carry it
+    /// whole), and the open tool call's (id, name).
+    acc: String,
+    call: (String, String),
+    /// Messages API, `thinking.display: "omitted"`: thinking blocks carry no text, only their
+    /// signature.
+    hide_reasoning: bool,
 }
 
 impl ChunkWriter {
@@ -65,9 +73,13 @@ impl ChunkWriter {
             buf: BytesMut::new(),
             id: plan.id.clone(),
             model: plan.model.clone(),
+            created: plan.created,
             seq: 0,
             open: None,
             blocks: 0,
+            acc: String::new(),
+            call: (String::new(), String::new()),
+            hide_reasoning: plan.hide_reasoning,
         }
     }
 
@@ -89,13 +101,52 @@ impl ChunkWriter {
         self.buf.put_slice(b"\n\n");
     }
 
-    /// Closes the open item or block, if any.
-    fn close(&mut self) {
-        if let Some((_, i)) = self.open.take() {
-            if matches!(self.api, Api::Messages) {
-                self.event(json!({"type": "content_block_stop", "index": i}));
+    /// Closes the open item or block, if any: the Responses API's `.done` events (the text, the
+    /// part, the item, each whole) or the Messages API's signature (thinking) and block stop.
+    fn close(&mut self, status: &str) {
+        let Some((kind, i)) = self.open.take() else {
+            return;
+        };
+        let text = std::mem::take(&mut self.acc);
+        let id = self.id.clone();
+        if self.api == Api::Messages {
+            if kind == SegKind::Reasoning {
+                self.event(json!({"type": "content_block_delta", "index": i,
+                    "delta": {"type": "signature_delta", "signature": signature(&id, i)}}));
+            }
+            self.event(json!({"type": "content_block_stop", "index": i}));
+            return;
+        }
+        let (call_id, name) = std::mem::take(&mut self.call);
+        let item = responses_item(&id, i, kind, &text, (&call_id, &name), status);
+        let item_id = item["id"].clone();
+        match kind {
+            SegKind::Reasoning => {
+                self.event(
+                    json!({"type": "response.reasoning_text.done", "item_id": item_id,
+                    "output_index": i, "content_index": 0, "text": text}),
+                );
+                self.event(
+                    json!({"type": "response.content_part.done", "item_id": item_id,
+                    "output_index": i, "content_index": 0, "part": item["content"][0]}),
+                );
+            }
+            SegKind::Content => {
+                self.event(
+                    json!({"type": "response.output_text.done", "item_id": item_id,
+                    "output_index": i, "content_index": 0, "text": text, "logprobs": []}),
+                );
+                self.event(
+                    json!({"type": "response.content_part.done", "item_id": item_id,
+                    "output_index": i, "content_index": 0, "part": item["content"][0]}),
+                );
+            }
+            SegKind::ToolHeader | SegKind::ToolArgs => {
+                self.event(json!({"type": "response.function_call_arguments.done",
+                    "item_id": item_id, "output_index": i, "name": name, "arguments": text}));
             }
         }
+        self.event(json!({"type": "response.output_item.done", "output_index": i, "item": item}));
     }
 
     /// Opens the item or block a segment of `kind` goes into (a tool call's header opens its
@@ -106,45 +157,54 @@ impl ChunkWriter {
                 return i;
             }
         }
-        self.close();
+        self.close("completed");
         let i = self.blocks;
         self.blocks += 1;
         self.open = Some((kind, i));
-        let id = &self.id;
-        let ev = match (self.api, kind) {
-            (Api::Responses, SegKind::Reasoning) => vec![
-                json!({"type": "response.output_item.added", "output_index": i,
-                "item": {"type": "reasoning", "id": format!("rs_{id}_{i}"), "summary": [], "content": []}}),
-            ],
-            (Api::Responses, SegKind::Content) => vec![
-                json!({"type": "response.output_item.added", "output_index": i,
-                    "item": {"type": "message", "id": format!("msg_{id}_{i}"), "role": "assistant", "status": "in_progress", "content": []}}),
-                json!({"type": "response.content_part.added", "item_id": format!("msg_{id}_{i}"), "output_index": i, "content_index": 0,
-                    "part": {"type": "output_text", "text": "", "annotations": []}}),
-            ],
-            (Api::Responses, _) => vec![
-                json!({"type": "response.output_item.added", "output_index": i,
-                "item": {"type": "function_call", "id": format!("fc_{id}_{i}"), "call_id": tool.1, "name": tool.2, "arguments": "", "status": "in_progress"}}),
-            ],
-            (_, SegKind::Reasoning) => vec![
-                json!({"type": "content_block_start", "index": i, "content_block": {"type": "thinking", "thinking": ""}}),
-            ],
-            (_, SegKind::Content) => vec![
-                json!({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}),
-            ],
-            (_, _) => vec![json!({"type": "content_block_start", "index": i,
-                "content_block": {"type": "tool_use", "id": tool.1, "name": tool.2, "input": {}}})],
-        };
-        for e in ev {
-            self.event(e);
+        let id = self.id.clone();
+        if self.api == Api::Responses {
+            if matches!(kind, SegKind::ToolHeader | SegKind::ToolArgs) {
+                self.call = (tool.1.to_string(), tool.2.to_string());
+            }
+            let (call_id, name) = self.call.clone();
+            let mut item = responses_item(&id, i, kind, "", (&call_id, &name), "in_progress");
+            // An item opens empty: its parts are added by their own events.
+            if kind != SegKind::ToolHeader && kind != SegKind::ToolArgs {
+                item["content"] = json!([]);
+            }
+            let part =
+                responses_item(&id, i, kind, "", ("", ""), "in_progress")["content"][0].clone();
+            let item_id = item["id"].clone();
+            self.event(
+                json!({"type": "response.output_item.added", "output_index": i, "item": item}),
+            );
+            if matches!(kind, SegKind::Reasoning | SegKind::Content) {
+                self.event(
+                    json!({"type": "response.content_part.added", "item_id": item_id,
+                    "output_index": i, "content_index": 0, "part": part}),
+                );
+            }
+            return i;
         }
+        let block = match kind {
+            SegKind::Reasoning => json!({"type": "thinking", "thinking": "", "signature": ""}),
+            SegKind::Content => json!({"type": "text", "text": ""}),
+            _ => json!({"type": "tool_use", "id": tool.1, "name": tool.2, "input": {}}),
+        };
+        self.event(json!({"type": "content_block_start", "index": i, "content_block": block}));
         i
     }
 
     /// A token chunk of the Responses or Messages API: the events opening its item or block
-    /// when it starts one, then its delta (a tool call's header is its opening event alone).
+    /// when it starts one, then its delta (a tool call's header is its opening event alone; a
+    /// hidden thinking block's text is not sent).
     fn api_piece(&mut self, kind: SegKind, text: &str, tool: (usize, &str, &str)) -> Bytes {
+        let hidden = self.hide_reasoning && kind == SegKind::Reasoning;
         let i = self.open(kind, tool);
+        if hidden {
+            return self.buf.split().freeze();
+        }
+        self.acc.push_str(text);
         let id = self.id.clone();
         let delta = match (self.api, kind) {
             (_, SegKind::ToolHeader) => None,
@@ -174,17 +234,32 @@ impl ChunkWriter {
     /// The Responses or Messages API's end: `response.completed` with the whole response, or the
     /// open block's stop, `message_delta` (stop reason, output tokens) and `message_stop`.
     pub fn api_end(&mut self, plan: &Plan, reasoning_field: &str, completion: u64) -> Bytes {
-        self.close();
+        let incomplete = plan.output.finish == "length";
         if self.api == Api::Responses {
+            self.close(if incomplete {
+                "incomplete"
+            } else {
+                "completed"
+            });
+            // The empty message the whole response has when nothing else was said.
+            if self.blocks == 0 {
+                self.open(SegKind::Content, (0, "", ""));
+                self.close(if incomplete {
+                    "incomplete"
+                } else {
+                    "completed"
+                });
+            }
             let body: Value =
                 serde_json::from_slice(&full_body(plan, reasoning_field)).unwrap_or_default();
-            let kind = if body["status"] == "incomplete" {
+            let kind = if incomplete {
                 "response.incomplete"
             } else {
                 "response.completed"
             };
             self.event(json!({"type": kind, "response": body}));
         } else {
+            self.close("completed");
             self.event(json!({"type": "message_delta",
                 "delta": {"stop_reason": stop_reason(plan.output.finish), "stop_sequence": null},
                 "usage": {"output_tokens": completion}}));
@@ -197,9 +272,10 @@ impl ChunkWriter {
     pub fn prelude(&mut self, usage: Option<u64>) -> Bytes {
         match self.api {
             Api::Responses => {
-                let ev = json!({"type": "response.created", "response": {"id": self.id, "object": "response",
-                    "model": self.model, "status": "in_progress", "output": [], "usage": null}});
-                self.event(ev);
+                let response = json!({"id": self.id, "object": "response", "created_at": self.created,
+                    "model": self.model, "status": "in_progress", "output": [], "usage": null});
+                self.event(json!({"type": "response.created", "response": response}));
+                self.event(json!({"type": "response.in_progress", "response": response}));
                 return self.buf.split().freeze();
             }
             Api::Messages => {
@@ -386,25 +462,79 @@ pub(crate) fn full_body(plan: &Plan, reasoning_field: &str) -> Bytes {
     Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
 }
 
+/// One output item of a Responses API response, as `response.output_item.done` and the whole
+/// response carry it: a reasoning item, a message, or a function call (`call` its call id and
+/// name), at output index `i`, with `text` its whole text (or arguments).
+fn responses_item(
+    id: &str,
+    i: u64,
+    kind: SegKind,
+    text: &str,
+    call: (&str, &str),
+    status: &str,
+) -> Value {
+    match kind {
+        SegKind::Reasoning => {
+            json!({"type": "reasoning", "id": format!("rs_{id}_{i}"), "summary": [],
+            "content": [{"type": "reasoning_text", "text": text}], "status": status})
+        }
+        SegKind::Content => {
+            json!({"type": "message", "id": format!("msg_{id}_{i}"), "role": "assistant",
+            "status": status, "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]})
+        }
+        SegKind::ToolHeader | SegKind::ToolArgs => {
+            json!({"type": "function_call", "id": format!("fc_{id}_{i}"),
+            "call_id": call.0, "name": call.1, "arguments": text, "status": status})
+        }
+    }
+}
+
+/// The whole Responses API response: its items in the order a stream of the same plan opens
+/// them (reasoning, the message, each call; an empty message when nothing else), with the same
+/// ids; the last item `incomplete` when the output was cut at its length.
 fn responses_body(plan: &Plan) -> Bytes {
     let o = &plan.output;
     let id = &plan.id;
-    let mut output = Vec::new();
-    if o.reasoning_tokens > 0 {
-        output.push(
-            json!({"type": "reasoning", "id": format!("rs_{id}_0"), "summary": [],
-            "content": [{"type": "reasoning_text", "text": o.reasoning()}]}),
-        );
-    }
-    if !o.content().is_empty() || o.tools.is_empty() {
-        output.push(json!({"type": "message", "id": format!("msg_{id}"), "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": o.content(), "annotations": []}]}));
-    }
-    for (i, call) in o.tool_calls().unwrap_or_default().iter().enumerate() {
-        output.push(json!({"type": "function_call", "id": format!("fc_{id}_{i}"), "call_id": call.id,
-            "name": call.function.name, "arguments": call.function.arguments, "status": "completed"}));
-    }
     let incomplete = o.finish == "length";
+    let mut parts: Vec<(SegKind, String, (String, String))> = Vec::new();
+    if o.reasoning_tokens > 0 {
+        parts.push((
+            SegKind::Reasoning,
+            o.reasoning().to_string(),
+            Default::default(),
+        ));
+    }
+    if !o.content().is_empty() {
+        parts.push((
+            SegKind::Content,
+            o.content().to_string(),
+            Default::default(),
+        ));
+    }
+    for call in o.tool_calls().unwrap_or_default() {
+        let name = call.function.name.clone().unwrap_or_default();
+        parts.push((
+            SegKind::ToolArgs,
+            call.function.arguments.clone(),
+            (call.id.clone().unwrap_or_default(), name),
+        ));
+    }
+    if parts.is_empty() {
+        parts.push((SegKind::Content, String::new(), Default::default()));
+    }
+    let last = parts.len() - 1;
+    let output: Vec<Value> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, (kind, text, call))| {
+            let status = if incomplete && i == last {
+                "incomplete"
+            } else {
+                "completed"
+            };
+            responses_item(id, i as u64, *kind, text, (&call.0, &call.1), status)
+        })
+        .collect();
     let body = json!({
         "id": id, "object": "response", "created_at": plan.created, "model": plan.model,
         "status": if incomplete { "incomplete" } else { "completed" },
@@ -421,11 +551,31 @@ fn responses_body(plan: &Plan) -> Bytes {
     Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
 }
 
+/// A thinking block's signature: opaque, non-empty, the same for the same response and block
+/// (a client echoes it back; the sim does not check it).
+fn signature(id: &str, i: u64) -> String {
+    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(64);
+    let mut h = tokentap_core::route::hash64(format!("{id}/{i}").as_bytes());
+    for _ in 0..48 {
+        h = tokentap_core::rng::mix(h);
+        out.push(B64[(h & 63) as usize] as char);
+    }
+    out
+}
+
 fn messages_body(plan: &Plan) -> Bytes {
     let o = &plan.output;
     let mut content = Vec::new();
     if o.reasoning_tokens > 0 {
-        content.push(json!({"type": "thinking", "thinking": o.reasoning(), "signature": ""}));
+        let thinking = if plan.hide_reasoning {
+            ""
+        } else {
+            o.reasoning()
+        };
+        content.push(
+            json!({"type": "thinking", "thinking": thinking, "signature": signature(&plan.id, 0)}),
+        );
     }
     if !o.content().is_empty() || o.tools.is_empty() {
         content.push(json!({"type": "text", "text": o.content()}));

@@ -9,9 +9,13 @@
 //! `POST /v1/chat/completions` (streaming SSE and not), `POST /v1/completions` (prompt string,
 //! `text_completion` chunks), `POST /v1/responses` (the OpenAI Responses API) and
 //! `POST /v1/messages` (the Anthropic Messages API), streaming and not — their requests planned in
-//! chat form (`tokentap_core::convert`), their events as vLLM writes them (`event:` lines, no
-//! `[DONE]`, usage in the end event; `previous_response_id` is accepted and not looked up: the sim
-//! stores no responses), `GET /v1/models`, `GET /health`, `GET /metrics` (engine metrics,
+//! chat form (`tokentap_core::convert`), their events as the APIs define them and their SDKs'
+//! accumulating helpers read them (`event:` lines, no `[DONE]`, usage in the end event; the
+//! Responses API's `response.created`, `response.in_progress`, each item's `added` … `done` events
+//! with the same ids as the final response, `response.completed` or `response.incomplete` at the
+//! length cap; the Messages API's thinking only when `thinking` asks for it, each thinking block
+//! signed by a `signature_delta`, its text not sent under `display: omitted`;
+//! `previous_response_id` is accepted and not looked up: the sim stores no responses), `GET /v1/models`, `GET /health`, `GET /metrics` (engine metrics,
 //! below; not recorded in the request log). Unknown path → 404, wrong
 //! method → 405, bad JSON → 400, all with an OpenAI error body. HTTP/1.1 with keep-alive and
 //! h2c, `TCP_NODELAY` on every accepted socket. Completion responses carry an `x-sim-seq`
@@ -19,14 +23,16 @@
 //!
 //! Per-request controls besides the config: `max_completion_tokens`/`max_tokens`,
 //! `stream_options.include_usage` and `continuous_usage_stats` (either one alone turns on
-//! per-chunk usage; vLLM needs both), `tool_choice` (`none` / `required`), and
-//! `chat_template_kwargs.enable_thinking: false` (no reasoning).
+//! per-chunk usage; vLLM needs both), `tools` and `tool_choice` (`none` / `required` / a named
+//! function: a tool call goes only to an offered tool, with arguments its schema takes — `tools`),
+//! and `chat_template_kwargs.enable_thinking: false` (no reasoning).
 //!
 //! ## Layout
 //! - [`config`]: [`SimConfig`], every knob; a JSON profile is a `SimConfig`.
 //! - [`render`]: the canonical prompt rendering the stand-in tokenizer counts.
 //! - [`cache`]: the prefix KV cache (hash-chained blocks, LRU by tokens).
 //! - `plan`: per request, all decisions — output length, text, mode, fault, cache result.
+//! - `tools`: which offered tool a call goes to, and arguments its JSON schema accepts.
 //! - `frame`: SSE event and JSON body formatting (pre-formatted heads, no serde per chunk).
 //! - `body`: the response body, an `http_body::Body` that walks the plan on an absolute
 //!   schedule and stamps every frame as it hands it to hyper.
@@ -108,6 +114,7 @@ pub mod render;
 mod rng;
 mod server;
 mod shared;
+mod tools;
 
 pub use answers::Answers;
 pub use body::SimBodyError;

@@ -9,7 +9,8 @@
 //!
 //! Output text is exactly 4 bytes per token, so the stand-in tokenizer counts what was emitted:
 //! reasoning is [`REASONING_PREAMBLE`] followed by filler words, content is filler words, a tool
-//! call is one `bash` call whose `arguments` is `{"command":"EXE …"}`.
+//! call is one call to a tool the request offers, with arguments its schema accepts (a shell
+//! tool's command `EXE …`; [`crate::tools`]).
 
 use crate::answers::{Answer, Answers};
 use crate::cache::BlockChain;
@@ -286,7 +287,14 @@ pub(crate) struct Plan {
     pub output_keys: Vec<u64>,
     /// Prefill duration for the uncached tokens (timing applied by the server).
     pub prefill: Duration,
+    /// The Messages API's `thinking.display: "omitted"`: thinking takes its time and tokens, and
+    /// its blocks carry only their signature.
+    pub hide_reasoning: bool,
 }
+
+/// The key of the chat-form request (the sim's own conversion of a Messages request) that says
+/// the thinking is not to be shown.
+pub(crate) const HIDE_THINKING: &str = "__tokentap_hide_thinking";
 
 /// Smallest tool call: one header token plus `{"command":"` … `"}` with a short command.
 const MIN_TOOL_TOKENS: u64 = 8;
@@ -335,39 +343,26 @@ pub(crate) fn build(
         seq
     };
     let mut rng = Rng::for_request(cfg.seed, key);
-    let (reasoning_ok, tool_choice) = match parsed {
-        Parsed::Chat(r) => (thinking_enabled(r), tool_choice(r)),
-        Parsed::Completion(_) => (false, ToolChoice::Never),
-    };
+    let (reasoning_ok, tool_choice, offered) = modes_of(cfg, parsed);
     let recorded = match (parsed, answers) {
         (Parsed::Chat(r), Some(a)) => a.find(r),
         _ => None,
     };
     let output = match &recorded {
         Some(a) => Output::recorded(a, reasoning_ok),
-        None => generate(&mut rng, cfg, req_max, reasoning_ok, tool_choice),
+        None => generate(
+            &mut rng,
+            cfg,
+            req_max,
+            reasoning_ok,
+            (&tool_choice, &offered),
+        ),
     };
     let k = cfg.modes.tokens_per_chunk.max(1);
     let fault = draw_fault(&mut rng, cfg, output.token_chunks(k));
 
-    let bt = cfg.cache.block_tokens;
-    let prompt_chain = BlockChain::of(bt, prompt.as_bytes());
-    let output_keys = if cfg.cache.enabled {
-        // Continue the chain from the last full prompt block over the prompt's tail and the
-        // output as the next request will render it.
-        let full = prompt_chain.keys.len() * bt as usize * BYTES_PER_TOKEN;
-        let tools = output.tool_calls();
-        let rendered =
-            render::assistant_output(output.reasoning(), output.content(), tools.as_deref());
-        let mut tail = Vec::with_capacity(prompt.len() - full + rendered.len());
-        tail.extend_from_slice(&prompt.as_bytes()[full..]);
-        tail.extend_from_slice(rendered.as_bytes());
-        let mut chain = prompt_chain.clone();
-        chain.extend(bt, &tail);
-        chain.keys.split_off(prompt_chain.keys.len())
-    } else {
-        Vec::new()
-    };
+    let prompt_chain = BlockChain::of(cfg.cache.block_tokens, prompt.as_bytes());
+    let output_keys = output_keys(cfg, &prompt, &prompt_chain, &output);
     let opts = opts.unwrap_or_default();
     Ok(Plan {
         api,
@@ -392,7 +387,60 @@ pub(crate) fn build(
         prompt_chain,
         output_keys,
         prefill: Duration::ZERO,
+        hide_reasoning: match parsed {
+            Parsed::Chat(r) => r.extra.get(HIDE_THINKING).and_then(Value::as_bool) == Some(true),
+            Parsed::Completion(_) => false,
+        },
     })
+}
+
+/// What the request allows: reasoning, the tool choice (the agent's loop of
+/// `tool_call_per_prompt` decided here), and the tools it offers.
+fn modes_of<'a>(
+    cfg: &SimConfig,
+    parsed: &'a Parsed,
+) -> (bool, ToolChoice, Vec<crate::tools::Offered<'a>>) {
+    match parsed {
+        Parsed::Chat(r) => (
+            thinking_enabled(r),
+            match tool_choice(r) {
+                ToolChoice::Auto if cfg.modes.tool_call_per_prompt => {
+                    if answers_a_tool(r) {
+                        ToolChoice::Never
+                    } else {
+                        ToolChoice::Always
+                    }
+                }
+                c => c,
+            },
+            crate::tools::offered(r.tools.as_deref().unwrap_or_default()),
+        ),
+        Parsed::Completion(_) => (false, ToolChoice::Never, Vec::new()),
+    }
+}
+
+/// The cache keys the output adds: the chain continued from the last full prompt block over
+/// the prompt's tail and the output as the next request will render it (none with the cache
+/// off).
+fn output_keys(
+    cfg: &SimConfig,
+    prompt: &str,
+    prompt_chain: &BlockChain,
+    output: &Output,
+) -> Vec<u64> {
+    if !cfg.cache.enabled {
+        return Vec::new();
+    }
+    let bt = cfg.cache.block_tokens;
+    let full = prompt_chain.keys.len() * bt as usize * BYTES_PER_TOKEN;
+    let tools = output.tool_calls();
+    let rendered = render::assistant_output(output.reasoning(), output.content(), tools.as_deref());
+    let mut tail = Vec::with_capacity(prompt.len() - full + rendered.len());
+    tail.extend_from_slice(&prompt.as_bytes()[full..]);
+    tail.extend_from_slice(rendered.as_bytes());
+    let mut chain = prompt_chain.clone();
+    chain.extend(bt, &tail);
+    chain.keys.split_off(prompt_chain.keys.len())
 }
 
 /// The request asks for the engine's per-request timing (`include_metrics: true`).
@@ -426,20 +474,42 @@ impl Plan {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum ToolChoice {
     Never,
     Auto,
     Always,
+    /// This function (`{"type":"function","function":{"name":…}}`, or the Responses API's
+    /// `{"type":"function","name":…}`).
+    Named(String),
 }
 
 fn tool_choice(r: &ChatRequest) -> ToolChoice {
     match r.extra.get("tool_choice") {
         Some(Value::String(s)) if s == "none" => ToolChoice::Never,
         Some(Value::String(s)) if s == "required" => ToolChoice::Always,
-        Some(Value::Object(_)) => ToolChoice::Always,
+        Some(Value::Object(o)) => {
+            let name = o
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .or_else(|| o.get("name"))
+                .and_then(Value::as_str);
+            match name {
+                Some(n) => ToolChoice::Named(n.to_string()),
+                None => ToolChoice::Always,
+            }
+        }
         _ => ToolChoice::Auto,
     }
+}
+
+/// The request carries a tool result since the last assistant message: the agent ran a call.
+fn answers_a_tool(r: &ChatRequest) -> bool {
+    r.messages
+        .iter()
+        .rev()
+        .take_while(|m| m.role != "assistant")
+        .any(|m| m.role == "tool")
 }
 
 /// Qwen's `chat_template_kwargs.enable_thinking: false` (or `thinking: false`) turns reasoning off.
@@ -452,12 +522,14 @@ fn thinking_enabled(r: &ChatRequest) -> bool {
         .any(|k| kw.get(k).and_then(Value::as_bool) == Some(false))
 }
 
+/// Generates an output of a drawn length: reasoning (when on), then content, or a call to one of
+/// the `offered` tools when `choice` and the draw ask for one ([`crate::tools`]).
 fn generate(
     rng: &mut Rng,
     cfg: &SimConfig,
     req_max: Option<u64>,
     reasoning_ok: bool,
-    choice: ToolChoice,
+    (choice, offered): (&ToolChoice, &[crate::tools::Offered<'_>]),
 ) -> Output {
     let cap = req_max.unwrap_or(cfg.output.max_tokens).max(1);
     // Always drawn, so the draws after it do not depend on `always_max`.
@@ -471,6 +543,13 @@ fn generate(
     } else {
         (drawn as u64).min(cap)
     };
+    // A call the request requires gets the room a call needs, where the cap allows it.
+    let required = matches!(choice, ToolChoice::Always | ToolChoice::Named(_));
+    let n = if required && !offered.is_empty() {
+        n.max(MIN_TOOL_TOKENS.min(cap))
+    } else {
+        n
+    };
     let hit_cap = cfg.output.always_max || drawn >= cap as f64;
 
     let mut reasoning = if reasoning_ok {
@@ -478,16 +557,14 @@ fn generate(
     } else {
         0
     };
-    let want_tool = match choice {
-        ToolChoice::Never => false,
-        ToolChoice::Always => true,
-        ToolChoice::Auto => tool_draw < cfg.modes.tool_call_rate,
-    };
-    let tool = want_tool && n >= MIN_TOOL_TOKENS;
+    let pick = pick_tool(rng, cfg, (choice, offered), n, tool_draw);
+    let tool = pick.is_some();
     if tool {
         reasoning = reasoning.min(n - MIN_TOOL_TOKENS);
     }
     let rest = n - reasoning;
+    // Tokens beyond the drawn length when a tool's shortest arguments need more.
+    let mut extra = 0;
 
     let mut text = String::with_capacity(n as usize * BYTES_PER_TOKEN);
     let mut segments = Vec::with_capacity(3);
@@ -513,20 +590,12 @@ fn generate(
         push(&mut text, SegKind::Reasoning, &r, reasoning);
     }
     let mut tools = Vec::new();
-    if tool {
-        let len = (rest - 1) as usize * BYTES_PER_TOKEN;
-        let (open, close) = ("{\"command\":\"", "\"}");
-        let exe = EXECUTABLES[rng.below(EXECUTABLES.len() as u64) as usize];
-        let inner = len - open.len() - close.len();
-        let mut cmd = format!("{exe} {}", filler(rng.next_u64(), inner));
-        cmd.truncate(inner); // ASCII (invariant above)
-        let args = format!("{open}{cmd}{close}");
+    if let Some(t) = pick {
+        let (args, args_tokens, meta) = tool_call(rng, t, rest - 1);
+        extra = args_tokens - (rest - 1);
         push(&mut text, SegKind::ToolHeader, "", 1);
-        push(&mut text, SegKind::ToolArgs, &args, rest - 1);
-        tools.push(ToolMeta {
-            id: format!("call_{:016x}", rng.next_u64()),
-            name: "bash".into(),
-        });
+        push(&mut text, SegKind::ToolArgs, &args, args_tokens);
+        tools.push(meta);
     } else if rest > 0 {
         let len = rest as usize * BYTES_PER_TOKEN;
         let mut c = filler(rng.next_u64(), len);
@@ -536,7 +605,7 @@ fn generate(
     Output {
         text,
         segments,
-        tokens: n,
+        tokens: n + extra,
         reasoning_tokens: reasoning,
         finish: if hit_cap {
             "length"
@@ -547,6 +616,51 @@ fn generate(
         },
         tools,
     }
+}
+
+/// The offered tool an output of `n` tokens calls, if it calls one: as `choice` says (`Auto`:
+/// when `draw` falls under the tool-call rate), only a tool the request offers (the named one,
+/// if it names one), and only with room for a call.
+fn pick_tool<'a>(
+    rng: &mut Rng,
+    cfg: &SimConfig,
+    (choice, offered): (&ToolChoice, &[crate::tools::Offered<'a>]),
+    n: u64,
+    draw: f64,
+) -> Option<crate::tools::Offered<'a>> {
+    let want = match choice {
+        ToolChoice::Never => false,
+        ToolChoice::Always | ToolChoice::Named(_) => true,
+        ToolChoice::Auto => draw < cfg.modes.tool_call_rate,
+    };
+    let named = match choice {
+        ToolChoice::Named(n) => Some(n.as_str()),
+        _ => None,
+    };
+    if want && n >= MIN_TOOL_TOKENS && !offered.is_empty() {
+        crate::tools::choose(offered, named, rng.unit())
+    } else {
+        None
+    }
+}
+
+/// A call to `tool` with arguments of about `tokens` tokens (more when its schema's shortest
+/// arguments need more): the arguments, their tokens, the call's id and name.
+fn tool_call(
+    rng: &mut Rng,
+    tool: crate::tools::Offered<'_>,
+    tokens: u64,
+) -> (String, u64, ToolMeta) {
+    let len = tokens as usize * BYTES_PER_TOKEN;
+    let exe = EXECUTABLES[rng.below(EXECUTABLES.len() as u64) as usize];
+    let seed = rng.next_u64();
+    let args = crate::tools::arguments(tool, exe, len, &mut |n| filler(seed, n));
+    let args_tokens = (args.len().div_ceil(BYTES_PER_TOKEN) as u64).max(tokens);
+    let meta = ToolMeta {
+        id: format!("call_{:016x}", rng.next_u64()),
+        name: tool.name.to_string(),
+    };
+    (args, args_tokens, meta)
 }
 
 fn draw_fault(rng: &mut Rng, cfg: &SimConfig, token_chunks: u64) -> Option<Fault> {
@@ -597,7 +711,9 @@ mod tests {
                 &cfg,
                 seq,
                 0,
-                &chat(r#"{"messages":[{"role":"user","content":"x"}]}"#),
+                &chat(
+                    r#"{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"Bash","parameters":{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}}}]}"#,
+                ),
                 None,
             )
             .unwrap();
@@ -694,7 +810,7 @@ mod tests {
             0,
             0,
             &chat(
-                r#"{"messages":[{"role":"user","content":"x"}],"tool_choice":"none","chat_template_kwargs":{"enable_thinking":false}}"#,
+                r#"{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"Bash"}}],"tool_choice":"none","chat_template_kwargs":{"enable_thinking":false}}"#,
             ),
             None,
         )
@@ -702,5 +818,56 @@ mod tests {
         assert_eq!(p.output.reasoning_tokens, 0);
         assert!(p.output.tools.is_empty());
         assert_eq!(p.output.content().len() as u64, p.output.tokens * 4);
+    }
+
+    /// The tool a call goes to, for a request: (name, arguments) or None.
+    fn call_of(cfg: &SimConfig, req: &str) -> Option<(String, Value)> {
+        let p = build(cfg, 3, 0, &chat(req), None).unwrap();
+        let calls = p.output.tool_calls()?;
+        let c = &calls[0];
+        Some((
+            c.function.name.clone().unwrap(),
+            serde_json::from_str(&c.function.arguments).unwrap(),
+        ))
+    }
+
+    #[test]
+    fn calls_go_only_to_offered_tools() {
+        let mut cfg = SimConfig::zero_delay();
+        cfg.modes.tool_call_rate = 1.0;
+        // No tools offered: never a call, whatever the rate.
+        assert_eq!(
+            call_of(&cfg, r#"{"messages":[{"role":"user","content":"x"}]}"#),
+            None
+        );
+        let tools = r#""tools":[{"type":"function","function":{"name":"Read","parameters":{"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"]}}},{"type":"function","function":{"name":"exec_command","parameters":{"type":"object","properties":{"cmd":{"type":"string"},"login":{"type":"boolean"}},"required":["cmd"]}}}]"#;
+        // The shell tool, its command in `cmd`.
+        let (name, args) = call_of(
+            &cfg,
+            &format!(r#"{{"messages":[{{"role":"user","content":"x"}}],{tools}}}"#),
+        )
+        .unwrap();
+        assert_eq!(name, "exec_command");
+        assert!(
+            args["cmd"].is_string() && args.get("login").is_none(),
+            "{args}"
+        );
+        // The named one, with its required property.
+        let (name, args) = call_of(
+            &cfg,
+            &format!(r#"{{"messages":[{{"role":"user","content":"x"}}],{tools},"tool_choice":{{"type":"function","function":{{"name":"Read"}}}}}}"#),
+        )
+        .unwrap();
+        assert_eq!(name, "Read");
+        assert!(args["file_path"].is_string(), "{args}");
+        // An agent's loop: a call on a new prompt, an answer after the tool's result.
+        cfg.modes.tool_call_rate = 0.0;
+        cfg.modes.tool_call_per_prompt = true;
+        let prompt = format!(r#"{{"messages":[{{"role":"user","content":"x"}}],{tools}}}"#);
+        assert!(call_of(&cfg, &prompt).is_some());
+        let answered = format!(
+            r#"{{"messages":[{{"role":"user","content":"x"}},{{"role":"assistant","tool_calls":[{{"id":"c","type":"function","function":{{"name":"exec_command","arguments":"{{}}"}}}}]}},{{"role":"tool","tool_call_id":"c","content":"ok"}},{{"role":"user","content":"reminder"}}],{tools}}}"#
+        );
+        assert_eq!(call_of(&cfg, &answered), None);
     }
 }

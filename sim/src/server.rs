@@ -413,8 +413,8 @@ async fn read_request(
 }
 
 /// A Responses or Messages API request as the chat request the sim plans (tokentap_core's
-/// conversion): messages, tools, stream, max tokens (`max_output_tokens`, `max_tokens`), and
-/// thinking off when the Messages request says `thinking.type: disabled`.
+/// conversion): messages, tools, tool choice, stream, max tokens (`max_output_tokens`,
+/// `max_tokens`), and thinking as the request asks it (on, off, or not shown).
 /// `previous_response_id` is accepted and not looked up: the sim stores no responses, so the
 /// prompt is the request's own input.
 fn in_chat_form(api: Api, v: &serde_json::Value) -> serde_json::Value {
@@ -438,7 +438,9 @@ fn in_chat_form(api: Api, v: &serde_json::Value) -> serde_json::Value {
     // The Messages API's tool_choice is an object ({"type": "auto" | "any" | "tool" | "none"}).
     let choice = match (api, v.get("tool_choice")) {
         (Api::Messages, Some(c)) => match c.get("type").and_then(serde_json::Value::as_str) {
-            Some("any" | "tool") => Some("required".into()),
+            Some("any") => Some("required".into()),
+            Some("tool") => Some(serde_json::json!({"type": "function",
+                "function": {"name": c.get("name").cloned().unwrap_or_default()}})),
             Some("none") => Some("none".into()),
             _ => None,
         },
@@ -450,11 +452,23 @@ fn in_chat_form(api: Api, v: &serde_json::Value) -> serde_json::Value {
     if let Some(t) = c.tools {
         r["tools"] = t;
     }
-    if v.pointer("/thinking/type")
-        .and_then(serde_json::Value::as_str)
-        == Some("disabled")
-    {
+    // The Messages API thinks only when asked (`thinking.type` enabled or adaptive), and shows
+    // it unless `thinking.display` is `omitted`; the Responses API as a reasoning model does.
+    let thinking = v
+        .pointer("/thinking/type")
+        .and_then(serde_json::Value::as_str);
+    let thinks = match api {
+        Api::Messages => matches!(thinking, Some("enabled" | "adaptive")),
+        _ => thinking != Some("disabled"),
+    };
+    if !thinks {
         r["chat_template_kwargs"] = serde_json::json!({"enable_thinking": false});
+    }
+    if v.pointer("/thinking/display")
+        .and_then(serde_json::Value::as_str)
+        == Some("omitted")
+    {
+        r[crate::plan::HIDE_THINKING] = true.into();
     }
     r
 }

@@ -223,10 +223,22 @@ async fn reasoning_first_then_content_both_field_names() {
 #[tokio::test]
 async fn tool_call_partials() {
     let s = sim(|c| c.modes.tool_call_rate = 1.0).await;
+    let tools = json!([{"type": "function", "function": {"name": "bash", "parameters": {"type": "object",
+        "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]);
+    // Nothing offered: no call, whatever the rate.
+    let r = chat(
+        s.addr(),
+        json!({"messages": user("run it"), "stream": true, "max_completion_tokens": 40}),
+    )
+    .await;
+    assert!(r
+        .chunks()
+        .iter()
+        .all(|c| c["choices"][0]["delta"].get("tool_calls").is_none()));
     let r = chat(
         s.addr(),
         json!({"messages": user("run it"), "stream": true, "max_completion_tokens": 40,
-               "stream_options": {"include_usage": true}}),
+               "stream_options": {"include_usage": true}, "tools": tools}),
     )
     .await;
     let chunks = r.chunks();
@@ -259,7 +271,7 @@ async fn tool_call_partials() {
 
     let r = chat(
         s.addr(),
-        json!({"messages": user("run it"), "stream": true, "max_completion_tokens": 500}),
+        json!({"messages": user("run it"), "stream": true, "max_completion_tokens": 500, "tools": tools}),
     )
     .await;
     let reasons: Vec<Value> = r
