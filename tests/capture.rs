@@ -143,6 +143,42 @@ async fn a_captured_run_replays_to_the_same_bodies() {
     );
 }
 
+/// Chat messages as capture keeps them: every system message joined, in order, into the one
+/// system prompt first; consecutive user messages one, their texts as content parts.
+fn captured_form(messages: Vec<Value>) -> Value {
+    let text = |m: &Value| match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(p) => p.iter().filter_map(|x| x["text"].as_str()).collect(),
+        _ => String::new(),
+    };
+    let parts = |m: &Value| match &m["content"] {
+        Value::String(s) => vec![json!({"type": "text", "text": s})],
+        Value::Array(p) => p.clone(),
+        _ => Vec::new(),
+    };
+    let system: Vec<String> = messages
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .map(text)
+        .filter(|t| !t.is_empty())
+        .collect();
+    let mut out: Vec<Value> = Vec::new();
+    if !system.is_empty() {
+        out.push(json!({"role": "system", "content": system.join("\n\n")}));
+    }
+    for m in messages.into_iter().filter(|m| m["role"] != "system") {
+        match out.last_mut() {
+            Some(last) if last["role"] == "user" && m["role"] == "user" => {
+                let mut p = parts(last);
+                p.extend(parts(&m));
+                last["content"] = Value::Array(p);
+            }
+            _ => out.push(m),
+        }
+    }
+    Value::Array(out)
+}
+
 fn body(v: Value) -> Bytes {
     Bytes::from(serde_json::to_vec(&v).unwrap())
 }
@@ -162,10 +198,14 @@ async fn responses_and_messages_sessions_become_chat_trajectories() {
     let r1 = json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.txt\nb.txt"}]});
     let a2 = json!({"role": "assistant", "content": [{"type": "text", "text": "Two files."}]});
     let m3 = json!({"role": "user", "content": "show a.txt"});
+    // As Claude Code 2.1 sends it: a system message among the messages, after the first user
+    // message — text blocks on the first turn, a string after.
+    let env_list = json!({"role": "system", "content": [{"type": "text", "text": "cwd: /repo"}]});
+    let env_str = json!({"role": "system", "content": "cwd: /repo"});
     let messages_turns = [
-        json!([m1]),
-        json!([m1, a1, r1]),
-        json!([m1, a1, r1, a2, m3]),
+        json!([m1, env_list]),
+        json!([m1, env_str, a1, r1]),
+        json!([m1, env_str, a1, r1, a2, m3]),
     ];
     let mut sent_messages = Vec::new();
     for (i, msgs) in messages_turns.iter().enumerate() {
@@ -182,7 +222,12 @@ async fn responses_and_messages_sessions_become_chat_trajectories() {
     let fc = json!({"type": "function_call", "call_id": "call_1", "name": "bash", "arguments": "{\"cmd\":\"pwd\"}"});
     let out = json!({"type": "function_call_output", "call_id": "call_1", "output": "/repo"});
     let u1 = json!({"role": "user", "content": [{"type": "input_text", "text": "where am I?"}]});
-    let responses_turns = [json!([u1]), json!([u1, fc, out])];
+    // As Codex sends it: two developer messages, then its environment and the prompt as two
+    // user messages in a row.
+    let d1 = json!({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "sandbox: none"}]});
+    let d2 = json!({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "skills: "}, {"type": "input_text", "text": "none"}]});
+    let u0 = json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>cwd /repo</environment_context>"}]});
+    let responses_turns = [json!([d1, d2, u0, u1]), json!([d1, d2, u0, u1, fc, out])];
     let mut sent_responses = Vec::new();
     for (i, input) in responses_turns.iter().enumerate() {
         let b = json!({"model": "tokentap-sim", "instructions": "You are Codex.", "input": input, "tools": [{"type": "function", "name": "bash", "parameters": {"type": "object"}}], "prompt_cache_key": "codex-7", "max_output_tokens": 8, "stream": i == 0});
@@ -255,7 +300,8 @@ async fn responses_and_messages_sessions_become_chat_trajectories() {
             .collect(),
     );
     let messages_of = |b: &Bytes| serde_json::from_slice::<Value>(b).unwrap()["messages"].clone();
-    let want = |api: Api, b: &Value| Value::Array(tokentap_core::convert::request(api, b).messages);
+    let want =
+        |api: Api, b: &Value| captured_form(tokentap_core::convert::request(api, b).messages);
     let find = |id: &str| &replayed.iter().find(|(s, _)| s == id).unwrap().1;
     let claude_bodies = find("claude-1");
     assert_eq!(claude_bodies.len(), 3);
@@ -484,9 +530,34 @@ async fn the_commands_capture_validate_compare_and_refuse() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("captured 4 trajectories"), "{err}");
+    assert!(
+        err.lines().filter(|l| l.starts_with("session ")).count() >= 4,
+        "a line per session: {err}"
+    );
     let (code, stdout, _) = tokentap(&["dataset", "validate", out.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(stdout.starts_with("ok: 4 trajectories"), "{stdout}");
+    // Nothing kept (every trajectory shorter than --min-turns): exit 1, an `error:` line, no
+    // file — not even an empty one.
+    let none = dir.join("none.jsonl");
+    let (code, _, err) = tokentap(&[
+        "dataset",
+        "capture",
+        "--records",
+        dir.to_str().unwrap(),
+        "-o",
+        none.to_str().unwrap(),
+        "--min-turns",
+        "999",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("error: no trajectory captured")),
+        "{err}"
+    );
+    assert!(!err.contains("wrote "), "{err}");
+    assert!(!none.exists());
     let mlperf =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/golden/mlperf-ea33275/dataset.jsonl");
     let page = dir.join("compare.html");

@@ -269,6 +269,13 @@ fn messages_request(body: &Value) -> Converted {
     {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
         match m.get("content") {
+            // A system message among the messages (Claude Code sends one): a string or text
+            // blocks, a system message of the chat form either way.
+            Some(c) if role == "system" || role == "developer" => {
+                let text = text_of(c, &mut out, "Messages");
+                out.messages
+                    .push(json!({"role": "system", "content": text}));
+            }
             Some(Value::String(s)) => out.messages.push(json!({"role": role, "content": s})),
             Some(Value::Array(blocks)) if role == "assistant" => {
                 let msg = assistant_blocks(blocks, &mut out);

@@ -83,6 +83,23 @@ pub struct Report {
     pub notes: BTreeMap<String, u64>,
     /// Trajectories left out, by reason.
     pub left_out: BTreeMap<String, u64>,
+    /// Per session (in first-turn order): what was kept and what could not be.
+    pub per_session: Vec<SessionReport>,
+}
+
+/// One session's part of the [`Report`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct SessionReport {
+    pub session: String,
+    /// Its records used as turns.
+    pub turns: u64,
+    /// Trajectories written, and their client rows.
+    pub trajectories: u64,
+    pub client_rows: u64,
+    /// Trajectories the dataset's rules refused.
+    pub left_out: u64,
+    /// Parts of its requests and outputs with no chat form, by kind.
+    pub dropped: BTreeMap<String, u64>,
 }
 
 impl Report {
@@ -99,6 +116,32 @@ impl Report {
             "captured {} trajectories ({} rows, {} client turns) from {} sessions: {} of {} records in {} files\n",
             self.trajectories, self.rows, self.client_rows, self.sessions, self.turns, self.records, self.files
         );
+        for p in &self.per_session {
+            s.push_str(&format!(
+                "session {}: {} turns → {} trajectories, {} client rows{}{}\n",
+                p.session,
+                p.turns,
+                p.trajectories,
+                p.client_rows,
+                if p.left_out > 0 {
+                    format!(", {} left out", p.left_out)
+                } else {
+                    String::new()
+                },
+                if p.dropped.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; not kept: {}",
+                        p.dropped
+                            .iter()
+                            .map(|(k, v)| format!("{v} × {k}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            ));
+        }
         for (title, map) in [
             ("records not used", &self.skipped),
             ("trajectories left out", &self.left_out),
@@ -142,11 +185,15 @@ struct Turn {
     tools: Option<Value>,
     /// The recorded output as an assistant message.
     output: Option<Value>,
+    /// What of the request and output had no chat form, by kind.
+    dropped: BTreeMap<String, u64>,
 }
 
 /// A trajectory being built.
 struct Traj {
     id: String,
+    /// The session it came from.
+    session: String,
     rows: Vec<Map<String, Value>>,
     /// The messages the rows stand for (the agent's history so far).
     sent: Vec<Value>,
@@ -170,6 +217,8 @@ struct Session {
     /// The previous turn's full history plus output (a `previous_response_id` continues it).
     full: Vec<Value>,
     keep: bool,
+    /// Its line of the report.
+    report: SessionReport,
 }
 
 /// Reads the records and writes the dataset to `out`.
@@ -209,6 +258,7 @@ pub fn capture(
         report.sessions += 1;
         finish_traj(&mut s, &mut report);
         all.append(&mut s.done);
+        report.per_session.push(s.report);
     }
     all.sort_by_key(|t| t.first_ns);
     write_trajectories(all, opts, tok, out, &mut report)?;
@@ -253,6 +303,14 @@ fn write_trajectories(
                 report.trajectories += 1;
                 report.rows += c.rows.len() as u64;
                 report.client_rows += c.client_turns().count() as u64;
+                if let Some(p) = report
+                    .per_session
+                    .iter_mut()
+                    .find(|p| p.session == t.session)
+                {
+                    p.trajectories += 1;
+                    p.client_rows += c.client_turns().count() as u64;
+                }
                 out.write_all(text.as_bytes())
                     .map_err(|e| CaptureError::File {
                         path: "the output".into(),
@@ -260,6 +318,13 @@ fn write_trajectories(
                     })?;
             }
             Err(e) => {
+                if let Some(p) = report
+                    .per_session
+                    .iter_mut()
+                    .find(|p| p.session == t.session)
+                {
+                    p.left_out += 1;
+                }
                 let first = e.0.first().map(|e| {
                     format!(
                         "{}{}",
@@ -308,6 +373,10 @@ fn on_turn(
             pending: None,
             full: Vec::new(),
             keep,
+            report: SessionReport {
+                session: id.clone(),
+                ..SessionReport::default()
+            },
         }
     });
     if !s.keep {
@@ -319,6 +388,11 @@ fn on_turn(
         return;
     }
     report.turns += 1;
+    s.report.turns += 1;
+    for (k, v) in &turn.dropped {
+        *report.dropped.entry(k.clone()).or_default() += v;
+        *s.report.dropped.entry(k.clone()).or_default() += v;
+    }
     let responses = rec.route.as_deref() == Some("/v1/responses");
     add_turn(s, turn, rec.previous_response(), responses, report);
 }
@@ -390,7 +464,7 @@ fn read_records(
             return Err(CaptureError::Line {
                 path: path.to_path_buf(),
                 line,
-                message: "field `origin`: expected \"proxy\", found \"replay\": capture reads the proxy's records (the replay's record no request content)".into(),
+                message: "field `origin`: expected \"proxy\", found \"replay\": capture reads the proxy's records (the replay's records hold no request content)".into(),
             });
         }
         report.records += 1;
@@ -431,28 +505,39 @@ fn turn_of(rec: &TurnRecord, report: &mut Report, with_content: &mut u64) -> Opt
         return None;
     };
     let conv = convert::request(api, request);
-    for (k, v) in &conv.dropped {
-        if !k.contains("previous_response_id") {
-            *report.dropped.entry(k.clone()).or_default() += v;
-        }
-    }
-    let mut system = None;
+    let mut dropped: BTreeMap<String, u64> = conv
+        .dropped
+        .iter()
+        .filter(|(k, _)| !k.contains("previous_response_id"))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    // Every system and developer message, wherever it stands, is the system prompt: the
+    // dataset has one, so several are joined in order (a blank line between), none lost.
+    let mut system: Option<String> = None;
+    let mut parts = 0;
     let mut messages = Vec::with_capacity(conv.messages.len());
-    for (i, m) in conv.messages.into_iter().enumerate() {
+    for m in conv.messages {
         if m["role"] == "system" || m["role"] == "developer" {
-            if i == 0 {
-                system = m.get("content").map(text_value);
-            } else {
-                report.note(
-                    "a system message after the first (dropped: the dataset has one system prompt)",
-                );
+            let text = m.get("content").map(text_value).unwrap_or_default();
+            if !text.is_empty() {
+                parts += 1;
+                match system.as_mut() {
+                    Some(s) => {
+                        s.push_str(SYSTEM_JOIN);
+                        s.push_str(&text);
+                    }
+                    None => system = Some(text),
+                }
             }
             continue;
         }
         messages.push(m);
     }
+    if parts > 1 {
+        report.note("system or developer messages joined into the one system prompt (in order, a blank line between)");
+    }
     let output = match content.get("response") {
-        Some(body) => convert::response(api, body, &mut report.dropped),
+        Some(body) => convert::response(api, body, &mut dropped),
         None => {
             let text = |k: &str| {
                 content
@@ -477,8 +562,12 @@ fn turn_of(rec: &TurnRecord, report: &mut Report, with_content: &mut u64) -> Opt
         messages,
         tools: conv.tools,
         output,
+        dropped,
     })
 }
+
+/// Between the system and developer messages of a request joined into its one system prompt.
+pub const SYSTEM_JOIN: &str = "\n\n";
 
 /// A message's content as text (a string, or its parts' text joined).
 fn text_value(v: &Value) -> String {
@@ -501,6 +590,7 @@ fn new_traj(s: &mut Session, turn: &Turn) -> Traj {
     };
     Traj {
         id,
+        session: s.id.clone(),
         rows: Vec::new(),
         sent: Vec::new(),
         tools: turn.tools.clone(),
@@ -649,6 +739,15 @@ fn place(
                 client_rows += 1;
                 continue;
             }
+            "user" if t.rows.last().is_some_and(|r| r["role"] == "user") => {
+                // The dataset has no two user rows in a row: one row, each message a part.
+                if let Some(last) = t.rows.last_mut() {
+                    let mut parts = content_parts(last.get("content"));
+                    parts.extend(content_parts(m.get("content")));
+                    last.insert("content".into(), Value::Array(parts));
+                }
+                report.note("consecutive user messages made one user row (each message's text a content part, in order)");
+            }
             "user" => {
                 let mut r = row(&t.id, t.rows.len() + 1, "user");
                 r.insert(
@@ -683,6 +782,15 @@ fn place(
         i += 1;
     }
     client_rows
+}
+
+/// A message's content as chat content parts: a string is one text part; parts stay as they are.
+fn content_parts(v: Option<&Value>) -> Vec<Value> {
+    match v {
+        Some(Value::String(s)) => vec![json!({"type": "text", "text": s})],
+        Some(Value::Array(a)) => a.clone(),
+        _ => Vec::new(),
+    }
 }
 
 fn client_row(
@@ -722,8 +830,8 @@ fn row(id: &str, turn: usize, role: &str) -> Map<String, Value> {
     r
 }
 
-/// An assistant message as a row: content (absent with tool calls and no text), reasoning,
-/// tool calls in the dataset's form.
+/// An assistant message as a row: content as the agent sent it (absent when it sent none or
+/// null beside tool calls), reasoning, tool calls in the dataset's form.
 fn push_assistant(t: &mut Traj, m: &Value, report: &mut Report) {
     let mut r = row(&t.id, t.rows.len() + 1, "assistant");
     let calls: Vec<Value> = m
@@ -732,7 +840,8 @@ fn push_assistant(t: &mut Traj, m: &Value, report: &mut Report) {
         .map(|a| a.iter().map(dataset_call).collect())
         .unwrap_or_default();
     match m.get("content") {
-        Some(Value::String(s)) if !s.is_empty() || calls.is_empty() => {
+        // As the agent sent it: an empty string beside tool calls too (the replay sends it back).
+        Some(Value::String(s)) => {
             r.insert("content".into(), s.clone().into());
         }
         Some(v @ Value::Array(_)) => {
@@ -920,6 +1029,41 @@ impl Anonymizer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_content_beside_tool_calls_is_kept_as_sent() {
+        let mut t = Traj {
+            id: "c".into(),
+            session: "c".into(),
+            rows: Vec::new(),
+            sent: Vec::new(),
+            tools: None,
+            system: None,
+            client_rows: 0,
+            first_ns: 0,
+        };
+        let call =
+            json!([{"id": "x", "type": "function", "function": {"name": "f", "arguments": "{}"}}]);
+        let mut report = Report::default();
+        push_assistant(
+            &mut t,
+            &json!({"role": "assistant", "content": "", "tool_calls": call}),
+            &mut report,
+        );
+        push_assistant(
+            &mut t,
+            &json!({"role": "assistant", "content": null, "tool_calls": call}),
+            &mut report,
+        );
+        push_assistant(
+            &mut t,
+            &json!({"role": "assistant", "tool_calls": call}),
+            &mut report,
+        );
+        assert_eq!(t.rows[0]["content"], "");
+        assert!(t.rows[1].get("content").is_none());
+        assert!(t.rows[2].get("content").is_none());
+    }
 
     #[test]
     fn ids_become_dataset_ids() {

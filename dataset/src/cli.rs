@@ -301,20 +301,30 @@ fn capture_cmd(cmd: DatasetCommand, hooks: &Hooks<'_>, err: &mut dyn Write) -> a
         Err(e) => {
             drop(f);
             let _ = std::fs::remove_file(&tmp);
-            writeln!(err, "{e}")?;
+            writeln!(err, "error: {e}")?;
             return Ok(1);
         }
     };
     f.flush()
         .with_context(|| format!("cannot write {}", tmp.display()))?;
     drop(f);
-    std::fs::rename(&tmp, &out).with_context(|| format!("cannot write {}", out.display()))?;
     err.write_all(report.render().as_bytes())?;
+    if report.trajectories == 0 {
+        // Nothing kept: no file, and the reasons above.
+        let _ = std::fs::remove_file(&tmp);
+        writeln!(
+            err,
+            "error: no trajectory captured, {} not written (the counts above say why)",
+            out.display()
+        )?;
+        return Ok(1);
+    }
+    std::fs::rename(&tmp, &out).with_context(|| format!("cannot write {}", out.display()))?;
     if anonymize {
         writeln!(err, "anonymized: token counts of {}", tok.describe())?;
     }
     writeln!(err, "wrote {}", out.display())?;
-    Ok(if report.trajectories == 0 { 1 } else { 0 })
+    Ok(0)
 }
 
 /// Reads `file` a conversation at a time into `each`; on failure prints every error to `err`
