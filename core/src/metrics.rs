@@ -38,6 +38,9 @@ pub mod names {
     pub const IN_WINDOW: &str = "tokentap_in_window";
 }
 
+/// The labels of every per-turn series ([`TurnSeries`]), besides the constant `source`.
+pub const TURN_LABELS: &[&str] = &["model", "route"];
+
 /// Every name exported by tokentap itself.
 pub const ALL_NAMES: &[&str] = &[
     names::REQUESTS_TOTAL,
@@ -324,8 +327,9 @@ pub mod register {
 }
 
 /// The per-turn series the proxy (`source="wire"`) and the replay (`source="client"`) both
-/// export under the same names, labelled by the capped `model`: latency histograms, tokens per
-/// chunk, context growth and token counters. Observed once per turn from its finished
+/// export under the same names, labelled by the capped `model` and the `route` (the API:
+/// `/v1/chat/completions`, `/v1/completions`, `/v1/responses`, `/v1/messages`; the replay's is
+/// always the first): latency histograms, tokens per chunk, context growth and token counters. Observed once per turn from its finished
 /// [`Measured`](crate::timeline::Measured); label lookups happen there, never per chunk.
 pub struct TurnSeries {
     pub ttfb: prometheus::HistogramVec,
@@ -348,7 +352,7 @@ impl TurnSeries {
     /// Registers the series in `r` (whose constant labels carry `source`).
     pub fn register(r: &prometheus::Registry) -> TurnSeries {
         use register::{counter_vec, histogram_vec as hist};
-        let m = &["model"];
+        let m = TURN_LABELS;
         TurnSeries {
             ttfb: hist(
                 r,
@@ -431,8 +435,8 @@ impl TurnSeries {
 
     /// Exports every series of `model` at 0 before its first turn (a known model: a panel then
     /// shows 0 instead of "No data").
-    pub fn preset(&self, model: &str) {
-        let l = [model];
+    pub fn preset(&self, model: &str, route: &str) {
+        let l = [model, route];
         for h in [
             &self.ttfb,
             &self.ttft,
@@ -458,8 +462,14 @@ impl TurnSeries {
 
     /// Observes one finished turn. `streamed`: the response was a stream (only streams count
     /// toward `streams_without_usage`).
-    pub fn observe(&self, ms: &crate::timeline::Measured, model: &str, streamed: bool) {
-        let l = [model];
+    pub fn observe(
+        &self,
+        ms: &crate::timeline::Measured,
+        model: &str,
+        route: &str,
+        streamed: bool,
+    ) {
+        let l = [model, route];
         let secs = |ns: u64| ns as f64 / 1e9;
         for (h, v) in [
             (&self.ttfb, ms.ttfb_ns),

@@ -86,11 +86,14 @@ pub struct Opts {
         default_value = DEFAULT_SESSION_HEADERS
     )]
     pub session_headers: Vec<String>,
-    /// For a Responses or Messages API request that no session header names: the body fields
-    /// that say which conversation it continues, the first present wins (`previous_response_id`:
-    /// the session of that response; `prompt_cache_key`; `metadata.user_id`: the session in
-    /// Claude Code's user id). The body is then read whole before it goes upstream, so the
-    /// session can pick the replica. `none`: no session from the body.
+    /// For a request that no session header names: the body fields that say which conversation
+    /// it continues, the first present wins (`previous_response_id`: the session of that
+    /// response; `prompt_cache_key`; `metadata.user_id`: the session in Claude Code's user id —
+    /// Responses and Messages requests; `messages_prefix`: a chat request continues the session
+    /// whose previous request's messages its own begin with; not in the default list: it reads
+    /// every chat request without a header whole and gives each a session). The body is then
+    /// read whole before it goes upstream, so the session can pick the replica. `none`: no
+    /// session from the body.
     #[arg(
         long = "session-from-body",
         env = "TOKENTAP_PROXY_SESSION_FROM_BODY",
@@ -322,6 +325,10 @@ pub enum BodySession {
     PromptCacheKey,
     /// The Messages API's `metadata.user_id`, when it carries Claude Code's session.
     MetadataUserId,
+    /// A chat request that nothing else names: the session whose previous request's messages
+    /// this one's begin with (an agent sends its whole history, grown by the answer and what is
+    /// new), else a new session (`chat-` and 16 hex digits).
+    MessagesPrefix,
     /// `none`: read no session from bodies.
     None,
 }
@@ -332,10 +339,11 @@ impl BodySession {
             "previous_response_id" => BodySession::PreviousResponseId,
             "prompt_cache_key" => BodySession::PromptCacheKey,
             "metadata.user_id" => BodySession::MetadataUserId,
+            "messages_prefix" => BodySession::MessagesPrefix,
             "none" => BodySession::None,
             other => {
                 return Err(format!(
-                    "expected previous_response_id, prompt_cache_key, metadata.user_id or none, found {other:?}"
+                    "expected previous_response_id, prompt_cache_key, metadata.user_id, messages_prefix or none, found {other:?}"
                 ))
             }
         })
@@ -354,8 +362,17 @@ impl BodySession {
                 .map(|p| sessions.chained(p)),
             BodySession::PromptCacheKey => info.prompt_cache_key.clone(),
             BodySession::MetadataUserId => info.user_id_session.clone(),
+            BodySession::MessagesPrefix => sessions.by_prefix(&info.prefixes),
             BodySession::None => None,
         }
+    }
+}
+
+impl Config {
+    /// A chat request without a session header is read whole and grouped by its messages.
+    pub fn groups_chat_by_prefix(&self) -> bool {
+        self.session_from_body
+            .contains(&BodySession::MessagesPrefix)
     }
 }
 

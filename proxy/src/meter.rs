@@ -411,6 +411,14 @@ impl Tap {
 impl Drop for Tap {
     fn drop(&mut self) {
         if !self.done {
+            let ended = self.timeline.as_ref().is_some_and(Timeline::done);
+            if ended && !self.ledger.cutting() {
+                // The response's end event (`[DONE]`, `response.completed`, `message_stop`)
+                // went to the client, which left before the server closed the stream (Codex
+                // does on `response.completed`): the turn is whole, not cancelled.
+                self.complete();
+                return;
+            }
             let (source, kind, message) = if self.ledger.cutting() {
                 (
                     ErrorSource::Internal,

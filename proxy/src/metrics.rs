@@ -16,6 +16,7 @@
 //! No session id, ever, as a label; `upstream` is bounded by the configured list, `route` by the
 //! fixed set in [`crate::route::Route`], `model` by the cap.
 
+use crate::route::Route;
 use parking_lot::Mutex;
 use prometheus::{
     Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Registry,
@@ -104,7 +105,8 @@ impl Metrics {
         let turn = TurnSeries::register(&r);
         // Exported from the first scrape: a model's own series appear with its first turn, and
         // a request that names no model is counted as `unknown`.
-        turn.streams_without_usage.with_label_values(&["unknown"]);
+        turn.streams_without_usage
+            .with_label_values(&["unknown", Route::Chat.label()]);
         let chunk_processing = chunk_processing_histogram(&r);
         Metrics {
             requests: req,
@@ -204,7 +206,8 @@ impl Metrics {
         if !llm {
             return;
         }
-        self.turn.observe(ms, model, rec.stream == Some(true));
+        self.turn
+            .observe(ms, model, route, rec.stream == Some(true));
     }
 
     /// The Prometheus text exposition.
@@ -287,10 +290,49 @@ mod tests {
         let text = String::from_utf8(Metrics::new().render()).unwrap();
         assert!(
             text.contains(
-                "tokentap_streams_without_usage_total{model=\"unknown\",source=\"wire\"} 0"
+                "tokentap_streams_without_usage_total{model=\"unknown\",route=\"/v1/chat/completions\",source=\"wire\"} 0"
             ),
             "{text}"
         );
+    }
+
+    /// The README's list of per-turn series and their labels is what the proxy exports: every
+    /// name, each series labelled by model and route (so each API's turns are timed apart).
+    #[test]
+    fn the_documented_turn_labels_are_the_exported_ones() {
+        let readme = include_str!("../README.md");
+        let labels = format!("`{{{}}}`", tokentap_core::metrics::TURN_LABELS.join(","));
+        assert!(readme.contains(&labels), "README lacks {labels}");
+        let m = Metrics::new();
+        let mut r = TurnRecord::new(Origin::Proxy, Anchor::default());
+        r.model = Some("m".into());
+        r.stream = Some(true);
+        r.measured.ttfb_ns = Some(1_000_000);
+        r.measured.ttft_ns = Some(2_000_000);
+        r.measured.e2e_ns = Some(9_000_000);
+        r.measured.tpot_ns = Some(1_000_000);
+        r.measured.prompt_tokens = Some(10);
+        r.measured.cached_tokens = Some(4);
+        r.measured.output_tokens = Some(3);
+        r.measured.reasoning_tokens = Some(1);
+        m.observe_turn(&r, Route::Responses.label(), true);
+        let text = String::from_utf8(m.render()).unwrap();
+        // The names as TurnSeries registers them.
+        let r = prometheus::Registry::new();
+        TurnSeries::register(&r).preset("m", Route::Responses.label());
+        let names: Vec<String> = r.gather().iter().map(|f| f.name().to_string()).collect();
+        assert_eq!(names.len(), 13, "{names:?}");
+        for name in &names {
+            assert!(readme.contains(&format!("`{name}`")), "README lacks {name}");
+            let series: Vec<&str> = text
+                .lines()
+                .filter(|l| l.starts_with(name) && l.contains("model=\"m\""))
+                .collect();
+            assert!(!series.is_empty(), "{name} not exported:\n{text}");
+            for l in series {
+                assert!(l.contains("route=\"/v1/responses\""), "{l}");
+            }
+        }
     }
 
     #[test]
@@ -319,22 +361,22 @@ mod tests {
         r.measured.cached_tokens = Some(64);
         m.observe_turn(&r, "/v1/chat/completions", true);
         r.model = Some("b".into());
-        m.observe_turn(&r, "/v1/chat/completions", true);
+        m.observe_turn(&r, "/v1/responses", true);
         let text = String::from_utf8(m.render()).unwrap();
         assert_eq!(
             line(
                 &text,
-                "tokentap_itl_seconds_count{model=\"a\",source=\"wire\"}"
+                "tokentap_itl_seconds_count{model=\"a\",route=\"/v1/chat/completions\",source=\"wire\"}"
             ),
-            "tokentap_itl_seconds_count{model=\"a\",source=\"wire\"} 3"
+            "tokentap_itl_seconds_count{model=\"a\",route=\"/v1/chat/completions\",source=\"wire\"} 3"
         );
         assert!(
-            text.contains("tokentap_itl_seconds_bucket{model=\"a\",source=\"wire\",le=\"0.01\"} 3")
+            text.contains("tokentap_itl_seconds_bucket{model=\"a\",route=\"/v1/chat/completions\",source=\"wire\",le=\"0.01\"} 3")
         );
-        assert!(text.contains("tokentap_inter_chunk_seconds_count{model=\"a\",source=\"wire\"} 1"));
-        assert!(text.contains("tokentap_cached_tokens_total{model=\"a\",source=\"wire\"} 64"));
+        assert!(text.contains("tokentap_inter_chunk_seconds_count{model=\"a\",route=\"/v1/chat/completions\",source=\"wire\"} 1"));
+        assert!(text.contains("tokentap_cached_tokens_total{model=\"a\",route=\"/v1/chat/completions\",source=\"wire\"} 64"));
         // The second model is over the cap of 1.
-        assert!(text.contains("tokentap_ttft_seconds_count{model=\"other\",source=\"wire\"} 1"));
+        assert!(text.contains("tokentap_ttft_seconds_count{model=\"other\",route=\"/v1/responses\",source=\"wire\"} 1"));
         assert!(line(&text, "tokentap_requests_total{").contains("upstream=\"u0\""));
         assert!(!text.contains("model=\"b\""));
     }

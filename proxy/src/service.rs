@@ -125,8 +125,10 @@ pub async fn handle(
     }
     let (mut parts, body) = req.into_parts();
     let headers = forward_headers(&shared.cfg, std::mem::take(&mut parts.headers), &parts.uri);
-    let body_session =
-        session.is_none() && route.has_body_session() && !shared.cfg.session_from_body.is_empty();
+    let body_session = session.is_none()
+        && (route.has_body_session()
+            || (route == Route::Chat && shared.cfg.groups_chat_by_prefix()))
+        && !shared.cfg.session_from_body.is_empty();
     let out = match prepare_body(&shared, &mut tap, route, parts, headers, body, body_session).await
     {
         Ok(out) => out,
@@ -310,6 +312,9 @@ async fn prepare_body(
         let b = read_limited(body, cfg.max_body_bytes, cfg.body_timeout).await?;
         let mut info = ReqInfo::parse(&b).unwrap_or_default();
         info.bytes = b.len() as u64;
+        if whole && route == Route::Chat {
+            info.prefixes = crate::sniff::message_prefixes(&b);
+        }
         let _ = cell.info.set(info);
         if shared.ledger.keep_bodies() {
             let _ = cell.content.set(b.clone());

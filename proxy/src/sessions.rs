@@ -98,6 +98,50 @@ struct Session {
     started: u32,
     in_flight: u32,
     turns: Vec<TurnSummary>,
+    split: TimeSplit,
+}
+
+/// Where a session's time goes: waiting on the model (at least one of its requests in flight)
+/// or between turns (none in flight: the agent's own tools and thinking, or a person).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct TimeSplit {
+    model_ns: u64,
+    between_ns: u64,
+    /// Since when a request has been in flight (while one is).
+    busy_since: Option<MonoNs>,
+    /// When the last request in flight ended.
+    idle_since: Option<MonoNs>,
+}
+
+impl TimeSplit {
+    fn start(&mut self, now: MonoNs, in_flight_before: u32) {
+        if in_flight_before == 0 {
+            if let Some(t) = self.idle_since.take() {
+                self.between_ns += now.saturating_sub(t);
+            }
+            self.busy_since = Some(now);
+        }
+    }
+
+    fn end(&mut self, now: MonoNs, in_flight_after: u32) {
+        if in_flight_after == 0 {
+            if let Some(t) = self.busy_since.take() {
+                self.model_ns += now.saturating_sub(t);
+            }
+            self.idle_since = Some(now);
+        }
+    }
+
+    /// (seconds waiting on the model, seconds between turns), up to `now`: a request in flight
+    /// counts to now; the time since the last one ended is not counted until the next starts
+    /// (it may be the session's end).
+    fn secs(&self, now: MonoNs) -> (f64, f64) {
+        let open = self.busy_since.map_or(0, |t| now.saturating_sub(t));
+        (
+            clock::secs(self.model_ns + open),
+            clock::secs(self.between_ns),
+        )
+    }
 }
 
 /// One line of `GET /sessions`.
@@ -110,10 +154,16 @@ pub struct SessionBrief {
     pub last_activity_wall_ns: u64,
     /// Seconds since the last request started or ended.
     pub idle_s: f64,
+    /// Seconds with at least one of the session's requests in flight: waiting on the model.
+    pub model_s: f64,
+    /// Seconds between its turns with none in flight: the agent's own time (tools, thinking, a
+    /// person), from a turn's end to the next turn's start.
+    pub between_turns_s: f64,
 }
 
 impl SessionBrief {
     fn of(id: &str, e: &Session, now: u64) -> SessionBrief {
+        let (model_s, between_turns_s) = e.split.secs(now);
         SessionBrief {
             id: id.to_string(),
             turns: e.started,
@@ -121,6 +171,8 @@ impl SessionBrief {
             first_seen_wall_ns: e.first_wall_ns,
             last_activity_wall_ns: e.last_wall_ns,
             idle_s: clock::secs(now.saturating_sub(e.last_mono)),
+            model_s,
+            between_turns_s,
         }
     }
 }
@@ -133,6 +185,9 @@ pub struct SessionDetail {
     pub in_flight: u32,
     pub first_seen_wall_ns: u64,
     pub last_activity_wall_ns: u64,
+    /// As in [`SessionBrief`]: waiting on the model, and between turns.
+    pub model_s: f64,
+    pub between_turns_s: f64,
     pub turns: Vec<TurnSummary>,
 }
 
@@ -150,6 +205,35 @@ pub struct Sessions {
     /// that (or the TTL) the oldest go, and a turn chained to a lost link starts a session
     /// named by its `previous_response_id`.
     links: DashMap<String, (String, MonoNs)>,
+    /// Chat conversations without an id: the hash of a request's messages → its session, so the
+    /// next request, whose messages begin with them, continues it. One entry per open
+    /// conversation (its last request's), bounded like `links`.
+    prefixes: DashMap<u64, (String, MonoNs)>,
+    /// Numbers the sessions `by_prefix` opens.
+    opened: AtomicU64,
+}
+
+/// Keeps a link table under `max` entries: past it, the entries older than the TTL go, then the
+/// oldest sixteenth.
+fn make_room_in<K: Eq + std::hash::Hash + Clone>(
+    map: &DashMap<K, (String, MonoNs)>,
+    max: usize,
+    ttl: u64,
+    now: MonoNs,
+) {
+    if map.len() < max {
+        return;
+    }
+    map.retain(|_, (_, t)| now.saturating_sub(*t) < ttl);
+    if map.len() < max {
+        return;
+    }
+    let mut ages: Vec<(MonoNs, K)> = map.iter().map(|e| (e.value().1, e.key().clone())).collect();
+    let k = (ages.len() / 16).max(1);
+    ages.select_nth_unstable_by_key(k - 1, |a| a.0);
+    for (_, id) in ages.into_iter().take(k) {
+        map.remove(&id);
+    }
 }
 
 /// The size a turn summary counts for.
@@ -167,30 +251,46 @@ impl Sessions {
             bytes: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             links: DashMap::new(),
+            prefixes: DashMap::new(),
+            opened: AtomicU64::new(0),
         }
     }
 
     /// Response `response_id` belongs to `session`.
     pub fn link(&self, response_id: &str, session: &str) {
         let now = clock::now();
-        if self.links.len() >= self.max {
-            let ttl = self.ttl_ns;
-            self.links.retain(|_, (_, t)| now.saturating_sub(*t) < ttl);
-            if self.links.len() >= self.max {
-                let mut ages: Vec<(MonoNs, String)> = self
-                    .links
-                    .iter()
-                    .map(|e| (e.value().1, e.key().clone()))
-                    .collect();
-                let k = (ages.len() / 16).max(1);
-                ages.select_nth_unstable(k - 1);
-                for (_, id) in ages.into_iter().take(k) {
-                    self.links.remove(&id);
-                }
-            }
-        }
+        make_room_in(&self.links, self.max, self.ttl_ns, now);
         self.links
             .insert(response_id.to_string(), (session.to_string(), now));
+    }
+
+    /// The session of a chat request without an id, from its message prefixes
+    /// ([`crate::sniff::message_prefixes`]): the session whose last request's messages are the
+    /// longest prefix of these (all of them: a retry), else a new one (`chat-` and 16 hex digits). This request
+    /// then stands for its session. `None` for a request without messages.
+    pub fn by_prefix(&self, prefixes: &[u64]) -> Option<String> {
+        let &whole = prefixes.last()?;
+        let now = clock::now();
+        // Longest first; the whole list itself is a retry of the same request.
+        let found = prefixes
+            .iter()
+            .rev()
+            .find_map(|h| self.prefixes.remove(h).map(|(_, (s, _))| s));
+        let session = found.unwrap_or_else(|| {
+            let n = self.opened.fetch_add(1, Ordering::Relaxed);
+            format!(
+                "chat-{:016x}",
+                tokentap_core::rng::mix(whole ^ n.rotate_left(32))
+            )
+        });
+        make_room_in(&self.prefixes, self.max, self.ttl_ns, now);
+        self.prefixes.insert(whole, (session.clone(), now));
+        Some(session)
+    }
+
+    /// Conversations followed by their messages now (one entry each).
+    pub fn prefix_entries(&self) -> usize {
+        self.prefixes.len()
     }
 
     /// The session a request continuing response `previous` belongs to: the linked one, else
@@ -225,6 +325,8 @@ impl Sessions {
         if let Some(mut s) = self.map.get_mut(id) {
             s.last_mono = now;
             s.last_wall_ns = wall;
+            let before = s.in_flight;
+            s.split.start(now, before);
             s.in_flight += 1;
             s.started += 1;
             return s.started - 1;
@@ -243,8 +345,11 @@ impl Sessions {
                 started: 0,
                 in_flight: 0,
                 turns: Vec::new(),
+                split: TimeSplit::default(),
             }
         });
+        let before = s.in_flight;
+        s.split.start(now, before);
         s.in_flight += 1;
         s.started += 1;
         s.started - 1
@@ -254,9 +359,12 @@ impl Sessions {
     pub fn end_turn(&self, id: &str, r: &TurnRecord) {
         let summary = TurnSummary::from_record(r);
         if let Some(mut s) = self.map.get_mut(id) {
-            s.last_mono = clock::now();
+            let now = clock::now();
+            s.last_mono = now;
             s.last_wall_ns = clock::wall_now();
             s.in_flight = s.in_flight.saturating_sub(1);
+            let after = s.in_flight;
+            s.split.end(now, after);
             if s.turns.len() < MAX_TURNS {
                 let b = turn_bytes(&summary);
                 s.bytes += b;
@@ -370,10 +478,13 @@ impl Sessions {
     }
 
     pub fn detail(&self, id: &str) -> Option<SessionDetail> {
+        let now = clock::now();
         self.map.get(id).map(|s| SessionDetail {
             id: id.to_string(),
             turns_started: s.started,
             in_flight: s.in_flight,
+            model_s: s.split.secs(now).0,
+            between_turns_s: s.split.secs(now).1,
             first_seen_wall_ns: s.first_wall_ns,
             last_activity_wall_ns: s.last_wall_ns,
             turns: s.turns.clone(),
@@ -454,6 +565,52 @@ mod tests {
         }
         let want: Vec<String> = (0..25).map(|i| format!("s{i:02}")).collect();
         assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn chat_conversations_are_followed_by_their_prefix() {
+        let t = Sessions::new(u64::MAX, 100, u64::MAX);
+        let p = |msgs: &[&str]| {
+            let body = serde_json::json!({ "messages": msgs.iter().map(|m| serde_json::json!({"role": "user", "content": m})).collect::<Vec<_>>() });
+            crate::sniff::message_prefixes(body.to_string().as_bytes())
+        };
+        // Two conversations sharing a system prompt, interleaved.
+        let a1 = t.by_prefix(&p(&["sys", "a"])).unwrap();
+        let b1 = t.by_prefix(&p(&["sys", "b"])).unwrap();
+        assert_ne!(a1, b1);
+        assert_eq!(
+            t.by_prefix(&p(&["sys", "b", "ans", "b2"])),
+            Some(b1.clone())
+        );
+        assert_eq!(
+            t.by_prefix(&p(&["sys", "a", "ans", "a2"])),
+            Some(a1.clone())
+        );
+        assert_eq!(
+            t.by_prefix(&p(&["sys", "a", "ans", "a2", "ans", "a3"])),
+            Some(a1.clone())
+        );
+        // One entry per open conversation.
+        assert_eq!(t.prefix_entries(), 2);
+        // The same first message again is a new conversation.
+        let a_again = t.by_prefix(&p(&["sys", "a"])).unwrap();
+        assert_ne!(a_again, a1);
+        assert!(t.by_prefix(&[]).is_none());
+    }
+
+    #[test]
+    fn time_splits_into_model_and_between_turns() {
+        let mut t = TimeSplit::default();
+        // Turn 1: 0..10; two overlapping requests 15..30 and 20..40; then 45..50 still open.
+        t.start(0, 0);
+        t.end(10, 0);
+        t.start(15, 0);
+        t.start(20, 1);
+        t.end(30, 1);
+        t.end(40, 0);
+        t.start(45, 0);
+        let (m, b) = t.secs(50);
+        assert_eq!((m, b), (clock::secs(10 + 25 + 5), clock::secs(5 + 5)));
     }
 
     #[test]

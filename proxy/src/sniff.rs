@@ -45,8 +45,35 @@ pub struct ReqInfo {
     pub previous_response_id: Option<String>,
     pub prompt_cache_key: Option<String>,
     pub user_id_session: Option<String>,
+    /// A chat request's message prefixes, hashed (`--session-from-body messages_prefix`):
+    /// element i is the hash of messages 0..=i ([`message_prefixes`]); empty unless asked for.
+    pub prefixes: Vec<u64>,
     /// Body size in bytes.
     pub bytes: u64,
+}
+
+/// The hashes of a chat request's message prefixes: element i covers messages 0..=i, each
+/// message by its bytes as sent (a client sends the history it sent before in the same bytes).
+/// Empty when the body has no `messages` array.
+pub fn message_prefixes(body: &[u8]) -> Vec<u64> {
+    #[derive(Deserialize)]
+    struct Msgs<'a> {
+        #[serde(borrow, default)]
+        messages: Option<Vec<&'a serde_json::value::RawValue>>,
+    }
+    let Ok(Msgs {
+        messages: Some(msgs),
+    }) = serde_json::from_slice::<Msgs>(body)
+    else {
+        return Vec::new();
+    };
+    let mut h = 0u64;
+    msgs.iter()
+        .map(|m| {
+            h = tokentap_core::rng::mix(h ^ tokentap_core::route::hash64(m.get().as_bytes()));
+            h
+        })
+        .collect()
 }
 
 impl ReqInfo {
@@ -75,6 +102,7 @@ impl ReqInfo {
                 .metadata
                 .and_then(|m| m.user_id)
                 .and_then(|u| claude_code_session(&u)),
+            prefixes: Vec::new(),
             bytes: body.len() as u64,
         })
     }

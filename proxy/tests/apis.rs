@@ -332,6 +332,98 @@ async fn sessions_from_the_body() {
     assert_eq!(recs[1].conversation_id.as_deref(), Some("hdr"));
 }
 
+/// Chat agents that send no session id: three conversations sharing a system prompt, their
+/// turns interleaved and concurrent, each request the whole history grown by the answer (as the
+/// agent's own copy) and a new message — each conversation one session, its turns numbered in
+/// order (`--session-from-body …,messages_prefix`); the default list leaves them unsessioned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_sessions_without_ids_are_followed_by_their_prefix() {
+    let s = sim(sim_cfg()).await;
+    let mut cfg = proxy_cfg(&[s.base_url()]);
+    cfg.session_from_body
+        .push(tokentap_proxy::config::BodySession::MessagesPrefix);
+    let p = proxy(cfg).await;
+    let c = client();
+    let base = p.base_url();
+    let system = json!({"role": "system", "content": "You are an agent. Be brief."});
+    let mut histories: Vec<Vec<Value>> = (0..3)
+        .map(|k| {
+            vec![
+                system.clone(),
+                json!({"role": "user", "content": format!("task {k}")}),
+            ]
+        })
+        .collect();
+    let turns = 3;
+    for turn in 0..turns {
+        // All three conversations' turn `turn` at once.
+        let sends = histories.iter().map(|h| {
+            let body = json!({"model": "tokentap-sim", "messages": h, "stream": true, "max_completion_tokens": 4});
+            send(&c, post_chat(&base, Bytes::from(body.to_string()), None))
+        });
+        let got = futures_util::future::join_all(sends).await;
+        for (k, g) in got.iter().enumerate() {
+            assert_eq!(g.status, 200);
+            let text: String = g
+                .text()
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+                .filter_map(|e| {
+                    e["choices"][0]["delta"]["content"]
+                        .as_str()
+                        .map(String::from)
+                })
+                .collect();
+            histories[k].push(json!({"role": "assistant", "content": text}));
+            histories[k]
+                .push(json!({"role": "user", "content": format!("task {k}, step {}", turn + 1)}));
+        }
+    }
+    let recs = p.wait_records(3 * turns).await;
+    let mut by_session: std::collections::BTreeMap<String, Vec<&TurnRecord>> = Default::default();
+    for r in &recs {
+        let id = r.conversation_id.clone().expect("a session");
+        assert!(id.starts_with("chat-"), "{id}");
+        by_session.entry(id).or_default().push(r);
+    }
+    assert_eq!(by_session.len(), 3, "{:?}", by_session.keys());
+    for (id, rs) in &by_session {
+        let mut idx: Vec<u32> = rs.iter().map(|r| r.turn_index).collect();
+        idx.sort();
+        assert_eq!(idx, [0, 1, 2], "{id}");
+        // Each session's requests grow: 2, 4, 6 messages.
+        let mut msgs: Vec<u32> = rs.iter().map(|r| r.messages.unwrap_or(0)).collect();
+        msgs.sort();
+        assert_eq!(msgs, [2, 4, 6], "{id}");
+    }
+    let (status, body) = admin_get(&p, "/sessions").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len(),
+        3,
+        "{body}"
+    );
+
+    // By default: no session from a chat body.
+    let q = proxy(proxy_cfg(&[s.base_url()])).await;
+    let body = json!({"model": "tokentap-sim", "messages": histories[0], "stream": true, "max_completion_tokens": 4});
+    assert_eq!(
+        send(
+            &c,
+            post_chat(&q.base_url(), Bytes::from(body.to_string()), None)
+        )
+        .await
+        .status,
+        200
+    );
+    assert_eq!(q.wait_records(1).await[0].conversation_id, None);
+}
+
 /// A stream of each API that breaks: an event that is not JSON, a clean end without the end
 /// event, the server's error event — each recorded `failed` with the reason.
 #[tokio::test]

@@ -355,3 +355,77 @@ async fn a_stream_that_goes_silent_is_cut_after_the_idle_timeout() {
     within(s.wait_finished(1)).await;
     assert!(!s.log()[0].finished);
 }
+
+/// A client that leaves once the response's end event reached it, before the server closed the
+/// stream (Codex does on `response.completed`): the turn is whole, `ok` — not cancelled.
+#[tokio::test]
+async fn a_client_leaving_after_the_end_event_has_a_whole_turn() {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let a = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let mut got = Vec::new();
+                // The request: head and its declared body.
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 {
+                        return;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&got);
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                            })
+                            .unwrap_or(0);
+                        if got.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                }
+                let events = concat!(
+                    "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"output\":[]}}\n\n",
+                    "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"m\",\"output_index\":0,\"content_index\":0,\"delta\":\"hi\"}\n\n",
+                    "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"status\":\"completed\",\"output\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1,\"total_tokens\":6}}}\n\n",
+                );
+                let _ = s
+                    .write_all(format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{events}\r\n", events.len()).as_bytes())
+                    .await;
+                let _ = s.flush().await;
+                // The stream stays open: the server has not closed it yet.
+                std::future::pending::<()>().await;
+            });
+        }
+    });
+    let p = proxy(proxy_cfg(&[format!("http://{a}")])).await;
+    let c = client();
+    let body = Bytes::from(json!({"model": "m", "input": "hi", "stream": true}).to_string());
+    let resp = c
+        .request(post(
+            &format!("{}/v1/responses", p.base_url()),
+            body,
+            Some("codex"),
+        ))
+        .await
+        .unwrap();
+    let mut body = resp.into_body();
+    let mut seen = String::new();
+    while !seen.contains("response.completed") {
+        let f = body.frame().await.unwrap().unwrap();
+        if let Some(d) = f.data_ref() {
+            seen.push_str(&String::from_utf8_lossy(d));
+        }
+    }
+    drop(body);
+    drop(c);
+    let rec = within(p.wait_records(1)).await.remove(0);
+    assert_eq!(rec.status, Status::Ok, "{:?}", rec.error);
+    assert!(rec.error.is_none());
+    assert_eq!(rec.measured.output_tokens, Some(1));
+}

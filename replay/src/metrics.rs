@@ -32,6 +32,9 @@ use tokentap_core::record::{ErrorSource, Status, TurnRecord};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+/// The route of every replay request (its series' `route` label).
+const CHAT_ROUTE: &str = "/v1/chat/completions";
+
 /// The client-side registry.
 pub struct ClientMetrics {
     registry: Registry,
@@ -62,7 +65,7 @@ impl ClientMetrics {
     /// Exports the per-turn series of the run's model (`--model`) at 0 before the first turn.
     pub fn preset_model(&self, model: &str) {
         let mut cap = self.models.lock();
-        self.turn.preset(cap.label(model));
+        self.turn.preset(cap.label(model), CHAT_ROUTE);
     }
 
     pub fn new() -> ClientMetrics {
@@ -169,7 +172,8 @@ impl ClientMetrics {
             ])
             .inc();
         // Every replay request streams.
-        self.turn.observe(&rec.measured, model, true);
+        let route = rec.route.as_deref().unwrap_or(CHAT_ROUTE);
+        self.turn.observe(&rec.measured, model, route, true);
     }
 
     /// The text exposition; scrape-time gauges are refreshed from `counters` first.
@@ -269,7 +273,7 @@ mod tests {
         m.turn_recorded(&r);
         let text = String::from_utf8(m.render(&Counters::default())).unwrap();
         assert!(
-            text.contains("tokentap_ttft_seconds_count{model=\"m\",source=\"client\"} 1"),
+            text.contains("tokentap_ttft_seconds_count{model=\"m\",route=\"/v1/chat/completions\",source=\"client\"} 1"),
             "{text}"
         );
         assert!(text.contains("tokentap_turns_total{event=\"completed\",source=\"client\"} 1"));
@@ -282,9 +286,9 @@ mod tests {
         m.preset_model("m");
         let text = String::from_utf8(m.render(&Counters::default())).unwrap();
         for n in [
-            "tokentap_streams_without_usage_total{model=\"m\",source=\"client\"} 0",
-            "tokentap_output_tokens_total{model=\"m\",source=\"client\"} 0",
-            "tokentap_ttft_seconds_count{model=\"m\",source=\"client\"} 0",
+            "tokentap_streams_without_usage_total{model=\"m\",route=\"/v1/chat/completions\",source=\"client\"} 0",
+            "tokentap_output_tokens_total{model=\"m\",route=\"/v1/chat/completions\",source=\"client\"} 0",
+            "tokentap_ttft_seconds_count{model=\"m\",route=\"/v1/chat/completions\",source=\"client\"} 0",
         ] {
             assert!(text.contains(n), "{n} missing:\n{text}");
         }
