@@ -75,9 +75,20 @@ impl LlamaServer {
     /// Starts llama-server on a free loopback port (`--port 0`) and waits until it has logged both
     /// `model loaded` and `listening on URL` (this version logs them in that order).
     fn start() -> LlamaServer {
+        LlamaServer::start_with(&[])
+    }
+
+    /// As [`LlamaServer::start`], with `scripts/llama-server args` given `env` (`NP`: slots,
+    /// `CTX`: context shared by them).
+    fn start_with(env: &[(&str, &str)]) -> LlamaServer {
         let bin = script("llama-server", &["bin"]);
         let model = model_dir().join("model.gguf");
-        let args: Vec<String> = script("llama-server", &["args"])
+        let out = Command::new(repo().join("scripts/llama-server"))
+            .arg("args")
+            .envs(env.iter().copied())
+            .output()
+            .expect("scripts/llama-server runs");
+        let args: Vec<String> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(String::from)
             .collect();
@@ -159,12 +170,29 @@ impl Drop for LlamaServer {
 
 /// A proxy in front of `upstream`, recording to `dir` with AIPerf's id headers.
 async fn proxy(upstream: &str, dir: &Path, session_header: &str) -> Proxy {
+    proxy_with(
+        upstream,
+        dir,
+        &[
+            "--record-header",
+            "X-Request-ID",
+            "--record-header",
+            "X-Correlation-ID",
+            "--session-header",
+            session_header,
+        ],
+    )
+    .await
+}
+
+/// A proxy in front of `upstream` recording to `dir`, with `args` besides.
+async fn proxy_with(upstream: &str, dir: &Path, args: &[&str]) -> Proxy {
     #[derive(clap::Parser)]
     struct P {
         #[command(flatten)]
         o: tokentap_proxy::Opts,
     }
-    let p = <P as clap::Parser>::try_parse_from([
+    let mut argv = vec![
         "proxy",
         "--listen",
         "127.0.0.1:0",
@@ -174,14 +202,9 @@ async fn proxy(upstream: &str, dir: &Path, session_header: &str) -> Proxy {
         upstream,
         "--records",
         dir.to_str().expect("temp paths are UTF-8"),
-        "--record-header",
-        "X-Request-ID",
-        "--record-header",
-        "X-Correlation-ID",
-        "--session-header",
-        session_header,
-    ])
-    .expect("proxy options parse");
+    ];
+    argv.extend_from_slice(args);
+    let p = <P as clap::Parser>::try_parse_from(argv).expect("proxy options parse");
     let mut cfg = tokentap_proxy::Config::from_opts(&p.o).expect("valid proxy options");
     cfg.keep_records = true;
     Proxy::start(cfg).await.expect("the proxy starts")
@@ -1032,9 +1055,10 @@ impl Drop for Tokentap {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_and_anthropic_sdks_through_proxy_to_sim() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let sim = SimServer::start(sim_config())
-        .await
-        .expect("the sim starts");
+    let mut cfg = sim_config();
+    // A reasoning model: the Responses API thinks, the Messages API when asked.
+    cfg.modes.reasoning_fraction = 0.3;
+    let sim = SimServer::start(cfg).await.expect("the sim starts");
     let px = proxy(&sim.base_url(), dir.path(), "X-Session-ID").await;
     let base = px.base_url();
     let out = tokio::task::spawn_blocking(move || {
@@ -1051,11 +1075,41 @@ async fn the_openai_and_anthropic_sdks_through_proxy_to_sim() {
         String::from_utf8_lossy(&out.stderr)
     );
     let seen: Value = serde_json::from_slice(&out.stdout).expect("the agent's JSON line");
-    let recs = px.wait_records(5).await;
+    let recs = px.wait_records(8).await;
     let (resp, msgs): (Vec<&TurnRecord>, Vec<&TurnRecord>) = recs
         .iter()
         .partition(|r| r.route.as_deref() == Some("/v1/responses"));
-    assert_eq!((resp.len(), msgs.len()), (2, 3));
+    assert_eq!((resp.len(), msgs.len()), (3, 5));
+    // The SDK's accumulating helper finished every item: its final response has the text the
+    // deltas gave, and the tool turn called the offered function with arguments its schema takes.
+    for s in seen["responses"].as_array().unwrap() {
+        assert_eq!(s["final_text"], s["text"], "{s}");
+    }
+    let call = &seen["responses"][2]["calls"][0];
+    assert_eq!(call[0], "shell", "{seen}");
+    let argv = call[1]["command"].as_array().expect("an argv array");
+    assert_eq!(
+        argv[..2],
+        [Value::from("bash"), Value::from("-lc")],
+        "{call}"
+    );
+    // Thinking asked for: signed blocks; `display: omitted` sends the signature, not the text.
+    for s in &seen["messages"].as_array().unwrap()[3..] {
+        let blocks = s["thinking"].as_array().expect("thinking blocks");
+        assert!(!blocks.is_empty(), "{s}");
+        for b in blocks {
+            assert!(!b["signature"].as_str().unwrap().is_empty(), "{s}");
+            assert_eq!(
+                b["text"].as_str().unwrap().is_empty(),
+                s["display"] == "omitted",
+                "{s}"
+            );
+        }
+    }
+    // Without `thinking` in the request, no thinking block.
+    for s in &seen["messages"].as_array().unwrap()[..3] {
+        assert!(!s["blocks"].to_string().contains("thinking"), "{s}");
+    }
     let first = seen["responses"][0]["id"].as_str().expect("a response id");
     for (i, (r, s)) in resp
         .iter()
@@ -1111,7 +1165,7 @@ async fn the_openai_and_anthropic_sdks_through_proxy_to_sim() {
         lines += text.lines().count();
         assert!(!text.contains("SECRET"), "an API key was written");
     }
-    assert_eq!(lines, 5);
+    assert_eq!(lines, 8);
     sim.shutdown().await;
 }
 
@@ -1262,4 +1316,403 @@ fn compare_cli_reads_mlperf_and_inference_perf_fixtures() {
     assert_eq!(code, 0, "{table}");
     assert_eq!(report["counts"]["by_time"], 3);
     assert_eq!(report["schema"], "tokentap-compare/1");
+}
+
+// ---------------------------------------------------------------------------------------------
+// real agents
+
+/// A proxy in front of `upstream` with its default session fields (the agents' own headers and
+/// body fields) and `--record-content`, recording to `dir`.
+async fn agent_proxy(upstream: &str, dir: &Path) -> Proxy {
+    proxy_with(upstream, dir, &["--record-content"]).await
+}
+
+/// The sim as an agent's model: fast, an agent's loop (a tool call on each new prompt, an answer
+/// after its result), room to finish every answer, any model name.
+fn agent_sim() -> SimConfig {
+    let mut c = sim_config();
+    c.output.max_tokens = 4096;
+    c.modes.tool_call_per_prompt = true;
+    c.refuse_other_models = false;
+    c.capture_bodies = true;
+    c
+}
+
+/// Runs `scripts/agents AGENT BASE WORK TASK` (with `env`) on a blocking thread: (exit code,
+/// stdout, stderr).
+async fn run_agent(
+    agent: &'static str,
+    base: String,
+    work: PathBuf,
+    task: &'static str,
+    env: &'static [(&'static str, &'static str)],
+) -> (i32, String, String) {
+    tokio::task::spawn_blocking(move || {
+        let out = Command::new(repo().join("scripts/agents"))
+            .arg(agent)
+            .arg(&base)
+            .arg(&work)
+            .arg(task)
+            .env("TOKENTAP_AGENT_MODEL", "tokentap-sim")
+            .envs(env.iter().copied())
+            .output()
+            .expect("scripts/agents runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    })
+    .await
+    .expect("agent thread")
+}
+
+/// What an agent's own output says it did: its visible answer, the tool calls it executed, and
+/// its usage (prompt, cached, output tokens) where it prints one.
+#[derive(Debug, Default)]
+struct AgentSaid {
+    answer: String,
+    tools_run: usize,
+    usage: Option<(u64, u64, u64)>,
+}
+
+fn agent_said(agent: &str, stdout: &str) -> AgentSaid {
+    let mut s = AgentSaid::default();
+    if agent == "claude" {
+        let v: Value = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("Claude Code's --output-format json: {e}\n{stdout}"));
+        // Its visible answer, or on an error the message it printed.
+        s.answer = v["result"].as_str().unwrap_or("").to_string();
+        // Turns beyond the first are the model's answers to tool results.
+        s.tools_run = v["num_turns"].as_u64().unwrap_or(0).saturating_sub(1) as usize;
+        // Every request's usage, summed per model (`usage` is the main loop's alone).
+        let (mut prompt, mut cached, mut output) = (0, 0, 0);
+        for u in v["modelUsage"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(_, u)| u)
+        {
+            let n = |k: &str| u[k].as_u64().unwrap_or(0);
+            prompt += n("inputTokens") + n("cacheReadInputTokens") + n("cacheCreationInputTokens");
+            cached += n("cacheReadInputTokens");
+            output += n("outputTokens");
+        }
+        s.usage = Some((prompt, cached, output));
+        return s;
+    }
+    for line in stdout.lines().filter(|l| l.starts_with('{')) {
+        let v: Value = serde_json::from_str(line).expect("a Codex --json event");
+        match (v["type"].as_str(), v["item"]["type"].as_str()) {
+            (Some("item.completed"), Some("agent_message")) => {
+                s.answer = v["item"]["text"].as_str().unwrap_or("").to_string();
+            }
+            (Some("item.completed"), Some("command_execution")) => s.tools_run += 1,
+            (Some("turn.completed"), _) => {
+                let u = &v["usage"];
+                let n = |k: &str| u[k].as_u64().unwrap_or(0);
+                s.usage = Some((
+                    n("input_tokens"),
+                    n("cached_input_tokens"),
+                    n("output_tokens"),
+                ));
+            }
+            _ => {}
+        }
+    }
+    s
+}
+
+/// The records of `dir` on an LLM route.
+fn llm_records(dir: &Path) -> Vec<TurnRecord> {
+    let mut recs = Vec::new();
+    for f in std::fs::read_dir(dir).expect("records dir") {
+        recs.extend(read_records(&f.expect("entry").path()));
+    }
+    recs.retain(|r| {
+        matches!(
+            r.route.as_deref(),
+            Some("/v1/messages" | "/v1/responses" | "/v1/chat/completions")
+        )
+    });
+    recs.sort_by_key(|r| r.anchor.wall_ns);
+    recs
+}
+
+/// `tokentap ARGS`: (exit code, stdout, stderr).
+fn tokentap(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("tokentap runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// A chat message's text: a string, or its text parts joined.
+fn text_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+        _ => String::new(),
+    }
+}
+
+/// The agent's last request in chat form, as capture keeps it: its system and developer
+/// messages joined into the system prompt, consecutive user messages one (their texts in order).
+fn as_captured(api: tokentap_core::events::Api, body: &Value) -> (String, Vec<(String, String)>) {
+    let conv = tokentap_core::convert::request(api, body);
+    let mut system = Vec::new();
+    let mut rest: Vec<(String, String)> = Vec::new();
+    for m in conv.messages {
+        let role = m["role"].as_str().unwrap_or("").to_string();
+        let text = text_of(&m["content"]);
+        match role.as_str() {
+            "system" | "developer" => system.push(text),
+            "user" if rest.last().is_some_and(|(r, _)| r == "user") => {
+                rest.last_mut().expect("a last").1.push_str(&text);
+            }
+            _ => rest.push((role, text)),
+        }
+    }
+    system.retain(|s| !s.is_empty());
+    (system.join(tokentap_dataset::capture::SYSTEM_JOIN), rest)
+}
+
+/// One agent on a small task in a scratch directory through the proxy to the sim: the agent
+/// finishes with a visible answer after running a tool; the proxy has a record of every request,
+/// all of one session, no key; capture makes one trajectory that validates and replays with the
+/// messages the agent sent.
+async fn agent_through_proxy_to_sim(agent: &'static str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (records, work) = (dir.path().join("records"), dir.path().join("work"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("notes.txt"), "tokentap was here\n").unwrap();
+    let sim = SimServer::start(agent_sim()).await.expect("the sim starts");
+    let px = agent_proxy(&sim.base_url(), &records).await;
+    let (code, stdout, stderr) = run_agent(
+        agent,
+        px.base_url(),
+        work.clone(),
+        "List the files in this directory with a shell command, then say what you found.",
+        &[],
+    )
+    .await;
+    let report = px.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(
+        code, 0,
+        "{agent} failed:\n{stdout}\n{stderr}\n=> if it is missing, run scripts/install-test-deps"
+    );
+    let said = agent_said(agent, &stdout);
+    assert!(
+        !said.answer.trim().is_empty(),
+        "{agent} showed no answer:\n{stdout}"
+    );
+    assert!(said.tools_run >= 1, "{agent} ran no tool:\n{stdout}");
+    assert_eq!(report.seen, report.written, "every request has its record");
+    let recs = llm_records(&records);
+    assert!(recs.len() >= 2, "a tool turn and an answer: {}", recs.len());
+    let sessions: std::collections::BTreeSet<_> =
+        recs.iter().map(|r| r.conversation_id.clone()).collect();
+    assert_eq!(sessions.len(), 1, "one session: {sessions:?}");
+    assert!(sessions.iter().all(Option::is_some), "{sessions:?}");
+    for r in &recs {
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+    }
+    for f in std::fs::read_dir(&records).unwrap() {
+        let text = std::fs::read_to_string(f.unwrap().path()).unwrap();
+        assert!(!text.contains("sk-test"), "an API key was recorded");
+    }
+
+    // Capture: one trajectory, valid, one client turn per LLM request.
+    let cap = dir.path().join("cap.jsonl");
+    let (code, _, err) = tokentap(&[
+        "dataset".as_ref(),
+        "capture".as_ref(),
+        "--records".as_ref(),
+        records.as_os_str(),
+        "-o".as_ref(),
+        cap.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("captured 1 trajectories"), "{err}");
+    let (code, _, err) = tokentap(&["dataset".as_ref(), "validate".as_ref(), cap.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    let ds = tokentap_dataset::Dataset::parse(&cap, &std::fs::read_to_string(&cap).unwrap())
+        .expect("the captured dataset parses");
+    assert_eq!(ds.conversations.len(), 1);
+    let conv = &ds.conversations[0];
+    assert_eq!(conv.client_turns().count(), recs.len(), "{err}");
+    // Every client row after the first carries the wire's gap before its request.
+    for i in conv.client_turns().skip(1) {
+        let d = conv.rows[i].delay_seconds.expect("a delay");
+        assert!(d > 0.0, "row {i}: delay {d}");
+    }
+
+    // Replay: the last request carries the agent's own messages.
+    let replay_sim = SimServer::start(agent_sim()).await.expect("the sim starts");
+    let out = dir.path().join("replay");
+    let (code, stdout, err) = tokentap(&[
+        "replay".as_ref(),
+        "--endpoint".as_ref(),
+        replay_sim.base_url().as_ref(),
+        "--dataset".as_ref(),
+        cap.as_os_str(),
+        "--model".as_ref(),
+        "tokentap-sim".as_ref(),
+        "--out".as_ref(),
+        out.as_os_str(),
+        "--quiet".as_ref(),
+    ]);
+    // 3: a run too short and unsalted to be valid; measured all the same.
+    assert!(code == 0 || code == 3, "{stdout}{err}");
+    let log = replay_sim.log();
+    let bodies: Vec<Value> = log
+        .iter()
+        .filter_map(|r| r.body.as_deref())
+        .map(|b| serde_json::from_slice(b).expect("a JSON body"))
+        .collect();
+    assert_eq!(bodies.len(), recs.len());
+    let last = recs.last().unwrap();
+    let api = match last.route.as_deref() {
+        Some("/v1/responses") => tokentap_core::events::Api::Responses,
+        _ => tokentap_core::events::Api::Messages { input_total: false },
+    };
+    let sent = last.content.as_ref().expect("content")["request"].clone();
+    let (system, messages) = as_captured(api, &sent);
+    let replayed = &bodies[bodies.len() - 1]["messages"];
+    let mut got = replayed.as_array().unwrap().iter();
+    if !system.is_empty() {
+        let s = got.next().expect("a system message");
+        assert_eq!(s["role"], "system");
+        assert_eq!(text_of(&s["content"]), system);
+    }
+    let got: Vec<(String, String)> = got
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_string(),
+                text_of(&m["content"]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got, messages,
+        "the replay's last request carries the agent's messages"
+    );
+    let (agent_bytes, replay_bytes) = (
+        serde_json::to_vec(&sent).unwrap().len(),
+        serde_json::to_vec(&bodies[bodies.len() - 1]).unwrap().len(),
+    );
+    // Prompt tokens per turn (the sim's stand-in count of the rendered prompt): the agent's
+    // requests, then the replay's.
+    let replayed_recs = read_records(&out.join("records.jsonl"));
+    let prompts = |rs: &[TurnRecord]| -> Vec<u64> {
+        rs.iter().filter_map(|r| r.measured.prompt_tokens).collect()
+    };
+    eprintln!(
+        "{agent}: {} requests, {} tools run, {} client rows; last body {} B sent, {} B replayed ({:.2}); prompt tokens per turn {:?} sent, {:?} replayed",
+        recs.len(),
+        said.tools_run,
+        conv.client_turns().count(),
+        agent_bytes,
+        replay_bytes,
+        replay_bytes as f64 / agent_bytes as f64,
+        prompts(&recs),
+        prompts(&replayed_recs)
+    );
+    replay_sim.shutdown().await;
+    sim.shutdown().await;
+}
+
+/// Claude Code (npm, pinned) on a small task through the proxy to the sim's Messages API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_through_proxy_to_sim_is_measured_captured_and_replayed() {
+    let _one = SERIAL.lock().await;
+    agent_through_proxy_to_sim("claude").await;
+}
+
+/// Codex CLI (npm, pinned) on a small task through the proxy to the sim's Responses API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_through_proxy_to_sim_is_measured_captured_and_replayed() {
+    let _one = SERIAL.lock().await;
+    agent_through_proxy_to_sim("codex").await;
+}
+
+/// Both agents through the proxy to a real server (llama-server, tiny model, one 32k slot): a
+/// visible answer from its real Responses and Messages streams, a record of every request, and
+/// the records' token totals equal to what the agent itself counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_and_codex_through_proxy_to_llama_server() {
+    let _one = SERIAL.lock().await;
+    // One slot of the model's whole 32k context; answers Codex does not cap cut at 48 tokens
+    // (the tiny model babbles to the cap, and an agent sends it all back next turn).
+    let server =
+        tokio::task::spawn_blocking(|| LlamaServer::start_with(&[("NP", "1"), ("NPREDICT", "48")]))
+            .await
+            .expect("server thread");
+    for agent in ["codex", "claude"] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (records, work) = (dir.path().join("records"), dir.path().join("work"));
+        std::fs::create_dir_all(&work).unwrap();
+        let px = agent_proxy(server.url.trim_end_matches("/v1"), &records).await;
+        // Claude Code with its shell tool alone and short answers: its whole prompt (~36,000 of
+        // the tiny model's tokens: a small vocabulary) would not fit the model's 32k context.
+        let env: &'static [(&str, &str)] = if agent == "claude" {
+            &[
+                ("TOKENTAP_AGENT_ARGS", "--tools Bash"),
+                ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "256"),
+            ]
+        } else {
+            &[]
+        };
+        let (code, stdout, stderr) = run_agent(agent, px.base_url(), work, "Say hello.", env).await;
+        let report = px.shutdown(Duration::from_secs(5)).await;
+        let said = agent_said(agent, &stdout);
+        if agent == "codex" {
+            assert_eq!(
+                code,
+                0,
+                "{agent} failed:\n{stdout}\n{stderr}\nserver:\n{}",
+                server.log_tail()
+            );
+            assert!(
+                !said.answer.is_empty(),
+                "{agent} showed no answer:\n{stdout}"
+            );
+        } else {
+            // The tiny random model never ends an answer by itself: every answer reaches the
+            // cap, and Claude Code reports that as its error, after reading each stream to its
+            // `max_tokens` stop — the real server's Messages stream, read whole through the proxy.
+            assert!(
+                said.answer.contains("output token maximum"),
+                "{agent}:\n{stdout}\n{stderr}\nserver:\n{}",
+                server.log_tail()
+            );
+        }
+        assert_eq!(report.seen, report.written);
+        let recs = llm_records(&records);
+        assert!(!recs.is_empty());
+        for r in &recs {
+            assert_eq!(r.status, Status::Ok, "{r:?}");
+        }
+        let sum = |f: fn(&TurnRecord) -> Option<u64>| recs.iter().filter_map(f).sum::<u64>();
+        let wire = (
+            sum(|r| r.measured.prompt_tokens),
+            sum(|r| r.measured.cached_tokens),
+            sum(|r| r.measured.output_tokens),
+        );
+        assert_eq!(
+            Some(wire),
+            said.usage,
+            "{agent}: the records' totals are the agent's"
+        );
+        eprintln!(
+            "{agent} via llama-server: {} requests; (prompt, cached, output) tokens: records {wire:?}, the agent's own {:?}",
+            recs.len(),
+            said.usage
+        );
+    }
 }
