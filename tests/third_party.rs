@@ -1608,10 +1608,13 @@ async fn agent_through_proxy_to_sim(agent: &'static str) {
     );
     // Prompt tokens per turn (the sim's stand-in count of the rendered prompt): the agent's
     // requests, then the replay's.
-    let replayed_recs = read_records(&out.join("records.jsonl"));
-    let prompts = |rs: &[TurnRecord]| -> Vec<u64> {
-        rs.iter().filter_map(|r| r.measured.prompt_tokens).collect()
-    };
+    let mut replayed: Vec<(u64, u64)> = log.iter().map(|r| (r.seq, r.prompt_tokens)).collect();
+    replayed.sort();
+    let replayed: Vec<u64> = replayed.into_iter().map(|r| r.1).collect();
+    let sent: Vec<u64> = recs
+        .iter()
+        .filter_map(|r| r.measured.prompt_tokens)
+        .collect();
     eprintln!(
         "{agent}: {} requests, {} tools run, {} client rows; last body {} B sent, {} B replayed ({:.2}); prompt tokens per turn {:?} sent, {:?} replayed",
         recs.len(),
@@ -1620,8 +1623,8 @@ async fn agent_through_proxy_to_sim(agent: &'static str) {
         agent_bytes,
         replay_bytes,
         replay_bytes as f64 / agent_bytes as f64,
-        prompts(&recs),
-        prompts(&replayed_recs)
+        sent,
+        replayed
     );
     replay_sim.shutdown().await;
     sim.shutdown().await;
