@@ -148,8 +148,11 @@ impl Submitter {
             ("system", &self.system),
         ] {
             if !dir_name_ok(v) {
+                let shown: String = v.chars().take(80).collect();
                 out.push(format!(
-                    "`{field}`: {v:?} is a directory name: letters, digits, `.`, `_`, `-`, not empty, not `.` or `..`"
+                    "`{field}`: {shown:?}{} is a directory name: letters, digits, `.`, `_`, `-`, not empty, not `.` or `..`, at most {MAX_DIR_NAME} bytes (it has {})",
+                    if v.chars().count() > 80 { "…" } else { "" },
+                    v.len()
                 ));
             }
         }
@@ -216,8 +219,13 @@ impl Submitter {
     }
 }
 
+/// The longest directory name the tree's names may be: a file name's limit on Linux filesystems
+/// (NAME_MAX, 255 bytes), where writing a longer one fails.
+const MAX_DIR_NAME: usize = 255;
+
 fn dir_name_ok(s: &str) -> bool {
     !s.is_empty()
+        && s.len() <= MAX_DIR_NAME
         && s != "."
         && s != ".."
         && s.chars()
@@ -470,6 +478,31 @@ mod tests {
         std::fs::write(&p, "organization: x\n").unwrap();
         let e = Submitter::load(&p).unwrap_err().to_string();
         assert!(e.contains("tokentap submission template"), "{e}");
+    }
+
+    /// A name longer than a file name may be is refused when the file is loaded, not when the
+    /// tree is written (ENAMETOOLONG).
+    #[test]
+    fn a_name_too_long_for_a_directory_is_refused_at_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.yaml");
+        let long = "o".repeat(5000);
+        std::fs::write(
+            &p,
+            TEMPLATE.replacen("organization: my-org", &format!("organization: {long}"), 1),
+        )
+        .unwrap();
+        let e = Submitter::load(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("`organization`") && e.contains("at most 255 bytes (it has 5000)"),
+            "{e}"
+        );
+        assert!(
+            e.len() < 1000,
+            "the name is not echoed whole: {} bytes",
+            e.len()
+        );
+        assert!(dir_name_ok(&"o".repeat(255)));
     }
 
     #[test]
