@@ -84,7 +84,21 @@ impl ReqInfo {
         if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
             return None;
         }
-        let raw: RawReq = serde_json::from_slice(body).ok()?;
+        let raw: RawReq = match serde_json::from_slice(body) {
+            Ok(raw) => raw,
+            // A key given twice (`{"prompt_cache_key":"a","prompt_cache_key":"b"}`): which one
+            // the server takes is not ours to guess, so that field is taken as absent — the
+            // next session field then names the session — and the rest is read as usual.
+            Err(e) if e.to_string().starts_with("duplicate field") => {
+                let msg = e.to_string();
+                let field = msg.split('`').nth(1).unwrap_or("");
+                let mut v: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_slice(body).ok()?;
+                v.remove(field);
+                serde_json::from_value(serde_json::Value::Object(v)).ok()?
+            }
+            Err(_) => return None,
+        };
         let so = raw.stream_options.unwrap_or_default();
         Some(ReqInfo {
             model: raw.model,
@@ -144,18 +158,48 @@ struct RawReq {
     /// Responses API: a string (one message) or an array of items.
     #[serde(default)]
     input: Option<Count>,
-    #[serde(default)]
+    /// The session fields: a value that is not a string names no session (the next field
+    /// may), and does not spoil the rest of the request.
+    #[serde(default, deserialize_with = "string_only")]
     previous_response_id: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "string_only")]
     prompt_cache_key: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object_only")]
     metadata: Option<RawMetadata>,
 }
 
 #[derive(Deserialize, Default)]
 struct RawMetadata {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "string_only")]
     user_id: Option<String>,
+}
+
+/// A string, or `None` for any other JSON value.
+fn string_only<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        S(String),
+        Other(IgnoredAny),
+    }
+    Ok(match Either::deserialize(d)? {
+        Either::S(s) => Some(s),
+        Either::Other(_) => None,
+    })
+}
+
+/// The metadata object, or `None` for any other JSON value.
+fn object_only<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RawMetadata>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        M(RawMetadata),
+        Other(IgnoredAny),
+    }
+    Ok(match Either::deserialize(d)? {
+        Either::M(m) => Some(m),
+        Either::Other(_) => None,
+    })
 }
 
 #[derive(Deserialize, Default)]
@@ -427,6 +471,28 @@ mod tests {
             Some("s-1")
         );
         assert_eq!(claude_code_session("alice@example.com"), None);
+    }
+
+    /// A session field that is not a string, or given twice, names no session; the next field
+    /// does, and the rest of the request is read.
+    #[test]
+    fn odd_session_fields_give_way_to_the_next() {
+        let i = ReqInfo::parse(
+            br#"{"model":"m","input":"hi","previous_response_id":42,"prompt_cache_key":"conv-9"}"#,
+        )
+        .unwrap();
+        assert_eq!(i.previous_response_id, None);
+        assert_eq!(i.prompt_cache_key.as_deref(), Some("conv-9"));
+        assert_eq!(i.model.as_deref(), Some("m"));
+        let i = ReqInfo::parse(
+            br#"{"model":"m","input":"hi","prompt_cache_key":"a","prompt_cache_key":"b","metadata":{"user_id":"user_x_account_y_session_s-2"}}"#,
+        )
+        .unwrap();
+        assert_eq!(i.prompt_cache_key, None);
+        assert_eq!(i.user_id_session.as_deref(), Some("s-2"));
+        assert_eq!((i.model.as_deref(), i.messages), (Some("m"), Some(1)));
+        let i = ReqInfo::parse(br#"{"model":"m","metadata":"x","max_tokens":3}"#).unwrap();
+        assert_eq!((i.user_id_session, i.max_tokens), (None, Some(3)));
     }
 
     #[test]
