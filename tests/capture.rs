@@ -622,3 +622,45 @@ async fn the_commands_capture_validate_compare_and_refuse() {
         "{err}"
     );
 }
+
+/// Outputs the proxy let go (`--max-event-bytes`) under `--record-content`: the requests are
+/// still recorded, capture uses the agent's own copy of each answer from its next request and
+/// says so — the records are not taken for records without content.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outputs_past_the_event_limit_are_taken_from_the_next_request() {
+    let dir = temp_dir("capture-omitted");
+    let d = dir.clone();
+    let stack = Stack::proxied(capturing_sim(), move |c| {
+        c.record_content = true;
+        c.records_dir = Some(d);
+        c.max_event_bytes = 256;
+    })
+    .await;
+    let mut rc = stack.replay_config(Some(&dir.join("run")));
+    rc.concurrency = 1;
+    let out = tokentap_replay::run_with(
+        rc,
+        synth_dataset(1, 0, 0.05),
+        ProgressMode::Off,
+        std::future::pending(),
+    )
+    .await
+    .unwrap();
+    let n = out.summary.counts.total as usize;
+    assert!(n >= 2, "{n}");
+    stack.proxy.wait_records(n).await;
+    stack.shutdown(Duration::from_secs(5)).await;
+    let (file, report) = capture_dir(&dir);
+    let text = report.render();
+    assert_eq!(report.trajectories, 1, "{text}");
+    assert!(
+        text.contains("--max-event-bytes was not recorded"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("recorded without --record-content"),
+        "{text}"
+    );
+    let captured = Dataset::load(&file).expect("validates");
+    assert_eq!(captured.conversations[0].client_turns().count(), n);
+}

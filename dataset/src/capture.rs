@@ -537,6 +537,12 @@ fn turn_of(rec: &TurnRecord, report: &mut Report, with_content: &mut u64) -> Opt
         report.note("system or developer messages joined into the one system prompt (in order, a blank line between)");
     }
     let output = match content.get("response") {
+        // The proxy let an oversized output go (`--max-event-bytes`): the agent's own copy in
+        // its next request stands in; the last turn of a session has none.
+        _ if content.get("output_omitted").is_some() => {
+            report.note("an output larger than the proxy's --max-event-bytes was not recorded (the agent's copy in its next request is used)");
+            None
+        }
         Some(body) => convert::response(api, body, &mut dropped),
         None => {
             let text = |k: &str| {

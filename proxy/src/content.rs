@@ -34,6 +34,18 @@ pub fn build(api: Api, request: Option<&Bytes>, response: &[Bytes]) -> Value {
     v
 }
 
+/// The content of a request whose output passed `--max-event-bytes`: the request, and
+/// `output_omitted` saying why the output is not there.
+pub fn omitted(request: Option<&Bytes>, limit: usize) -> Value {
+    let req = request
+        .and_then(|b| serde_json::from_slice::<Value>(b).ok())
+        .unwrap_or(Value::Null);
+    json!({
+        "request": req,
+        "output_omitted": format!("the output passed --max-event-bytes ({limit} bytes) and was not kept"),
+    })
+}
+
 /// The frames of a body as one buffer (no copy for a single frame).
 pub(crate) fn concat_frames(frames: &[Bytes]) -> Bytes {
     match frames {

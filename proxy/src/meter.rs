@@ -80,6 +80,8 @@ pub struct Tap {
     /// Bytes held in `Reader::Json` and in `content`: each bounded by `--max-event-bytes`.
     held_json: usize,
     held_content: usize,
+    /// `--record-content`: the output passed `--max-event-bytes` and was let go.
+    content_omitted: bool,
     /// A JSON body or the kept output let go past `--max-event-bytes` (SSE events are counted
     /// by the framer).
     oversized: u32,
@@ -111,6 +113,7 @@ impl Tap {
             content: None,
             held_json: 0,
             held_content: 0,
+            content_omitted: false,
             oversized: 0,
             passed_unedited: 0,
             done: false,
@@ -212,7 +215,9 @@ impl Tap {
         if let Some(c) = self.content.as_mut() {
             self.held_content += data.len();
             if self.held_content > self.ledger.max_event_bytes {
+                // The output is let go; the request is still recorded, and says so.
                 self.content = None;
+                self.content_omitted = true;
                 self.oversized += 1;
             } else {
                 c.push(data.clone());
@@ -363,12 +368,11 @@ impl Tap {
         }
         let sse = self.sse;
         let frames = self.content.take();
+        let request = self.cell.as_ref().and_then(|c| c.content.get());
         if let Some(frames) = frames.as_ref().filter(|_| ledger.record_content) {
-            rec.content = Some(crate::content::build(
-                self.api,
-                self.cell.as_ref().and_then(|c| c.content.get()),
-                frames,
-            ));
+            rec.content = Some(crate::content::build(self.api, request, frames));
+        } else if self.content_omitted && ledger.record_content {
+            rec.content = Some(crate::content::omitted(request, ledger.max_event_bytes));
         }
         if self.session_from_response && rec.conversation_id.is_none() {
             if let Some(id) = rec.measured.response_id.clone() {

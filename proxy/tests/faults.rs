@@ -429,3 +429,35 @@ async fn a_client_leaving_after_the_end_event_has_a_whole_turn() {
     assert!(rec.error.is_none());
     assert_eq!(rec.measured.output_tokens, Some(1));
 }
+
+/// `--record-content` with an output past `--max-event-bytes`: the output is let go, the
+/// request is still recorded and the record says why the output is missing.
+#[tokio::test]
+async fn an_oversized_output_keeps_its_request_in_the_content() {
+    let mut cfg = sim_cfg();
+    cfg.output.mean_tokens = 600.0;
+    cfg.output.sigma = 0.0;
+    let s = sim(cfg).await;
+    let mut pc = proxy_cfg(&[s.base_url()]);
+    pc.record_content = true;
+    pc.max_event_bytes = 1024;
+    let p = proxy(pc).await;
+    let got = send(
+        &client(),
+        post(&url(&p), chat(true, 600, json!({})), Some("big")),
+    )
+    .await;
+    assert_eq!(got.status, 200);
+    let rec = within(p.wait_records(1)).await.remove(0);
+    assert_eq!(rec.status, Status::Ok);
+    let content = rec.content.expect("content");
+    assert!(content["request"]["messages"].is_array(), "{content}");
+    assert!(
+        content["output_omitted"]
+            .as_str()
+            .is_some_and(|w| w.contains("--max-event-bytes (1024 bytes)")),
+        "{content}"
+    );
+    assert!(content.get("output").is_none());
+    assert!(rec.oversized_events.is_some());
+}
