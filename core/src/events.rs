@@ -464,7 +464,12 @@ fn messages(data: &[u8], input_total: bool) -> Result<Event<'_>, serde_json::Err
         "\"message_start\"" => {
             if let Some(m) = e.message.as_ref() {
                 ev.id = m.id;
-                info.usage = m.usage.as_ref().map(|u| u.usage(input_total));
+                // Its `output_tokens` is a placeholder (0 or 1) before any output: the count is
+                // `message_delta`'s; a stream cut before that one counts its chunks instead.
+                info.usage = m.usage.as_ref().map(|u| Usage {
+                    completion_tokens: None,
+                    ..u.usage(input_total)
+                });
             }
         }
         "\"message_delta\"" => {
@@ -605,6 +610,10 @@ mod tests {
         assert_eq!(s.id.map(RawValue::get), Some("\"msg_1\""));
         let u = s.info.usage.unwrap();
         assert_eq!((u.prompt_tokens, u.cached_tokens), (Some(25), Some(20)));
+        assert_eq!(
+            u.completion_tokens, None,
+            "message_start's output count is a placeholder"
+        );
         let total = Api::Messages { input_total: true }
             .parse(br#"{"type":"message_start","message":{"usage":{"input_tokens":25,"cache_read_input_tokens":20}}}"#)
             .unwrap();

@@ -469,6 +469,7 @@ async fn broken_streams_are_failed_with_the_reason() {
             vec![
                 b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_t\",\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n",
                 b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hel\"}}\n\n",
+                b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"lo\"}}\n\n",
             ],
             "stream_without_done",
             "message_stop",
@@ -507,10 +508,16 @@ async fn broken_streams_are_failed_with_the_reason() {
         assert_eq!(got.status, 200);
         let r = p.wait_records(1).await.remove(0);
         assert_eq!(r.status, Status::Failed, "{api:?} {kind}: {r:?}");
-        let e = r.error.unwrap();
+        let e = r.error.clone().unwrap();
         assert_eq!(e.kind, kind, "{e:?}");
         assert!(e.message.contains(says), "{e:?}");
         assert!(r.measured.response_id.is_some());
+        if api == Api::Messages && kind == "stream_without_done" {
+            // Cut before `message_delta`: `message_start`'s output count (a placeholder) is not
+            // taken; the two text chunks that arrived are counted.
+            assert_eq!(r.measured.output_tokens, Some(2), "{r:?}");
+            assert_eq!(r.measured.prompt_tokens, Some(3));
+        }
     }
 }
 
