@@ -105,8 +105,11 @@ pub struct ChunkInfo {
     pub usage: Option<Usage>,
     /// The chunk is an error object (`{"error": ...}` or `"object": "error"`).
     pub error: bool,
-    /// The engine's per-request `metrics`, when the chunk carries them.
+    /// The engine's per-request `metrics`, when the chunk carries them as vLLM documents them.
     pub engine: Option<EngineMetrics>,
+    /// A `metrics` member that is not what vLLM documents (not an object, a field that is not
+    /// a finite number): ignored, and why — the rest of the chunk (its usage) is read as usual.
+    pub engine_ignored: Option<&'static str>,
     /// The API's end-of-response event (the Responses API's `response.completed`,
     /// `response.incomplete` or `response.failed`; the Messages API's `message_stop`): what
     /// `data: [DONE]` is to a chat stream (crate::events).
@@ -138,7 +141,11 @@ impl ChunkInfo {
             reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
         });
         info.error = raw.error.is_some() || raw.object.is_some_and(|o| o.get() == "\"error\"");
-        info.engine = raw.metrics;
+        match raw.metrics {
+            Some(Metrics::Valid(m)) => info.engine = Some(m),
+            Some(Metrics::Ignored(why)) => info.engine_ignored = Some(why),
+            None => {}
+        }
         Ok((info, raw.id))
     }
 }
@@ -170,7 +177,80 @@ struct RawChunk<'a> {
     #[serde(default, borrow)]
     id: Option<&'a RawValue>,
     #[serde(default)]
-    metrics: Option<EngineMetrics>,
+    metrics: Option<Metrics>,
+}
+
+/// A chunk's `metrics` member: vLLM's object, or why it is not one.
+enum Metrics {
+    Valid(EngineMetrics),
+    Ignored(&'static str),
+}
+
+impl<'de> Deserialize<'de> for Metrics {
+    /// Reads the object field by field, each value as its raw text: a value that is not a finite
+    /// number (a string, an object, `1e999`) or a `metrics` that is not an object (an array read
+    /// by position, a string) marks the whole member ignored, never fails the chunk.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Metrics;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("vLLM's metrics object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Metrics, A::Error> {
+                let mut m = EngineMetrics::default();
+                let mut bad = None;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let raw: &RawValue = map.next_value()?;
+                    let slot = match key.as_ref() {
+                        "time_to_first_token_ms" => &mut m.time_to_first_token_ms,
+                        "queue_time_ms" => &mut m.queue_time_ms,
+                        "generation_time_ms" => &mut m.generation_time_ms,
+                        "mean_itl_ms" => &mut m.mean_itl_ms,
+                        "tokens_per_second" => &mut m.tokens_per_second,
+                        _ => continue,
+                    };
+                    match raw.get() {
+                        "null" => {}
+                        text => match text.parse::<f64>() {
+                            Ok(x) if x.is_finite() && !text.starts_with('"') => *slot = Some(x),
+                            _ => bad = Some("a field of metrics is not a finite number"),
+                        },
+                    }
+                }
+                Ok(match bad {
+                    Some(why) => Metrics::Ignored(why),
+                    None => Metrics::Valid(m),
+                })
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Metrics, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Metrics::Ignored("metrics is not an object"))
+            }
+            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Metrics, E> {
+                Ok(Metrics::Ignored("metrics is not an object"))
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Metrics, E> {
+                Ok(Metrics::Ignored("metrics is not an object"))
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Metrics, E> {
+                Ok(Metrics::Ignored("metrics is not an object"))
+            }
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Metrics, E> {
+                Ok(Metrics::Ignored("metrics is not an object"))
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Metrics, E> {
+                Ok(Metrics::Ignored("metrics is not an object"))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize)]
@@ -374,6 +454,22 @@ mod tests {
         assert_eq!(e.queue_time_ms, Some(12.3));
         assert_eq!(e.mean_itl_ms, None);
         assert!(p(r#"{"choices":[],"metrics":null}"#).engine.is_none());
+        // Not what vLLM documents: ignored with the reason, the usage kept.
+        for bad in [
+            r#""abc""#,
+            r#"[1,2,3]"#,
+            r#"{"queue_time_ms":{"x":1}}"#,
+            r#"{"queue_time_ms":"12"}"#,
+            r#"{"time_to_first_token_ms":1e999}"#,
+            r#"7"#,
+        ] {
+            let i = p(&format!(
+                r#"{{"choices":[],"usage":{{"prompt_tokens":4,"completion_tokens":2}},"metrics":{bad}}}"#
+            ));
+            assert!(i.engine.is_none(), "{bad}");
+            assert!(i.engine_ignored.is_some(), "{bad}");
+            assert_eq!(i.usage.unwrap().prompt_tokens, Some(4), "{bad}");
+        }
     }
 
     #[test]

@@ -137,11 +137,20 @@ pub struct Measured {
     /// (the proxy's `--inject-metrics` asks for it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_metrics: Option<EngineMetrics>,
+    /// Why the engine's `metrics` were not taken: not what vLLM documents (not an object, a
+    /// field not a finite number), or impossible for this turn (negative, or queue + time to
+    /// first token beyond the turn's own TTFT). No split is made from them then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_metrics_refused: Option<String>,
     /// TTFT as measured here, split by the engine's own timing: its queue, its prefill and first
     /// token, and the rest — outside the engine (network, proxy, the server's front end).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_split: Option<TtftSplit>,
 }
+
+/// How far the engine's queue + time to first token may pass the turn's own TTFT before they
+/// are taken as impossible: its figures are rounded milliseconds of another clock.
+pub const CLOCK_SLACK_MS: f64 = 1.0;
 
 /// [`Measured::ttft_split`]: TTFT = `queue_ms` + `engine_ms` + `outside_ms`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -150,8 +159,9 @@ pub struct TtftSplit {
     pub queue_ms: f64,
     /// Scheduling to the first token inside the engine (`time_to_first_token_ms`).
     pub engine_ms: f64,
-    /// TTFT here less both: what the engine did not see. Negative only when the clocks
-    /// disagree (the engine's own TTFT longer than the wire's).
+    /// TTFT here less both: what the engine did not see. At most [`CLOCK_SLACK_MS`] below zero
+    /// (the engine's milliseconds rounded, its clock not ours); metrics that would make it less
+    /// are refused (`engine_metrics_refused`).
     pub outside_ms: f64,
 }
 
@@ -160,15 +170,39 @@ fn is_zero(v: &u32) -> bool {
 }
 
 impl Measured {
-    /// TTFT split by the engine's own timing, when both are known.
+    /// TTFT split by the engine's own timing, when both are known and possible.
     pub fn split_ttft(&self) -> Option<TtftSplit> {
         let e = self.engine_metrics?;
         let (queue_ms, engine_ms) = (e.queue_time_ms?, e.time_to_first_token_ms?);
         let ttft_ms = self.ttft_ns? as f64 / 1e6;
-        Some(TtftSplit {
-            queue_ms,
-            engine_ms,
-            outside_ms: ttft_ms - queue_ms - engine_ms,
+        let outside_ms = ttft_ms - queue_ms - engine_ms;
+        (queue_ms >= 0.0 && engine_ms >= 0.0 && outside_ms >= -CLOCK_SLACK_MS).then_some(
+            TtftSplit {
+                queue_ms,
+                engine_ms,
+                outside_ms,
+            },
+        )
+    }
+
+    /// Why the engine's metrics are impossible for this turn, if they are: a negative time, or
+    /// more time in the engine before the first token than the turn's whole TTFT.
+    fn impossible_engine_metrics(&self) -> Option<String> {
+        let e = self.engine_metrics?;
+        let fields = [
+            ("time_to_first_token_ms", e.time_to_first_token_ms),
+            ("queue_time_ms", e.queue_time_ms),
+            ("generation_time_ms", e.generation_time_ms),
+            ("mean_itl_ms", e.mean_itl_ms),
+            ("tokens_per_second", e.tokens_per_second),
+        ];
+        if let Some((name, v)) = fields.iter().find(|(_, v)| v.is_some_and(|x| x < 0.0)) {
+            return Some(format!("{name} is negative ({})", v.unwrap_or_default()));
+        }
+        let (q, t) = (e.queue_time_ms?, e.time_to_first_token_ms?);
+        let ttft_ms = self.ttft_ns? as f64 / 1e6;
+        (q + t > ttft_ms + CLOCK_SLACK_MS).then(|| {
+            format!("queue_time_ms + time_to_first_token_ms = {:.3} ms, beyond the turn's own TTFT of {ttft_ms:.3} ms", q + t)
         })
     }
 
@@ -315,6 +349,9 @@ impl Timeline {
         if ev.info.engine.is_some() {
             self.m.engine_metrics = ev.info.engine;
         }
+        if let Some(why) = ev.info.engine_ignored {
+            self.m.engine_metrics_refused = Some(why.to_string());
+        }
         if ev.info.error && self.m.stream_error.is_none() {
             self.m.stream_error = Some(
                 ev.detail
@@ -417,6 +454,9 @@ impl Timeline {
             if n > 1 {
                 self.m.tpot_ns = Some(e2e.saturating_sub(ttft) / (n - 1));
             }
+        }
+        if let Some(why) = self.m.impossible_engine_metrics() {
+            self.m.engine_metrics_refused = Some(why);
         }
         self.m.ttft_split = self.m.split_ttft();
         self.m

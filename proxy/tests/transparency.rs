@@ -419,3 +419,73 @@ async fn inject_metrics_splits_ttft_yet_the_client_gets_the_direct_bytes() {
         .iter()
         .all(|r| r.measured.ttft_split.unwrap().queue_ms < 5.0));
 }
+
+/// `--inject-metrics` against a server whose `metrics` are not what vLLM documents (a string, an
+/// array, a nested object, a non-number) or impossible for the turn (negative; more engine time
+/// than the turn's TTFT): the usage is kept, the injected usage chunk never reaches a client that
+/// did not ask for usage, and the record says why the metrics were not taken — no TTFT split.
+#[tokio::test]
+async fn inject_metrics_refuses_what_vllm_does_not_document() {
+    let cases: [(&'static [u8], &str); 6] = [
+        (b"\"abc\"", "not an object"),
+        (b"[1,2,3]", "not an object"),
+        (
+            b"{\"queue_time_ms\":{\"x\":1},\"time_to_first_token_ms\":1}",
+            "not a finite number",
+        ),
+        (
+            b"{\"queue_time_ms\":\"3\",\"time_to_first_token_ms\":1}",
+            "not a finite number",
+        ),
+        (
+            b"{\"queue_time_ms\":-5,\"time_to_first_token_ms\":1}",
+            "negative",
+        ),
+        (
+            b"{\"queue_time_ms\":1e15,\"time_to_first_token_ms\":1}",
+            "beyond the turn's own TTFT",
+        ),
+    ];
+    let c = client();
+    for (metrics, why) in cases {
+        let last: &'static [u8] = Box::leak(
+            [
+                &b"data: {\"id\":\"c1\",\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":2,\"total_tokens\":9},\"metrics\":"[..],
+                metrics,
+                b"}\n\n",
+            ]
+            .concat()
+            .into_boxed_slice(),
+        );
+        let up = split_upstream(vec![
+            b"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\n",
+            b"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"},\"finish_reason\":\"stop\"}]}\n\n",
+            last,
+            b"data: [DONE]\n\n",
+        ])
+        .await;
+        let mut cfg = proxy_cfg(&[up]);
+        cfg.inject_usage = true;
+        cfg.inject_metrics = true;
+        let p = proxy(cfg).await;
+        let got = send(&c, post_chat(&p.base_url(), chat(true, 9, json!({})), None)).await;
+        assert_eq!(got.status, 200);
+        let text = got.text();
+        assert!(
+            !text.contains("\"choices\":[]"),
+            "{why}: the client did not ask for usage:\n{text}"
+        );
+        assert!(!text.contains("metrics"), "{why}:\n{text}");
+        let r = p.wait_records(1).await.remove(0);
+        assert_eq!(r.status, Status::Ok, "{why}");
+        assert_eq!(r.measured.prompt_tokens, Some(7), "{why}: usage kept");
+        assert_eq!(r.measured.output_tokens, Some(2), "{why}");
+        let refused = r
+            .measured
+            .engine_metrics_refused
+            .clone()
+            .unwrap_or_default();
+        assert!(refused.contains(why), "{why}: {refused:?}");
+        assert!(r.measured.ttft_split.is_none(), "{why}");
+    }
+}
