@@ -12,7 +12,7 @@ use tokentap_dataset::capture::{capture, CaptureError, Options, StandIn, Tokens}
 use tokentap_dataset::{Dataset, Role};
 use tokentap_replay::ProgressMode;
 use tokentap_sim::SimConfig;
-use tokentap_testkit::data::{synth_dataset, temp_dir};
+use tokentap_testkit::data::{captured_form, synth_dataset, temp_dir};
 use tokentap_testkit::proxy::{client, post, send};
 use tokentap_testkit::topology::{sim_cfg, Stack};
 
@@ -141,42 +141,6 @@ async fn a_captured_run_replays_to_the_same_bodies() {
         first, second,
         "the captured dataset replays to the same request bodies"
     );
-}
-
-/// Chat messages as capture keeps them: every system message joined, in order, into the one
-/// system prompt first; consecutive user messages one, their texts as content parts.
-fn captured_form(messages: Vec<Value>) -> Value {
-    let text = |m: &Value| match &m["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(p) => p.iter().filter_map(|x| x["text"].as_str()).collect(),
-        _ => String::new(),
-    };
-    let parts = |m: &Value| match &m["content"] {
-        Value::String(s) => vec![json!({"type": "text", "text": s})],
-        Value::Array(p) => p.clone(),
-        _ => Vec::new(),
-    };
-    let system: Vec<String> = messages
-        .iter()
-        .filter(|m| m["role"] == "system")
-        .map(text)
-        .filter(|t| !t.is_empty())
-        .collect();
-    let mut out: Vec<Value> = Vec::new();
-    if !system.is_empty() {
-        out.push(json!({"role": "system", "content": system.join("\n\n")}));
-    }
-    for m in messages.into_iter().filter(|m| m["role"] != "system") {
-        match out.last_mut() {
-            Some(last) if last["role"] == "user" && m["role"] == "user" => {
-                let mut p = parts(last);
-                p.extend(parts(&m));
-                last["content"] = Value::Array(p);
-            }
-            _ => out.push(m),
-        }
-    }
-    Value::Array(out)
 }
 
 fn body(v: Value) -> Bytes {

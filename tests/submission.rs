@@ -10,7 +10,7 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use tokentap_dataset::synth::{synth, SynthConfig};
+use tokentap_dataset::synth::SynthConfig;
 use tokentap_sim::{SimConfig, SimServer};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tokentap");
@@ -115,8 +115,8 @@ fn a_sweep_writes_a_tree_the_official_checker_accepts() {
     // Full-size outputs (their mean with the golden tokenizer is inside Qwen's OSL gate), short
     // trajectories.
     let data = d.join("dataset.jsonl");
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&data).unwrap());
-    synth(
+    tokentap_testkit::data::write_synth(
+        &data,
         &SynthConfig {
             coding: 3,
             workflow: 3,
@@ -124,11 +124,7 @@ fn a_sweep_writes_a_tree_the_official_checker_accepts() {
             depth_scale: 0.3,
             ..SynthConfig::default()
         },
-        &mut f,
-    )
-    .unwrap();
-    std::io::Write::flush(&mut f).unwrap();
-    drop(f);
+    );
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut cfg = SimConfig::zero_delay();
     cfg.answer_from = Some(data.clone());
@@ -408,8 +404,8 @@ fn a_submission_tree_holds_one_sweeps_points() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let data = d.join("dataset.jsonl");
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&data).unwrap());
-    synth(
+    tokentap_testkit::data::write_synth(
+        &data,
         &SynthConfig {
             coding: 2,
             workflow: 2,
@@ -417,11 +413,7 @@ fn a_submission_tree_holds_one_sweeps_points() {
             depth_scale: 0.2,
             ..SynthConfig::default()
         },
-        &mut f,
-    )
-    .unwrap();
-    std::io::Write::flush(&mut f).unwrap();
-    drop(f);
+    );
     let rt = tokio::runtime::Runtime::new().unwrap();
     let sim = rt
         .block_on(SimServer::start(SimConfig::zero_delay()))

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokentap_compare::{Format, Verdict};
 use tokentap_core::record::{Status, TurnRecord};
-use tokentap_dataset::synth::{synth, SynthConfig};
+use tokentap_dataset::synth::SynthConfig;
 use tokentap_proxy::Proxy;
 use tokentap_sim::{SimConfig, SimServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -316,12 +316,6 @@ fn jsonl_lines(path: &Path) -> usize {
         .count()
 }
 
-fn write_dataset(path: &Path, cfg: &SynthConfig) {
-    let mut w = std::io::BufWriter::new(std::fs::File::create(path).expect("temp dir is writable"));
-    synth(cfg, &mut w).expect("synth writes");
-    std::io::Write::flush(&mut w).expect("flush");
-}
-
 /// Runs our replay client in-process; returns its records file.
 async fn replay(endpoint: &str, dataset: &Path, out: &Path, extra: &[&str]) -> PathBuf {
     let mut args: Vec<String> = vec![
@@ -439,7 +433,7 @@ async fn replay_through_proxy_to_llama_server_shows_cache_reuse_salting_and_agre
         scale: 0.1,
         ..SynthConfig::default()
     };
-    write_dataset(&dataset, &synth_cfg);
+    tokentap_testkit::data::write_synth(&dataset, &synth_cfg);
     let per_pass = 3u64;
 
     // Salted, two passes, one conversation at a time.
@@ -1210,7 +1204,7 @@ async fn our_replay_passes_its_own_check_against_the_proxy() {
         2,
     );
     let dataset = dir.path().join("dataset.jsonl");
-    write_dataset(
+    tokentap_testkit::data::write_synth(
         &dataset,
         &SynthConfig {
             seed: 5,
@@ -1461,25 +1455,20 @@ fn text_of(v: &Value) -> String {
     }
 }
 
-/// The agent's last request in chat form, as capture keeps it: its system and developer
-/// messages joined into the system prompt, consecutive user messages one (their texts in order).
+/// The agent's last request in chat form, as capture keeps it (`captured_form`): the system
+/// prompt, then each other message's role and text.
 fn as_captured(api: tokentap_core::events::Api, body: &Value) -> (String, Vec<(String, String)>) {
-    let conv = tokentap_core::convert::request(api, body);
-    let mut system = Vec::new();
-    let mut rest: Vec<(String, String)> = Vec::new();
-    for m in conv.messages {
-        let role = m["role"].as_str().unwrap_or("").to_string();
-        let text = text_of(&m["content"]);
-        match role.as_str() {
-            "system" | "developer" => system.push(text),
-            "user" if rest.last().is_some_and(|(r, _)| r == "user") => {
-                rest.last_mut().expect("a last").1.push_str(&text);
-            }
-            _ => rest.push((role, text)),
+    let form =
+        tokentap_testkit::data::captured_form(tokentap_core::convert::request(api, body).messages);
+    let mut system = String::new();
+    let mut rest = Vec::new();
+    for m in form.as_array().expect("an array") {
+        match m["role"].as_str().unwrap_or("") {
+            "system" => system = text_of(&m["content"]),
+            role => rest.push((role.to_string(), text_of(&m["content"]))),
         }
     }
-    system.retain(|s| !s.is_empty());
-    (system.join(tokentap_dataset::capture::SYSTEM_JOIN), rest)
+    (system, rest)
 }
 
 /// One agent on a small task in a scratch directory through the proxy to the sim: the agent

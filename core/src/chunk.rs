@@ -187,69 +187,38 @@ enum Metrics {
 }
 
 impl<'de> Deserialize<'de> for Metrics {
-    /// Reads the object field by field, each value as its raw text: a value that is not a finite
-    /// number (a string, an object, `1e999`) or a `metrics` that is not an object (an array read
-    /// by position, a string) marks the whole member ignored, never fails the chunk.
+    /// Reads the member as raw JSON, then each known field's raw text: a value that is not a
+    /// finite number (a string, an object, `1e999`) or a `metrics` that is not an object (an
+    /// array read by position, a string) marks the whole member ignored, never fails the chunk.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Metrics;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("vLLM's metrics object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<Metrics, A::Error> {
-                let mut m = EngineMetrics::default();
-                let mut bad = None;
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    let raw: &RawValue = map.next_value()?;
-                    let slot = match key.as_ref() {
-                        "time_to_first_token_ms" => &mut m.time_to_first_token_ms,
-                        "queue_time_ms" => &mut m.queue_time_ms,
-                        "generation_time_ms" => &mut m.generation_time_ms,
-                        "mean_itl_ms" => &mut m.mean_itl_ms,
-                        "tokens_per_second" => &mut m.tokens_per_second,
-                        _ => continue,
-                    };
-                    match raw.get() {
-                        "null" => {}
-                        text => match text.parse::<f64>() {
-                            Ok(x) if x.is_finite() && !text.starts_with('"') => *slot = Some(x),
-                            _ => bad = Some("a field of metrics is not a finite number"),
-                        },
+        let raw: &RawValue = Deserialize::deserialize(d)?;
+        type Fields<'a> = std::collections::BTreeMap<std::borrow::Cow<'a, str>, &'a RawValue>;
+        let Ok(fields) = serde_json::from_str::<Fields<'_>>(raw.get()) else {
+            return Ok(Metrics::Ignored("metrics is not an object"));
+        };
+        let mut m = EngineMetrics::default();
+        for (key, value) in &fields {
+            let slot = match key.as_ref() {
+                "time_to_first_token_ms" => &mut m.time_to_first_token_ms,
+                "queue_time_ms" => &mut m.queue_time_ms,
+                "generation_time_ms" => &mut m.generation_time_ms,
+                "mean_itl_ms" => &mut m.mean_itl_ms,
+                "tokens_per_second" => &mut m.tokens_per_second,
+                _ => continue,
+            };
+            match value.get() {
+                "null" => {}
+                t => match t.parse::<f64>() {
+                    Ok(x) if x.is_finite() => *slot = Some(x),
+                    _ => {
+                        return Ok(Metrics::Ignored(
+                            "a field of metrics is not a finite number",
+                        ))
                     }
-                }
-                Ok(match bad {
-                    Some(why) => Metrics::Ignored(why),
-                    None => Metrics::Valid(m),
-                })
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<Metrics, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Metrics::Ignored("metrics is not an object"))
-            }
-            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Metrics, E> {
-                Ok(Metrics::Ignored("metrics is not an object"))
-            }
-            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Metrics, E> {
-                Ok(Metrics::Ignored("metrics is not an object"))
-            }
-            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Metrics, E> {
-                Ok(Metrics::Ignored("metrics is not an object"))
-            }
-            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Metrics, E> {
-                Ok(Metrics::Ignored("metrics is not an object"))
-            }
-            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Metrics, E> {
-                Ok(Metrics::Ignored("metrics is not an object"))
+                },
             }
         }
-        d.deserialize_any(V)
+        Ok(Metrics::Valid(m))
     }
 }
 

@@ -192,8 +192,8 @@ struct Turn {
 /// A trajectory being built.
 struct Traj {
     id: String,
-    /// The session it came from.
-    session: String,
+    /// Its session's line in [`Report::per_session`].
+    report_at: usize,
     rows: Vec<Map<String, Value>>,
     /// The messages the rows stand for (the agent's history so far).
     sent: Vec<Value>,
@@ -257,6 +257,9 @@ pub fn capture(
         }
         report.sessions += 1;
         finish_traj(&mut s, &mut report);
+        for t in &mut s.done {
+            t.report_at = report.per_session.len();
+        }
         all.append(&mut s.done);
         report.per_session.push(s.report);
     }
@@ -303,11 +306,7 @@ fn write_trajectories(
                 report.trajectories += 1;
                 report.rows += c.rows.len() as u64;
                 report.client_rows += c.client_turns().count() as u64;
-                if let Some(p) = report
-                    .per_session
-                    .iter_mut()
-                    .find(|p| p.session == t.session)
-                {
+                if let Some(p) = report.per_session.get_mut(t.report_at) {
                     p.trajectories += 1;
                     p.client_rows += c.client_turns().count() as u64;
                 }
@@ -318,11 +317,7 @@ fn write_trajectories(
                     })?;
             }
             Err(e) => {
-                if let Some(p) = report
-                    .per_session
-                    .iter_mut()
-                    .find(|p| p.session == t.session)
-                {
+                if let Some(p) = report.per_session.get_mut(t.report_at) {
                     p.left_out += 1;
                 }
                 let first = e.0.first().map(|e| {
@@ -596,7 +591,7 @@ fn new_traj(s: &mut Session, turn: &Turn) -> Traj {
     };
     Traj {
         id,
-        session: s.id.clone(),
+        report_at: 0,
         rows: Vec::new(),
         sent: Vec::new(),
         tools: turn.tools.clone(),
@@ -1040,7 +1035,7 @@ mod tests {
     fn an_empty_content_beside_tool_calls_is_kept_as_sent() {
         let mut t = Traj {
             id: "c".into(),
-            session: "c".into(),
+            report_at: 0,
             rows: Vec::new(),
             sent: Vec::new(),
             tools: None,

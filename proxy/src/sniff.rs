@@ -160,44 +160,30 @@ struct RawReq {
     input: Option<Count>,
     /// The session fields: a value that is not a string names no session (the next field
     /// may), and does not spoil the rest of the request.
-    #[serde(default, deserialize_with = "string_only")]
+    #[serde(default, deserialize_with = "lenient")]
     previous_response_id: Option<String>,
-    #[serde(default, deserialize_with = "string_only")]
+    #[serde(default, deserialize_with = "lenient")]
     prompt_cache_key: Option<String>,
-    #[serde(default, deserialize_with = "object_only")]
+    #[serde(default, deserialize_with = "lenient")]
     metadata: Option<RawMetadata>,
 }
 
 #[derive(Deserialize, Default)]
 struct RawMetadata {
-    #[serde(default, deserialize_with = "string_only")]
+    #[serde(default, deserialize_with = "lenient")]
     user_id: Option<String>,
 }
 
-/// A string, or `None` for any other JSON value.
-fn string_only<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+/// A `T`, or `None` for a JSON value of another shape (which does not spoil the rest).
+fn lenient<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
-    enum Either {
-        S(String),
+    enum Either<T> {
+        Is(T),
         Other(IgnoredAny),
     }
-    Ok(match Either::deserialize(d)? {
-        Either::S(s) => Some(s),
-        Either::Other(_) => None,
-    })
-}
-
-/// The metadata object, or `None` for any other JSON value.
-fn object_only<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RawMetadata>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Either {
-        M(RawMetadata),
-        Other(IgnoredAny),
-    }
-    Ok(match Either::deserialize(d)? {
-        Either::M(m) => Some(m),
+    Ok(match Either::<T>::deserialize(d)? {
+        Either::Is(t) => Some(t),
         Either::Other(_) => None,
     })
 }

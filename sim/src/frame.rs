@@ -168,12 +168,10 @@ impl ChunkWriter {
             }
             let (call_id, name) = self.call.clone();
             let mut item = responses_item(&id, i, kind, "", (&call_id, &name), "in_progress");
-            // An item opens empty: its parts are added by their own events.
-            if kind != SegKind::ToolHeader && kind != SegKind::ToolArgs {
-                item["content"] = json!([]);
-            }
-            let part =
-                responses_item(&id, i, kind, "", ("", ""), "in_progress")["content"][0].clone();
+            // An item opens empty: its part (an empty text) is added by its own event.
+            let part = item
+                .get_mut("content")
+                .map(|c| std::mem::replace(c, json!([]))[0].clone());
             let item_id = item["id"].clone();
             self.event(
                 json!({"type": "response.output_item.added", "output_index": i, "item": item}),

@@ -1,6 +1,7 @@
 //! Datasets and directories for a test run.
 
-use std::path::PathBuf;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokentap_dataset::synth::{synth, SynthConfig};
 use tokentap_dataset::Dataset;
@@ -32,4 +33,48 @@ pub fn temp_dir(name: &str) -> PathBuf {
         .tempdir()
         .expect("a temp dir")
         .keep()
+}
+
+/// Writes a synthesized dataset to `path` (`tokentap_dataset::synth` with `cfg`).
+pub fn write_synth(path: &Path, cfg: &SynthConfig) {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).expect("a writable path"));
+    synth(cfg, &mut w).expect("synth writes");
+    std::io::Write::flush(&mut w).expect("flush");
+}
+
+/// Chat messages as `tokentap dataset capture` keeps them (docs/usage.md, dataset capture):
+/// every system message joined, in order, into the one system prompt first; consecutive user
+/// messages one, their texts as content parts.
+pub fn captured_form(messages: Vec<Value>) -> Value {
+    let text = |m: &Value| match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(p) => p.iter().filter_map(|x| x["text"].as_str()).collect(),
+        _ => String::new(),
+    };
+    let parts = |m: &Value| match &m["content"] {
+        Value::String(s) => vec![json!({"type": "text", "text": s})],
+        Value::Array(p) => p.clone(),
+        _ => Vec::new(),
+    };
+    let system: Vec<String> = messages
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .map(text)
+        .filter(|t| !t.is_empty())
+        .collect();
+    let mut out: Vec<Value> = Vec::new();
+    if !system.is_empty() {
+        out.push(json!({"role": "system", "content": system.join(tokentap_dataset::capture::SYSTEM_JOIN)}));
+    }
+    for m in messages.into_iter().filter(|m| m["role"] != "system") {
+        match out.last_mut() {
+            Some(last) if last["role"] == "user" && m["role"] == "user" => {
+                let mut p = parts(last);
+                p.extend(parts(&m));
+                last["content"] = Value::Array(p);
+            }
+            _ => out.push(m),
+        }
+    }
+    Value::Array(out)
 }
