@@ -1163,6 +1163,97 @@ async fn the_openai_and_anthropic_sdks_through_proxy_to_sim() {
     sim.shutdown().await;
 }
 
+/// A chat-completions agent written with the OpenAI SDK (its accumulating stream helper, a tool
+/// loop, the parameters litellm-style agents set) through the proxy: captured, the session
+/// replays to the agent's own request bodies — every field and value the same, only the key
+/// order the benchmark's (docs/benchmark.md#requests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_sdk_agent_is_captured_and_replays_to_its_own_bodies() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let records = dir.path().join("records");
+    let mut cfg = agent_sim();
+    cfg.output.mean_tokens = 30.0;
+    let sim = SimServer::start(cfg.clone()).await.expect("the sim starts");
+    let px = agent_proxy(&sim.base_url(), &records).await;
+    let base = px.base_url();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(repo().join("scripts/sdks"))
+            .args(["chat-agent", &base, "chat-agent-1"])
+            .output()
+            .expect("scripts/sdks runs")
+    })
+    .await
+    .expect("agent thread");
+    let report = px.shutdown(Duration::from_secs(5)).await;
+    assert!(
+        out.status.success(),
+        "the chat agent failed: {}\n=> if the SDKs are missing, run scripts/install-test-deps",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said: Value = serde_json::from_slice(&out.stdout).expect("the agent's JSON line");
+    assert!(said["tools_run"].as_u64().unwrap() >= 1, "{said}");
+    assert_eq!(report.seen, report.written);
+    let recs = llm_records(&records);
+    assert_eq!(recs.len() as u64, said["turns"].as_u64().unwrap());
+    let sent: Vec<Value> = recs
+        .iter()
+        .map(|r| r.content.as_ref().expect("content")["request"].clone())
+        .collect();
+    // What such an agent sends and the dataset must keep.
+    assert_eq!(sent[0]["max_tokens"], 300);
+    assert_eq!(sent[0]["tool_choice"], "auto");
+    assert_eq!(sent[1]["messages"][2]["content"], "", "{}", sent[1]);
+
+    let cap = dir.path().join("cap.jsonl");
+    let (code, _, err) = tokentap(&[
+        "dataset".as_ref(),
+        "capture".as_ref(),
+        "--records".as_ref(),
+        records.as_os_str(),
+        "-o".as_ref(),
+        cap.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("captured 1 trajectories"), "{err}");
+    let replay_sim = SimServer::start(cfg).await.expect("the sim starts");
+    let (code, stdout, err) = tokentap(&[
+        "replay".as_ref(),
+        "--endpoint".as_ref(),
+        replay_sim.base_url().as_ref(),
+        "--dataset".as_ref(),
+        cap.as_os_str(),
+        "--model".as_ref(),
+        "tokentap-sim".as_ref(),
+        "--out".as_ref(),
+        dir.path().join("replay").as_os_str(),
+        "--quiet".as_ref(),
+    ]);
+    assert!(code == 0 || code == 3, "{stdout}{err}");
+    let mut log = replay_sim.log();
+    log.sort_by_key(|r| r.seq);
+    let replayed: Vec<Value> = log
+        .iter()
+        .map(|r| serde_json::from_slice(r.body.as_deref().expect("a body")).expect("JSON"))
+        .collect();
+    assert_eq!(replayed.len(), sent.len());
+    for (i, (a, b)) in sent.iter().zip(&replayed).enumerate() {
+        assert_eq!(
+            a, b,
+            "request {i}: the replay differs from what the agent sent"
+        );
+    }
+    let bytes = |v: &[Value]| v.iter().map(|b| b.to_string().len()).sum::<usize>();
+    eprintln!(
+        "chat SDK agent: {} requests, {} tools run; bodies {} B sent, {} B replayed",
+        sent.len(),
+        said["tools_run"],
+        bytes(&sent),
+        bytes(&replayed)
+    );
+    replay_sim.shutdown().await;
+    sim.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_replay_passes_its_own_check_against_the_proxy() {
     let _one = SERIAL.lock().await;

@@ -20,7 +20,32 @@ pub struct Converted {
     pub tools: Option<Value>,
     /// What had no chat form: a description of each kind → how many.
     pub dropped: BTreeMap<String, u64>,
+    /// The request's parameters a chat request has too, under their chat names and in chat form
+    /// ([`CHAT_PARAMS`]): what a replay of the conversation sends back.
+    pub params: Map<String, Value>,
 }
+
+/// The chat request parameters [`Converted::params`] carries. A chat request's are kept under
+/// their own names (`max_tokens` stays `max_tokens`); the Responses API's `max_output_tokens` and
+/// the Messages API's `max_tokens` become `max_completion_tokens`, its `stop_sequences` `stop`,
+/// and each API's `tool_choice` the chat form (`"auto"`, `"none"`, `"required"`, or
+/// `{"type":"function","function":{"name":…}}`). Streaming itself (`stream`) is the replay's.
+pub const CHAT_PARAMS: &[&str] = &[
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "seed",
+    "stop",
+    "n",
+    "presence_penalty",
+    "frequency_penalty",
+    "logit_bias",
+    "user",
+    "stream_options",
+    "tool_choice",
+];
 
 impl Converted {
     fn drop_one(&mut self, what: impl Into<String>) {
@@ -30,10 +55,78 @@ impl Converted {
 
 /// A chat, Responses or Messages request body in chat form.
 pub fn request(api: Api, body: &Value) -> Converted {
-    match api {
+    let mut c = match api {
         Api::Chat => chat_request(body),
         Api::Responses => responses_request(body),
         Api::Messages { .. } => messages_request(body),
+    };
+    c.params = params(api, body);
+    c
+}
+
+/// The request's [`CHAT_PARAMS`], in chat form; nulls left out.
+fn params(api: Api, body: &Value) -> Map<String, Value> {
+    // (the API's name, the chat name) of each parameter the API shares with a chat request.
+    const RESPONSES: &[(&str, &str)] = &[
+        ("max_output_tokens", "max_completion_tokens"),
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("user", "user"),
+        ("tool_choice", "tool_choice"),
+    ];
+    const MESSAGES: &[(&str, &str)] = &[
+        ("max_tokens", "max_completion_tokens"),
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("top_k", "top_k"),
+        ("stop_sequences", "stop"),
+        ("tool_choice", "tool_choice"),
+    ];
+    let mut out = Map::new();
+    let Some(obj) = body.as_object() else {
+        return out;
+    };
+    let mut put = |from: &str, to: &str| {
+        let Some(v) = obj.get(from).filter(|v| !v.is_null()) else {
+            return;
+        };
+        let v = match to {
+            "tool_choice" => chat_tool_choice(api, v),
+            _ => Some(v.clone()),
+        };
+        if let Some(v) = v {
+            out.insert(to.to_string(), v);
+        }
+    };
+    match api {
+        Api::Chat => CHAT_PARAMS.iter().for_each(|k| put(k, k)),
+        Api::Responses => RESPONSES.iter().for_each(|(f, t)| put(f, t)),
+        Api::Messages { .. } => MESSAGES.iter().for_each(|(f, t)| put(f, t)),
+    }
+    out
+}
+
+/// A `tool_choice` in chat form: the Messages API's `{"type": "auto" | "any" | "tool" | "none"}`,
+/// the Responses API's `{"type":"function","name":…}`; `None` for a form none of them has.
+fn chat_tool_choice(api: Api, v: &Value) -> Option<Value> {
+    let named = |name: Option<&Value>| json!({"type": "function", "function": {"name": name.cloned().unwrap_or(Value::Null)}});
+    match (api, v) {
+        (_, Value::String(s)) if matches!(s.as_str(), "auto" | "none" | "required") => {
+            Some(v.clone())
+        }
+        (Api::Chat, Value::Object(_)) => Some(v.clone()),
+        (Api::Messages { .. }, Value::Object(o)) => match o.get("type").and_then(Value::as_str) {
+            Some("auto") => Some("auto".into()),
+            Some("any") => Some("required".into()),
+            Some("none") => Some("none".into()),
+            Some("tool") => Some(named(o.get("name"))),
+            _ => None,
+        },
+        (Api::Responses, Value::Object(o)) => match o.get("type").and_then(Value::as_str) {
+            Some("function") => Some(named(o.get("name"))),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
@@ -45,7 +138,7 @@ fn chat_request(body: &Value) -> Converted {
             .cloned()
             .unwrap_or_default(),
         tools: body.get("tools").filter(|t| !t.is_null()).cloned(),
-        dropped: BTreeMap::new(),
+        ..Converted::default()
     }
 }
 

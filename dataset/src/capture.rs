@@ -183,6 +183,9 @@ struct Turn {
     /// put back in front).
     messages: Vec<Value>,
     tools: Option<Value>,
+    /// The request's parameters a dataset row carries (max tokens, sampling, `tool_choice`,
+    /// `stream_options`), in chat form: the replay sends them back.
+    params: Map<String, Value>,
     /// The recorded output as an assistant message.
     output: Option<Value>,
     /// What of the request and output had no chat form, by kind.
@@ -562,6 +565,7 @@ fn turn_of(rec: &TurnRecord, report: &mut Report, with_content: &mut u64) -> Opt
         system,
         messages,
         tools: conv.tools,
+        params: conv.params,
         output,
         dropped,
     })
@@ -806,6 +810,9 @@ fn client_row(
             r.insert("tools".into(), tools.clone());
         }
     }
+    for (k, v) in &turn.params {
+        r.insert(k.clone(), v.clone());
+    }
     if !t.rows.is_empty() {
         let secs = if nth == 0 {
             delay_ns.unwrap_or(0) as f64 / 1e9
@@ -909,7 +916,7 @@ const FILL: &[&str] = &[
 
 impl Anonymizer<'_> {
     fn row(&self, r: &mut Map<String, Value>) {
-        for key in ["content", "system", "reasoning_content"] {
+        for key in ["content", "system", "reasoning_content", "user"] {
             if let Some(v) = r.get_mut(key) {
                 self.value(v);
             }

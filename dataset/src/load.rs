@@ -549,7 +549,9 @@ fn check_override(ctx: &mut Ctx<'_>, field: &str, v: &Value) {
     let expected = match field {
         // `top_k: -1` means "disabled" on vLLM and SGLang, and seeds may be negative.
         "top_k" | "seed" if !(v.is_i64() || v.is_u64()) => "an integer",
-        "max_new_tokens" | "max_completion_tokens" | "n" if v.as_u64().is_none_or(|n| n < 1) => {
+        "max_new_tokens" | "max_completion_tokens" | "max_tokens" | "n"
+            if v.as_u64().is_none_or(|n| n < 1) =>
+        {
             "an integer ≥ 1"
         }
         "temperature" | "top_p" | "repetition_penalty" | "frequency_penalty"
@@ -565,6 +567,13 @@ fn check_override(ctx: &mut Ctx<'_>, field: &str, v: &Value) {
             "a string or an array of strings"
         }
         "logit_bias" if !v.is_object() => "an object of token id → bias",
+        "stream_options" if !v.is_object() => "an object like {\"include_usage\": true}",
+        "tool_choice"
+            if !(v.is_object()
+                || v.as_str().is_some_and(|s| matches!(s, "auto" | "none" | "required"))) =>
+        {
+            "\"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": …}}"
+        }
         _ => return,
     };
     ctx.err(Some(field), format!("expected {expected}, found {v}"));

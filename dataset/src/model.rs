@@ -31,7 +31,9 @@ impl Role {
 }
 
 /// Names of the per-row sampling overrides (docs/benchmark.md#dataset), in the order
-/// docs/benchmark.md#requests puts them in a body where they appear there.
+/// docs/benchmark.md#requests puts them in a body where they appear there. The last three are
+/// tokentap's (what `dataset capture` keeps of an agent's requests); the MLPerf client ignores
+/// them.
 pub const OVERRIDE_FIELDS: &[&str] = &[
     "model",
     "max_new_tokens",
@@ -48,6 +50,9 @@ pub const OVERRIDE_FIELDS: &[&str] = &[
     "logit_bias",
     "user",
     "chat_template",
+    "max_tokens",
+    "stream_options",
+    "tool_choice",
 ];
 
 /// One tool result of a `tool` row.

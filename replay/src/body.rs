@@ -23,8 +23,9 @@
 //! [stream_options], seed, top_p, top_k, repetition_penalty, n, stop, presence_penalty,
 //! frequency_penalty, logit_bias, user, chat_template, chat_template_kwargs, tools, tool_choice`,
 //! absent values omitted. Message keys in the reference client's struct order `role, content,
-//! name, tool_calls, tool_call_id, reasoning_content`, absent values omitted. `tool_choice` is never
-//! sent: no dataset field or option sets it.
+//! name, tool_calls, tool_call_id, reasoning_content`, absent values omitted. `tool_choice`,
+//! `stream_options` and `max_tokens` (in `max_completion_tokens`' place) are sent only from a row
+//! that carries them (a captured agent's requests); no option sets `tool_choice`.
 
 use crate::config::{ReplayConfig, Sampling};
 use crate::salt::{Salted, Tag};
@@ -278,15 +279,23 @@ fn tail(s: &RequestSettings, row: &Row, tools: Option<&Value>) -> Bytes {
     let max = o
         .get("max_new_tokens")
         .or(o.get("max_completion_tokens"))
-        .cloned()
-        .or(run.max_completion_tokens.map(Value::from));
-    field("max_completion_tokens", max.as_ref());
+        .cloned();
+    match (max, o.get("max_tokens")) {
+        // A captured chat request's own name for it.
+        (None, Some(m)) => field("max_tokens", Some(m)),
+        (max, _) => field(
+            "max_completion_tokens",
+            max.or(run.max_completion_tokens.map(Value::from)).as_ref(),
+        ),
+    }
     field("stream", Some(&Value::Bool(true)));
-    if s.include_usage {
-        field(
+    match o.get("stream_options") {
+        Some(v) => field("stream_options", Some(v)),
+        None if s.include_usage => field(
             "stream_options",
             Some(&serde_json::json!({"include_usage": true})),
-        );
+        ),
+        None => {}
     }
     let seed = run
         .seed
@@ -314,6 +323,7 @@ fn tail(s: &RequestSettings, row: &Row, tools: Option<&Value>) -> Bytes {
     field("chat_template", o.get("chat_template"));
     field("chat_template_kwargs", run.chat_template_kwargs.as_ref());
     field("tools", tools);
+    field("tool_choice", o.get("tool_choice"));
     b.put_u8(b'}');
     b.freeze()
 }
@@ -487,6 +497,34 @@ mod tests {
             assert!(!b.contains("delay"), "{b}");
             serde_json::from_str::<Value>(b).unwrap();
         }
+    }
+
+    /// A captured chat agent's own parameters go back as it sent them: `max_tokens` under its
+    /// name, its `stream_options` instead of the run's, `tool_choice` after `tools`.
+    #[test]
+    fn a_captured_agents_parameters_are_sent_back() {
+        let d = ds(
+            r#"{"conversation_id":"c","turn":1,"role":"user","content":"hi","tools":[{"type":"function","function":{"name":"f"}}],"max_tokens":64,"stream_options":{"include_usage":true},"tool_choice":{"type":"function","function":{"name":"f"}}}
+"#,
+        );
+        let mut s = settings();
+        s.sampling.max_completion_tokens = Some(8192);
+        s.include_usage = true;
+        let got = bodies(&d.conversations[0], &s, 1);
+        assert_eq!(
+            got[0],
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":64,"stream":true,"stream_options":{"include_usage":true},"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}}}"#
+        );
+        let bad = Dataset::parse(
+            std::path::Path::new("d.jsonl"),
+            r#"{"conversation_id":"c","turn":1,"role":"user","content":"hi","tool_choice":"sometimes"}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            bad.contains("tool_choice") && bad.contains("\"required\""),
+            "{bad}"
+        );
     }
 
     #[test]

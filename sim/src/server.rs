@@ -424,30 +424,14 @@ fn in_chat_form(api: Api, v: &serde_json::Value) -> serde_json::Value {
     };
     let c = tokentap_core::convert::request(core_api, v);
     let mut r = serde_json::json!({"messages": c.messages});
-    for (from, to) in [
-        ("model", "model"),
-        ("stream", "stream"),
-        ("max_output_tokens", "max_completion_tokens"),
-        ("max_tokens", "max_completion_tokens"),
-        ("include_metrics", "include_metrics"),
-    ] {
-        if let Some(x) = v.get(from).filter(|x| !x.is_null()) {
-            r[to] = x.clone();
+    for k in ["model", "stream", "include_metrics"] {
+        if let Some(x) = v.get(k).filter(|x| !x.is_null()) {
+            r[k] = x.clone();
         }
     }
-    // The Messages API's tool_choice is an object ({"type": "auto" | "any" | "tool" | "none"}).
-    let choice = match (api, v.get("tool_choice")) {
-        (Api::Messages, Some(c)) => match c.get("type").and_then(serde_json::Value::as_str) {
-            Some("any") => Some("required".into()),
-            Some("tool") => Some(serde_json::json!({"type": "function",
-                "function": {"name": c.get("name").cloned().unwrap_or_default()}})),
-            Some("none") => Some("none".into()),
-            _ => None,
-        },
-        (_, c) => c.cloned(),
-    };
-    if let Some(c) = choice {
-        r["tool_choice"] = c;
+    // Max tokens, sampling and tool_choice in their chat names and forms.
+    for (k, x) in c.params {
+        r[k.as_str()] = x;
     }
     if let Some(t) = c.tools {
         r["tools"] = t;
