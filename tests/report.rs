@@ -276,3 +276,86 @@ async fn report_recounts_recorded_outputs_with_a_tokenizer() {
         .as_str()
         .is_some_and(|n| n.contains("--record-outputs")));
 }
+
+/// `tokentap report` on a proxy's records directory: where each session's time went. A replay
+/// with delays through the proxy: each session's time between turns is at least the delays the
+/// replay slept (the wire's gap also holds the client's own turnaround), its time on the model
+/// the union of its requests; the page loads in Chromium with its timeline drawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_records_directory_reports_where_each_sessions_time_went() {
+    use tokentap_testkit::topology::{sim_cfg, Stack};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let records = dir.path().join("records");
+    let rec = records.clone();
+    let stack = Stack::proxied(sim_cfg(), move |c| c.records_dir = Some(rec)).await;
+    let ds = Arc::new(small_dataset(2, 2));
+    let mut rc = stack.replay_config(None);
+    rc.concurrency = 2;
+    rc.delays = true;
+    rc.delay_scale = 0.01;
+    let out = tokentap_replay::run_with(rc, ds.clone(), ProgressMode::Off, std::future::pending())
+        .await
+        .expect("the replay runs");
+    let n = out.summary.counts.total as usize;
+    assert_eq!(stack.proxy.wait_records(n).await.len(), n);
+    stack.shutdown(std::time::Duration::from_secs(5)).await;
+
+    let json = Command::new(BIN)
+        .args(["report", "--format", "json"])
+        .arg(&records)
+        .output()
+        .expect("tokentap runs");
+    assert!(
+        json.status.success(),
+        "{}",
+        String::from_utf8_lossy(&json.stderr)
+    );
+    let r: Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    let sessions = r["sessions"].as_array().expect("sessions");
+    assert_eq!(sessions.len(), ds.conversations.len(), "{r}");
+    for c in &ds.conversations {
+        let s = sessions
+            .iter()
+            .find(|s| s["session"] == c.id.as_str())
+            .unwrap_or_else(|| panic!("no session for {}: {r}", c.id));
+        let turns = c.client_turns().count() as u64;
+        assert_eq!(s["requests"], turns, "{s}");
+        let slept: f64 = c
+            .client_turns()
+            .filter_map(|i| c.rows[i].delay_seconds)
+            .map(|d| d * 0.01)
+            .sum();
+        let between = s["between_turns_s"].as_f64().unwrap();
+        let (model, span) = (
+            s["model_s"].as_f64().unwrap(),
+            s["span_s"].as_f64().unwrap(),
+        );
+        assert!(between + 1e-6 >= slept, "{between} < {slept}: {s}");
+        assert!((model + between - span).abs() < 1e-6, "{s}");
+        assert!(
+            model > 0.0 && s["agent_share"].as_f64().unwrap() < 1.0,
+            "{s}"
+        );
+    }
+
+    let html = Command::new(BIN)
+        .arg("report")
+        .arg(&records)
+        .output()
+        .expect("tokentap runs");
+    assert!(
+        html.status.success(),
+        "{}",
+        String::from_utf8_lossy(&html.stderr)
+    );
+    let dom = chromium(&["--dump-dom"], &records.join("sessions.html"));
+    assert!(
+        dom.contains("data-report-ready=\"1\""),
+        "the page's script did not run"
+    );
+    assert!(
+        dom.contains("data-empty-plots=\"\""),
+        "a plot has no data marks"
+    );
+    assert!(dom.contains("data-plot=\"sessions\""));
+}

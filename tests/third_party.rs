@@ -1631,6 +1631,32 @@ async fn agent_through_proxy_to_sim(agent: &'static str) {
         let d = conv.rows[i].delay_seconds.expect("a delay");
         assert!(d > 0.0, "row {i}: delay {d}");
     }
+    // Where the agent's time went: its time between turns is the gaps capture put on its rows.
+    let (code, out, err) = tokentap(&[
+        "report".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        records.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let times: Value = serde_json::from_str(&out).expect("the report's JSON");
+    let id = recs[0].conversation_id.clone().unwrap();
+    let time = times["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["session"] == id.as_str())
+        .unwrap_or_else(|| panic!("{id} in {times}"))
+        .clone();
+    let gaps: f64 = conv
+        .client_turns()
+        .filter_map(|i| conv.rows[i].delay_seconds)
+        .sum();
+    let between = time["between_turns_s"].as_f64().unwrap();
+    assert!(
+        (between - gaps).abs() < 1e-5 * recs.len() as f64,
+        "{between} vs {gaps}: {time}"
+    );
 
     // Replay: the last request carries the agent's own messages.
     let replay_sim = SimServer::start(agent_sim()).await.expect("the sim starts");
@@ -1696,7 +1722,7 @@ async fn agent_through_proxy_to_sim(agent: &'static str) {
         .filter_map(|r| r.measured.prompt_tokens)
         .collect();
     eprintln!(
-        "{agent}: {} requests, {} tools run, {} client rows; last body {} B sent, {} B replayed ({:.2}); prompt tokens per turn {:?} sent, {:?} replayed",
+        "{agent}: {} requests, {} tools run, {} client rows; last body {} B sent, {} B replayed ({:.2}); prompt tokens per turn {:?} sent, {:?} replayed; model {} s, between turns {} s",
         recs.len(),
         said.tools_run,
         conv.client_turns().count(),
@@ -1704,7 +1730,9 @@ async fn agent_through_proxy_to_sim(agent: &'static str) {
         replay_bytes,
         replay_bytes as f64 / agent_bytes as f64,
         sent,
-        replayed
+        replayed,
+        time["model_s"],
+        time["between_turns_s"]
     );
     replay_sim.shutdown().await;
     sim.shutdown().await;

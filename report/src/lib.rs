@@ -33,6 +33,7 @@ pub mod dataset;
 pub mod error;
 pub mod html;
 pub mod load;
+pub mod sessions;
 pub mod svg;
 pub mod text;
 
@@ -56,7 +57,9 @@ pub enum Format {
 /// `tokentap report` options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Opts {
-    /// A replay run directory (`tokentap replay --out DIR`).
+    /// A replay run directory (`tokentap replay --out DIR`), a sweep directory, or a proxy's
+    /// records directory (`tokentap proxy --records DIR`): where each session's time went —
+    /// waiting on the model, or between turns (html: `DIR/sessions.html`).
     pub run_dir: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value = "html")]
@@ -98,6 +101,9 @@ pub fn write_html(run_dir: &Path) -> Result<PathBuf, ReportError> {
 
 /// `tokentap report`: exit code 0 on success.
 pub fn run(opts: Opts) -> anyhow::Result<i32> {
+    if sessions::is_records_dir(&opts.run_dir) {
+        return sessions_report(opts);
+    }
     let mut run = Run::load_with(&opts.run_dir, opts.tokenizer.is_some())?;
     if let Some(dir) = &opts.tokenizer {
         let tok = tokentap_mlperf::RefTokenizer::load(dir)
@@ -119,7 +125,25 @@ pub fn run(opts: Opts) -> anyhow::Result<i32> {
             None,
         ),
     };
-    match opts.out.or(default_out) {
+    write_out(opts.out.or(default_out), &text)
+}
+
+/// A proxy's records directory: where each agent session's time went.
+fn sessions_report(opts: Opts) -> anyhow::Result<i32> {
+    let r = sessions::SessionsReport::load(&opts.run_dir)?;
+    let (text, default_out) = match opts.format {
+        Format::Html => (r.html(), Some(opts.run_dir.join("sessions.html"))),
+        Format::Md => (r.markdown(), None),
+        Format::Json => (
+            serde_json::to_string_pretty(&r).context("serializing the report")? + "\n",
+            None,
+        ),
+    };
+    write_out(opts.out.or(default_out), &text)
+}
+
+fn write_out(out: Option<PathBuf>, text: &str) -> anyhow::Result<i32> {
+    match out {
         Some(path) => {
             std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
             eprintln!("report written to {}", path.display());
