@@ -94,7 +94,7 @@ crate::vocabulary! {
         HttpHead = "http_head",
         /// the server answered with an error status
         HttpStatus = "http_status",
-        /// error objects inside an SSE stream (the proxy: a Responses or Messages API response with an `error` event, `response.failed` or an error object; the message is the server's)
+        /// error objects inside an SSE stream (the proxy: a Responses or Messages API response with an `error` event, `response.failed` or an error object; the message is the server's), or a second response's events on one Responses or Messages stream
         StreamError = "stream_error",
         /// the stream ended (by its framing or the connection's close) before its end marker: `data: [DONE]` (chat; the replay), `response.completed` / `response.incomplete` / `response.failed` (Responses API; the proxy), `message_stop` (Messages API; the proxy)
         StreamWithoutDone = "stream_without_done",

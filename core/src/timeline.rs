@@ -128,6 +128,10 @@ pub struct Measured {
     /// `response.failed`), for the record's error; not part of the record's numbers.
     #[serde(skip)]
     pub stream_error: Option<String>,
+    /// The Responses and Messages APIs: the id of a second response whose events came on the
+    /// same stream after the first's (a stream carries one response); not part of the numbers.
+    #[serde(skip)]
+    pub second_response: Option<String>,
     /// The server's response id: the `id` of the first chunk (or of the JSON body) that has
     /// one, e.g. `chatcmpl-…`. Both sides of the wire see the same, so it joins a client's
     /// record to the proxy's exactly.
@@ -343,8 +347,18 @@ impl Timeline {
 
     /// The response id, engine metrics and error detail of an event.
     fn on_event_ids(&mut self, ev: &crate::events::Event<'_>) {
-        if self.m.response_id.is_none() {
-            self.m.response_id = ev.id.and_then(crate::chunk::response_id);
+        match (
+            &self.m.response_id,
+            ev.id.and_then(crate::chunk::response_id),
+        ) {
+            (None, id) => self.m.response_id = id,
+            // One response per stream in these APIs: another id is a second response.
+            (Some(first), Some(id))
+                if *first != id && self.api != Api::Chat && self.m.second_response.is_none() =>
+            {
+                self.m.second_response = Some(id)
+            }
+            _ => {}
         }
         if ev.info.engine.is_some() {
             self.m.engine_metrics = ev.info.engine;

@@ -235,8 +235,10 @@ pub struct Opts {
     /// Most sessions kept in the table (the least recently active are evicted).
     #[arg(long, env = "TOKENTAP_PROXY_MAX_SESSIONS", default_value_t = defaults::MAX_SESSIONS)]
     pub max_sessions: usize,
-    /// Memory the session table may hold (ids and turn summaries), bytes; the least recently
-    /// active sessions are evicted beyond it.
+    /// Memory the session table may hold, bytes: sessions, their turn summaries, the Responses
+    /// API's response → session links and the chat prefixes, each counted at its measured heap
+    /// cost (a session of one turn with a link ~1 KB); the least recently active are evicted
+    /// beyond it.
     #[arg(long, env = "TOKENTAP_PROXY_MAX_SESSION_BYTES", default_value_t = defaults::MAX_SESSION_BYTES)]
     pub max_session_bytes: u64,
     /// Longest session id kept as sent, bytes; a longer one is cut and suffixed with a hash of

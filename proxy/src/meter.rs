@@ -291,6 +291,12 @@ impl Tap {
                 format!("the server's error event: {msg}"),
             );
         }
+        if let (Some(first), Some(second)) = (&m.response_id, &m.second_response) {
+            return e(
+                ErrorKind::StreamError,
+                format!("two responses on one {name} stream: events of {second:?} after {first:?}'s (the record's counts hold both)"),
+            );
+        }
         if m.error_events > 0 {
             return e(
                 ErrorKind::StreamError,

@@ -20,8 +20,15 @@ use tokentap_core::stats::Samples;
 
 /// Turn summaries kept per session.
 pub const MAX_TURNS: usize = 4096;
-/// Bytes a session costs besides its id and turns (map entry, counters), for the byte bound.
-const SESSION_BYTES: u64 = 128;
+/// Bytes a session costs besides its id and turns (its map entry, the table's slots, the
+/// allocator's share under churn), for the byte bound. Measured (the test
+/// `unknown_previous_ids_stay_under_the_byte_bound_at_the_defaults`): 200,000 sessions of one
+/// turn and one link through a table of 100,000 held ~975 B of heap each, of which the ids and
+/// the turn are ~250.
+const SESSION_BYTES: u64 = 512;
+/// Bytes a link (a Responses response id → its session) or a chat prefix entry costs besides
+/// its ids, measured the same way.
+const LINK_BYTES: u64 = 256;
 /// Smallest `--max-session-id-bytes` (the hash suffix alone is 17).
 pub const MIN_ID_BYTES: usize = 32;
 /// Most sessions one `/sessions` page returns.
@@ -213,32 +220,76 @@ pub struct Sessions {
     opened: AtomicU64,
 }
 
-/// Keeps a link table under `max` entries: past it, the entries older than the TTL go, then the
-/// oldest sixteenth.
-fn make_room_in<K: Eq + std::hash::Hash + Clone>(
+/// What a link-table entry counts toward the byte bound.
+trait EntryBytes {
+    fn entry_bytes(&self, session: &str) -> u64;
+}
+
+impl EntryBytes for String {
+    fn entry_bytes(&self, session: &str) -> u64 {
+        (self.len() + session.len()) as u64 + LINK_BYTES
+    }
+}
+
+impl EntryBytes for u64 {
+    fn entry_bytes(&self, session: &str) -> u64 {
+        8 + session.len() as u64 + LINK_BYTES
+    }
+}
+
+/// Removes a link table's entries idle past the TTL; their bytes leave `bytes`.
+fn sweep_links<K: Eq + std::hash::Hash + EntryBytes>(
+    map: &DashMap<K, (String, MonoNs)>,
+    ttl: u64,
+    now: MonoNs,
+    bytes: &AtomicU64,
+) {
+    map.retain(|k, (s, t)| {
+        let keep = now.saturating_sub(*t) < ttl;
+        if !keep {
+            bytes.fetch_sub(k.entry_bytes(s), Ordering::Relaxed);
+        }
+        keep
+    });
+}
+
+/// Keeps a link table under `max` entries and the whole table under its byte bound (`over`):
+/// past either, the entries older than the TTL go, then the oldest sixteenth.
+fn make_room_in<K: Eq + std::hash::Hash + Clone + EntryBytes>(
     map: &DashMap<K, (String, MonoNs)>,
     max: usize,
     ttl: u64,
     now: MonoNs,
+    bytes: &AtomicU64,
+    over: impl Fn() -> bool,
 ) {
-    if map.len() < max {
+    if map.len() < max && !over() {
         return;
     }
-    map.retain(|_, (_, t)| now.saturating_sub(*t) < ttl);
-    if map.len() < max {
+    sweep_links(map, ttl, now, bytes);
+    if map.len() < max && !over() {
         return;
     }
     let mut ages: Vec<(MonoNs, K)> = map.iter().map(|e| (e.value().1, e.key().clone())).collect();
+    if ages.is_empty() {
+        return;
+    }
     let k = (ages.len() / 16).max(1);
     ages.select_nth_unstable_by_key(k - 1, |a| a.0);
     for (_, id) in ages.into_iter().take(k) {
-        map.remove(&id);
+        if let Some((k, (s, _))) = map.remove(&id) {
+            bytes.fetch_sub(k.entry_bytes(&s), Ordering::Relaxed);
+        }
     }
 }
 
-/// The size a turn summary counts for.
-fn turn_bytes(t: &TurnSummary) -> u64 {
-    std::mem::size_of::<TurnSummary>() as u64 + t.upstream.as_ref().map_or(0, |u| u.len() as u64)
+/// A turn summary's place in its session's list.
+const TURN_SIZE: u64 = std::mem::size_of::<TurnSummary>() as u64;
+
+/// What a turn summary holds outside its list: its upstream's name.
+fn extra_bytes(t: Option<&TurnSummary>) -> u64 {
+    t.and_then(|t| t.upstream.as_ref())
+        .map_or(0, |u| u.len() as u64)
 }
 
 impl Sessions {
@@ -259,9 +310,16 @@ impl Sessions {
     /// Response `response_id` belongs to `session`.
     pub fn link(&self, response_id: &str, session: &str) {
         let now = clock::now();
-        make_room_in(&self.links, self.max, self.ttl_ns, now);
-        self.links
-            .insert(response_id.to_string(), (session.to_string(), now));
+        make_room_in(&self.links, self.max, self.ttl_ns, now, &self.bytes, || {
+            self.over_bytes()
+        });
+        let key = response_id.to_string();
+        self.bytes
+            .fetch_add(key.entry_bytes(session), Ordering::Relaxed);
+        if let Some((k, (old, _))) = self.links.remove(&key) {
+            self.bytes.fetch_sub(k.entry_bytes(&old), Ordering::Relaxed);
+        }
+        self.links.insert(key, (session.to_string(), now));
     }
 
     /// The session of a chat request without an id, from its message prefixes
@@ -272,10 +330,12 @@ impl Sessions {
         let &whole = prefixes.last()?;
         let now = clock::now();
         // Longest first; the whole list itself is a retry of the same request.
-        let found = prefixes
-            .iter()
-            .rev()
-            .find_map(|h| self.prefixes.remove(h).map(|(_, (s, _))| s));
+        let found = prefixes.iter().rev().find_map(|h| {
+            self.prefixes.remove(h).map(|(k, (s, _))| {
+                self.bytes.fetch_sub(k.entry_bytes(&s), Ordering::Relaxed);
+                s
+            })
+        });
         let session = found.unwrap_or_else(|| {
             let n = self.opened.fetch_add(1, Ordering::Relaxed);
             format!(
@@ -283,7 +343,19 @@ impl Sessions {
                 tokentap_core::rng::mix(whole ^ n.rotate_left(32))
             )
         });
-        make_room_in(&self.prefixes, self.max, self.ttl_ns, now);
+        make_room_in(
+            &self.prefixes,
+            self.max,
+            self.ttl_ns,
+            now,
+            &self.bytes,
+            || self.over_bytes(),
+        );
+        self.bytes
+            .fetch_add(whole.entry_bytes(&session), Ordering::Relaxed);
+        if let Some((k, (old, _))) = self.prefixes.remove(&whole) {
+            self.bytes.fetch_sub(k.entry_bytes(&old), Ordering::Relaxed);
+        }
         self.prefixes.insert(whole, (session.clone(), now));
         Some(session)
     }
@@ -307,7 +379,11 @@ impl Sessions {
     }
 
     fn full(&self) -> bool {
-        self.map.len() >= self.max || self.bytes() >= self.max_bytes
+        self.map.len() >= self.max || self.over_bytes()
+    }
+
+    fn over_bytes(&self) -> bool {
+        self.bytes() >= self.max_bytes
     }
 
     pub fn len(&self) -> usize {
@@ -366,10 +442,17 @@ impl Sessions {
             let after = s.in_flight;
             s.split.end(now, after);
             if s.turns.len() < MAX_TURNS {
-                let b = turn_bytes(&summary);
+                // The list's allocation, not its length: growth doubles it (the first push
+                // would take four).
+                if s.turns.capacity() == 0 {
+                    s.turns.reserve_exact(1);
+                }
+                let cap = s.turns.capacity();
+                s.turns.push(summary);
+                let grown = (s.turns.capacity() - cap) as u64 * TURN_SIZE;
+                let b = grown + extra_bytes(s.turns.last());
                 s.bytes += b;
                 self.bytes.fetch_add(b, Ordering::Relaxed);
-                s.turns.push(summary);
             }
         }
         if self.bytes() > self.max_bytes {
@@ -381,7 +464,9 @@ impl Sessions {
     pub fn sweep(&self) -> usize {
         let now = clock::now();
         let ttl = self.ttl_ns;
-        self.links.retain(|_, (_, t)| now.saturating_sub(*t) < ttl);
+        // Links and prefixes idle past the TTL (their entries' bytes leave the count).
+        sweep_links(&self.links, ttl, now, &self.bytes);
+        sweep_links(&self.prefixes, ttl, now, &self.bytes);
         let mut n = 0;
         self.map.retain(|_, s| {
             let keep = s.in_flight > 0 || now.saturating_sub(s.last_mono) < self.ttl_ns;
@@ -398,12 +483,18 @@ impl Sessions {
     /// Sweeps, then evicts the least recently active sixteenth while the table is over a bound
     /// (a few rounds at most: each takes a sixteenth of what is left).
     fn make_room(&self, now: MonoNs) {
-        let _ = now;
         if self.sweep() > 0 && !self.full() {
             return;
         }
         for _ in 0..64 {
-            if !self.evict_sixteenth() || !self.full() {
+            let evicted = self.evict_sixteenth();
+            if self.over_bytes() {
+                // Links and chat prefixes share the byte bound: their oldest sixteenth too.
+                let ttl = self.ttl_ns;
+                make_room_in(&self.links, 0, ttl, now, &self.bytes, || true);
+                make_room_in(&self.prefixes, 0, ttl, now, &self.bytes, || true);
+            }
+            if !evicted || !self.full() {
                 return;
             }
         }
@@ -497,6 +588,51 @@ mod tests {
     use super::*;
     use tokentap_core::clock::Anchor;
     use tokentap_core::record::Origin;
+
+    fn rss_bytes() -> u64 {
+        let s = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
+        let pages: u64 = s.split_whitespace().nth(1).unwrap().parse().unwrap();
+        pages * 4096
+    }
+
+    /// A client naming 200,000 unknown `previous_response_id`s, each a session with a turn and
+    /// a link, at the default limits: the table counts what it really allocates and stays under
+    /// `--max-session-bytes` (before, it counted a third of it and held ~110 MB at 100,000).
+    #[test]
+    fn unknown_previous_ids_stay_under_the_byte_bound_at_the_defaults() {
+        use crate::config::defaults;
+        let t = Sessions::new(
+            u64::MAX / 2,
+            defaults::MAX_SESSIONS,
+            defaults::MAX_SESSION_BYTES,
+        );
+        let rec: TurnRecord = serde_json::from_value(serde_json::json!({
+            "v": 1, "origin": "proxy", "status": "ok", "turn_index": 0, "start_mono_ns": 0,
+            "anchor": {"wall_ns": 0, "mono_ns": 0}, "measured": {}
+        }))
+        .expect("a record");
+        let before = rss_bytes();
+        for i in 0..200_000u64 {
+            let session = t.chained(&format!("resp_{i:032x}"));
+            t.start_turn(&session);
+            t.link(&format!("resp_{i:032x}_next"), &session);
+            t.end_turn(&session, &rec);
+        }
+        let grown = rss_bytes().saturating_sub(before);
+        assert!(
+            t.bytes() <= defaults::MAX_SESSION_BYTES + 4096,
+            "{}",
+            t.bytes()
+        );
+        assert!(t.evictions.load(Ordering::Relaxed) > 0);
+        // The heap's own growth: within a quarter of what the table counts.
+        assert!(
+            grown <= defaults::MAX_SESSION_BYTES * 5 / 4,
+            "{} MB resident for a {} MB bound",
+            grown >> 20,
+            defaults::MAX_SESSION_BYTES >> 20
+        );
+    }
 
     #[test]
     fn numbers_turns_and_bounds_size() {

@@ -425,7 +425,8 @@ async fn chat_sessions_without_ids_are_followed_by_their_prefix() {
 }
 
 /// A stream of each API that breaks: an event that is not JSON, a clean end without the end
-/// event, the server's error event — each recorded `failed` with the reason.
+/// event, the server's error event, two responses on one stream — each recorded `failed` with
+/// the reason.
 #[tokio::test]
 async fn broken_streams_are_failed_with_the_reason() {
     // Malformed, from the sim's fault injection.
@@ -491,6 +492,31 @@ async fn broken_streams_are_failed_with_the_reason() {
             ],
             "stream_error",
             "engine died",
+        ),
+        // Two responses interleaved on one stream: not one response's numbers.
+        (
+            Api::Responses,
+            vec![
+                b"event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_a\"}}\n\n",
+                b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"one\"}\n\n",
+                b"event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_b\"}}\n\n",
+                b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"two\"}\n\n",
+                b"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_a\",\"status\":\"completed\",\"usage\":{\"input_tokens\":3,\"output_tokens\":2}}}\n\n",
+            ],
+            "stream_error",
+            "two responses on one Responses API stream: events of \"resp_b\" after \"resp_a\"'s",
+        ),
+        (
+            Api::Messages,
+            vec![
+                b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_a\",\"usage\":{\"input_tokens\":3}}}\n\n",
+                b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"one\"}}\n\n",
+                b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_b\",\"usage\":{\"input_tokens\":3}}}\n\n",
+                b"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n",
+                b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+            ],
+            "stream_error",
+            "events of \"msg_b\" after \"msg_a\"'s",
         ),
     ];
     for (api, pieces, kind, says) in cases {
