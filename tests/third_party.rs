@@ -1508,6 +1508,47 @@ fn agent_said(agent: &str, stdout: &str) -> AgentSaid {
     s
 }
 
+/// `tokentap compare` of the agent's own output (its stdout) against the proxy's records: its
+/// usage totals equal the wire's; Claude Code's API time is judged too. The comparison's JSON.
+fn agent_compare(agent: &str, stdout: &str, records: &Path, dir: &Path) -> Value {
+    let own = dir.join(format!("{agent}-own-output"));
+    std::fs::write(&own, stdout).unwrap();
+    let json = dir.join(format!("{agent}-compare.json"));
+    let (code, out, err) = tokentap(&[
+        "compare".as_ref(),
+        "--wire".as_ref(),
+        records.as_os_str(),
+        "--client".as_ref(),
+        own.as_os_str(),
+        "--json".as_ref(),
+        json.as_os_str(),
+    ]);
+    assert!(code == 0 || code == 2, "{out}{err}");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let format = if agent == "claude" {
+        "claude-code"
+    } else {
+        "codex"
+    };
+    assert_eq!(r["format"], format, "{out}");
+    let totals = r["totals"].as_array().expect("totals");
+    for of in ["prompt_tokens", "cached_tokens", "output_tokens"] {
+        let t = totals
+            .iter()
+            .find(|t| t["of"] == of)
+            .unwrap_or_else(|| panic!("{of}: {out}"));
+        assert_eq!(t["verdict"], "pass", "{agent} {of}: {out}");
+    }
+    if agent == "claude" {
+        let t = totals
+            .iter()
+            .find(|t| t["of"] == "model_time_ms")
+            .expect("duration_api_ms judged");
+        assert!(t["wire"].as_f64().unwrap() > 0.0, "{out}");
+    }
+    r
+}
+
 /// The records of `dir` on an LLM route.
 fn llm_records(dir: &Path) -> Vec<TurnRecord> {
     let mut recs = Vec::new();
@@ -1631,6 +1672,8 @@ async fn agent_through_proxy_to_sim(agent: &'static str) {
         let d = conv.rows[i].delay_seconds.expect("a delay");
         assert!(d > 0.0, "row {i}: delay {d}");
     }
+    // The agent's own account of its usage and time, judged against the wire.
+    let judged = agent_compare(agent, &stdout, &records, dir.path());
     // Where the agent's time went: its time between turns is the gaps capture put on its rows.
     let (code, out, err) = tokentap(&[
         "report".as_ref(),
@@ -1734,6 +1777,7 @@ async fn agent_through_proxy_to_sim(agent: &'static str) {
         time["model_s"],
         time["between_turns_s"]
     );
+    eprintln!("{agent}: compare of its own output: {}", judged["headline"]);
     replay_sim.shutdown().await;
     sim.shutdown().await;
 }
@@ -1820,6 +1864,7 @@ async fn claude_code_and_codex_through_proxy_to_llama_server() {
             said.usage,
             "{agent}: the records' totals are the agent's"
         );
+        agent_compare(agent, &stdout, &records, dir.path());
         eprintln!(
             "{agent} via llama-server: {} requests; (prompt, cached, output) tokens: records {wire:?}, the agent's own {:?}",
             recs.len(),

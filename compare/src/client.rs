@@ -204,6 +204,41 @@ pub struct Check {
     pub detail: String,
 }
 
+/// What of the wire a [`TotalClaim`] is held against: a sum over the claim's session's records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WireTotal {
+    /// Prompt tokens, the cached part included (the records' `prompt_tokens`).
+    PromptTokens,
+    CachedTokens,
+    OutputTokens,
+    /// Time with at least one of the session's requests in flight on the wire, ms: the union of
+    /// their spans (start to last byte).
+    ModelTimeMs,
+}
+
+impl WireTotal {
+    pub fn unit(self) -> &'static str {
+        match self {
+            WireTotal::ModelTimeMs => "ms",
+            _ => "tokens",
+        }
+    }
+}
+
+/// A total a client claims over a whole session rather than per request (an agent's own usage
+/// and time in its result), judged against the same total of the wire's records of the session.
+/// Tokens must be equal; a time passes within the time tolerance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TotalClaim {
+    /// The client's field(s), as its file names them.
+    pub name: String,
+    /// The session the total is over (the wire's `conversation_id`); `None`: every record.
+    pub session: Option<String>,
+    pub of: WireTotal,
+    pub client: f64,
+}
+
 /// Everything read from one client output file.
 #[derive(Debug, Clone)]
 pub struct ClientRun {
@@ -219,6 +254,8 @@ pub struct ClientRun {
     /// Facts worth telling the reader (skipped lines, unsupported fields...).
     pub notes: Vec<String>,
     pub checks: Vec<Check>,
+    /// Totals over a session the client claims (agents); empty for the benchmark clients.
+    pub totals: Vec<TotalClaim>,
 }
 
 /// One benchmark level of a client file that holds several (guidellm's `benchmarks[]`): its

@@ -499,6 +499,7 @@ mod tests {
             checks: vec![],
             levels: Vec::new(),
             relative_starts: false,
+            totals: Vec::new(),
         }
     }
 

@@ -41,6 +41,7 @@ pub mod error;
 pub mod formats;
 pub mod join;
 pub mod report;
+pub mod totals;
 pub mod wire;
 
 pub use client::{ClientRun, ClientTurn, Clock, Metric};

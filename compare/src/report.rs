@@ -286,6 +286,9 @@ pub struct Report {
     /// Checks of what the client published (its summary against its own events, impossible
     /// values, reference counts and scores); a failed check fails the verdict.
     pub checks: Vec<crate::client::Check>,
+    /// The client's totals over a session (an agent's usage and API time) against the wire's;
+    /// a failed one fails the verdict.
+    pub totals: Vec<crate::totals::TotalReport>,
     pub notes: Vec<String>,
 }
 
@@ -329,6 +332,17 @@ pub fn build(
         .into_iter()
         .map(|m| judge_metric(m, &values[m.idx()], client, s, &mut reasons, &mut judged))
         .collect();
+    let totals = crate::totals::judge(
+        &client.totals,
+        wire,
+        &|w| s.tolerance.allowed(Metric::E2e, w),
+        s.tolerance.tokens,
+    );
+    judged += totals
+        .iter()
+        .filter(|t| t.verdict != Verdict::NoData)
+        .count();
+    reasons.extend(totals.iter().filter_map(crate::totals::TotalReport::reason));
     let mut checks = client.checks.clone();
     checks.extend(ttft_check(&values[Metric::Ttft.idx()]));
     for c in checks.iter().filter(|c| c.verdict == Verdict::Fail) {
@@ -355,6 +369,7 @@ pub fn build(
     let headline = headline(
         verdict,
         &metrics,
+        &totals,
         &checks,
         s.require_all_joined && (counts.client_only > 0 || counts.wire_only > 0),
     );
@@ -388,6 +403,7 @@ pub fn build(
         client_only,
         wire_only,
         checks,
+        totals,
         notes,
     }
 }
@@ -413,6 +429,7 @@ fn level_reports(
                 checks: Vec::new(),
                 levels: Vec::new(),
                 relative_starts: false,
+                totals: Vec::new(),
             };
             let sub_joined = Joined {
                 pairs: joined
@@ -474,15 +491,17 @@ fn split_report(pairs: &[PairOut]) -> Option<TtftSplitReport> {
 fn headline(
     verdict: Verdict,
     metrics: &[MetricReport],
+    totals: &[crate::totals::TotalReport],
     checks: &[crate::client::Check],
     unjoined_refused: bool,
 ) -> String {
-    let total: usize = metrics.iter().map(|m| m.claims.len()).sum();
+    let total: usize = metrics.iter().map(|m| m.claims.len()).sum::<usize>() + totals.len();
     let within: usize = metrics
         .iter()
         .flat_map(|m| &m.claims)
         .filter(|c| c.verdict != Verdict::Fail)
-        .count();
+        .count()
+        + totals.iter().filter(|t| t.verdict != Verdict::Fail).count();
     let failed_checks = checks.iter().filter(|c| c.verdict == Verdict::Fail).count();
     let mut parts = Vec::new();
     if failed_checks > 0 {
@@ -763,6 +782,7 @@ impl Report {
         self.text_diffs(&mut o);
         self.text_split(&mut o);
         self.text_claims(&mut o);
+        crate::totals::render(&self.totals, &mut o);
         self.text_levels(&mut o);
         self.text_verdict(&mut o);
         o
@@ -874,6 +894,9 @@ impl Report {
 
     /// The table of the client's claims against the wire.
     fn text_claims(&self, o: &mut String) {
+        if self.metrics.iter().all(|m| m.claims.is_empty()) && !self.totals.is_empty() {
+            return;
+        }
         *o += &format!(
             "\n{:<24}{:>6}{:>12}{:>12}{:>14}{:>12}  {:<8} {}\n",
             "claim",
@@ -983,6 +1006,7 @@ mod tests {
             checks: vec![],
             levels: Vec::new(),
             relative_starts: false,
+            totals: Vec::new(),
         }
     }
 

@@ -154,14 +154,17 @@ fn read_file(path: &Path, source: usize, out: &mut Vec<WireTurn>) -> Result<usiz
     Ok(ignored)
 }
 
-/// A completion request: its route ends in `completions` (chat or legacy). Records without a
-/// route are kept (older files, replay records used as a wire).
+/// A generation request: its route ends in `completions` (chat or legacy), `responses` (the
+/// Responses API) or `messages` (the Messages API). Records without a route are kept (older
+/// files, replay records used as a wire).
 fn is_completion(r: &TurnRecord) -> bool {
     match &r.route {
-        Some(route) => route
-            .split('?')
-            .next()
-            .is_some_and(|p| p.trim_end_matches('/').ends_with("completions")),
+        Some(route) => route.split('?').next().is_some_and(|p| {
+            let p = p.trim_end_matches('/');
+            ["completions", "/responses", "/messages"]
+                .iter()
+                .any(|end| p.ends_with(end))
+        }),
         None => true,
     }
 }
@@ -208,6 +211,16 @@ mod tests {
         assert!(!is_completion(&r));
         r.route = Some("/v1/chat/completions".into());
         assert!(is_completion(&r));
+        for (route, generates) in [
+            ("/v1/messages", true),
+            ("/v1/responses", true),
+            ("/v1/messages/count_tokens", false),
+            ("/v1/responses/resp_1", false),
+        ] {
+            r.route = Some(route.into());
+            assert_eq!(is_completion(&r), generates, "{route}");
+        }
+        r.route = Some("/v1/chat/completions".into());
         let w = WireTurn::new("x:1".into(), 0, r);
         assert_eq!(w.start_on(Clock::Mono), 10);
         assert_eq!(w.start_on(Clock::Wall), 1_000);

@@ -91,6 +91,7 @@ fn run(turns: Vec<ClientTurn>) -> ClientRun {
         checks: Vec::new(),
         levels: Vec::new(),
         relative_starts: false,
+        totals: Vec::new(),
     }
 }
 

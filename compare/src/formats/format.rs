@@ -25,11 +25,16 @@ pub enum Format {
     SglangBench,
     /// vLLM's multi-turn benchmark `--stats-json-output` (one object per request).
     VllmMultiTurn,
+    /// Claude Code's `-p --output-format json` result or `stream-json` events: its usage and
+    /// API time, per session.
+    ClaudeCode,
+    /// The Codex CLI's `exec --json` events: its usage, per session.
+    Codex,
 }
 
 impl Format {
     /// The formats a file can be read in (all but `auto`).
-    pub const READ: [Format; 8] = [
+    pub const READ: [Format; 10] = [
         Format::Tokentap,
         Format::Mlperf,
         Format::Aiperf,
@@ -38,6 +43,8 @@ impl Format {
         Format::VllmBench,
         Format::SglangBench,
         Format::VllmMultiTurn,
+        Format::ClaudeCode,
+        Format::Codex,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -51,6 +58,8 @@ impl Format {
             Format::VllmBench => "vllm-bench",
             Format::SglangBench => "sglang-bench",
             Format::VllmMultiTurn => "vllm-multi-turn",
+            Format::ClaudeCode => "claude-code",
+            Format::Codex => "codex",
         }
     }
 
@@ -66,13 +75,15 @@ impl Format {
             Format::VllmBench => "a vllm bench serve result",
             Format::SglangBench => "an SGLang bench_serving result",
             Format::VllmMultiTurn => "a vLLM multi-turn benchmark --stats-json-output file",
+            Format::ClaudeCode => "Claude Code's --output-format json or stream-json output",
+            Format::Codex => "the Codex CLI's exec --json events",
         }
     }
 
     /// The clock the format's start instants are on.
     pub fn clock(self) -> Clock {
         match self {
-            Format::Aiperf | Format::Guidellm => Clock::Wall,
+            Format::Aiperf | Format::Guidellm | Format::ClaudeCode | Format::Codex => Clock::Wall,
             _ => Clock::Mono,
         }
     }

@@ -145,6 +145,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<ClientRun, CompareError> {
         checks: Vec::new(),
         levels,
         relative_starts: false,
+        totals: Vec::new(),
     })
 }
 

@@ -115,6 +115,7 @@ fn read<'de, R: serde_json::de::Read<'de>>(
         checks: Vec::new(),
         levels: Vec::new(),
         relative_starts: false,
+        totals: Vec::new(),
     })
 }
 

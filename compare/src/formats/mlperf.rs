@@ -197,6 +197,7 @@ fn read(path: &Path, src: Source<'_>, x: &Extras<'_>) -> Result<ClientRun, Compa
         checks,
         levels: Vec::new(),
         relative_starts: false,
+        totals: Vec::new(),
     })
 }
 

@@ -11,7 +11,9 @@
 //! | [`sglang_bench`] | `bench_serving --output-details` JSONL | none | output text (proxy `--record-content`) |
 //! | [`vllm_multi_turn`] | multi-turn benchmark `--stats-json-output` | `start_time_ms` (`perf_counter`: monotonic, same host) | `conversation_id` (= `X-Session-ID` with `--send-conversation-id`) + order, else time |
 //! | [`vllm_bench`] | `vllm bench serve --save-detailed` JSON | `start_times` (`perf_counter` seconds: monotonic; the Rust client's are relative) | `x-request-id` `bench-<run>-<i>` |
+//! | [`agents`] | Claude Code json / stream-json, Codex `exec --json` | none | the message id (stream-json); totals per session |
 
+pub mod agents;
 pub mod aiperf;
 mod format;
 pub mod guidellm;
@@ -108,6 +110,8 @@ pub fn load(
             Ok(run)
         }
         Format::InferencePerf => inference_perf::load(path),
+        Format::ClaudeCode => agents::load_claude_code(path),
+        Format::Codex => agents::load_codex(path),
         Format::VllmMultiTurn => vllm_multi_turn::load(path),
         Format::SglangBench => {
             let mut run = sglang_bench::load(path)?;

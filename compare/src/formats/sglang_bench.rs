@@ -132,6 +132,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
         checks: Vec::new(),
         levels,
         relative_starts: false,
+        totals: Vec::new(),
     })
 }
 

@@ -111,6 +111,18 @@ fn record(o: &Map<String, Value>) -> Option<Kind> {
             _ => Kind::Client(Format::Tokentap),
         });
     }
+    // The agents: Claude Code's result (json) or its stream-json's first event; Codex's first
+    // `exec --json` event.
+    let kind = o.get("type").and_then(Value::as_str);
+    if o.contains_key("session_id")
+        && (kind == Some("result") && o.contains_key("num_turns")
+            || kind == Some("system") && o.get("subtype").and_then(Value::as_str) == Some("init"))
+    {
+        return Some(Kind::Client(Format::ClaudeCode));
+    }
+    if kind == Some("thread.started") && o.contains_key("thread_id") {
+        return Some(Kind::Client(Format::Codex));
+    }
     if o.get("event_type").is_some_and(Value::is_string) {
         return Some(Kind::Client(Format::Mlperf));
     }

@@ -59,5 +59,6 @@ fn read(path: &Path, src: Source<'_>, clock: Clock) -> Result<ClientRun, Compare
         checks: Vec::new(),
         levels: Vec::new(),
         relative_starts: false,
+        totals: Vec::new(),
     })
 }

@@ -115,6 +115,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<ClientRun, CompareError> {
         checks: Vec::new(),
         levels: Vec::new(),
         relative_starts: rust,
+        totals: Vec::new(),
     })
 }
 

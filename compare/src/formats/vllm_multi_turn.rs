@@ -73,5 +73,6 @@ pub fn load(path: &Path) -> Result<ClientRun, CompareError> {
         checks: Vec::new(),
         levels: Vec::new(),
         relative_starts: false,
+        totals: Vec::new(),
     })
 }
