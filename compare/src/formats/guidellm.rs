@@ -24,7 +24,7 @@
 //! - Errored and incomplete requests are turns that did not succeed (incomplete: cut by the
 //!   benchmark's end, the wire's `cancelled`); they pair by response id when guidellm kept one.
 
-use super::json::document;
+use super::json::streamed;
 use crate::client::{ClientRun, ClientTurn, Clock, Level, Metric, Published};
 use crate::error::CompareError;
 use serde::Deserialize;
@@ -87,10 +87,10 @@ struct Info {
     turn_index: Option<u32>,
 }
 
-/// Reads a guidellm `benchmarks.json` (a document: at most the JSON size limit, read whole).
+/// Reads a guidellm `benchmarks.json` as it streams: memory is the per-request values read
+/// (the typed fields above), not the file.
 pub fn load(path: &Path) -> Result<ClientRun, CompareError> {
-    let bytes = document(path, "cannot read the client file")?;
-    parse(path, &bytes)
+    build(path, streamed(path, "a guidellm benchmarks.json")?)
 }
 
 /// Parses the bytes of a `benchmarks.json`.
@@ -99,6 +99,10 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<ClientRun, CompareError> {
         path: path.to_path_buf(),
         msg: format!("not a guidellm benchmarks.json: {e}"),
     })?;
+    build(path, f)
+}
+
+fn build(path: &Path, f: File) -> Result<ClientRun, CompareError> {
     let mut turns = Vec::new();
     let mut levels = Vec::new();
     for (bi, b) in f.benchmarks.iter().enumerate() {

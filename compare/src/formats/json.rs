@@ -4,8 +4,9 @@
 //! documents refused by size before they are read.
 
 use crate::error::CompareError;
-use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 use tokentap_core::jsonl::{self, LineError};
@@ -190,46 +191,6 @@ impl Span {
 
 impl<'de> Deserialize<'de> for Span {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        /// One entry: a finite number, or anything else (skipped).
-        struct Entry(Option<f64>);
-        impl<'de> Deserialize<'de> for Entry {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                struct V;
-                impl<'de> Visitor<'de> for V {
-                    type Value = Entry;
-                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                        f.write_str("any value")
-                    }
-                    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Entry, E> {
-                        Ok(Entry(Some(v).filter(|x| x.is_finite())))
-                    }
-                    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Entry, E> {
-                        Ok(Entry(Some(v as f64)))
-                    }
-                    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Entry, E> {
-                        Ok(Entry(Some(v as f64)))
-                    }
-                    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Entry, E> {
-                        Ok(Entry(None))
-                    }
-                    fn visit_str<E: de::Error>(self, _: &str) -> Result<Entry, E> {
-                        Ok(Entry(None))
-                    }
-                    fn visit_unit<E: de::Error>(self) -> Result<Entry, E> {
-                        Ok(Entry(None))
-                    }
-                    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Entry, A::Error> {
-                        while a.next_element::<IgnoredAny>()?.is_some() {}
-                        Ok(Entry(None))
-                    }
-                    fn visit_map<A: de::MapAccess<'de>>(self, mut a: A) -> Result<Entry, A::Error> {
-                        while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                        Ok(Entry(None))
-                    }
-                }
-                d.deserialize_any(V)
-            }
-        }
         struct V;
         impl<'de> Visitor<'de> for V {
             type Value = Span;
@@ -238,7 +199,7 @@ impl<'de> Deserialize<'de> for Span {
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Span, A::Error> {
                 let mut s = Span::default();
-                while let Some(Entry(x)) = a.next_element()? {
+                while let Some(Number(x)) = a.next_element()? {
                     if let Some(x) = x {
                         s.first.get_or_insert(x);
                         s.last = Some(x);
@@ -251,6 +212,89 @@ impl<'de> Deserialize<'de> for Span {
         }
         d.deserialize_seq(V)
     }
+}
+
+/// Any JSON value, of which only a finite number is kept: arrays and objects are skipped
+/// unbuilt.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Number(pub Option<f64>);
+
+impl<'de> Deserialize<'de> for Number {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Number;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Number, E> {
+                Ok(Number(Some(v).filter(|x| x.is_finite())))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Number, E> {
+                Ok(Number(Some(v as f64)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Number, E> {
+                Ok(Number(Some(v as f64)))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Number, E> {
+                Ok(Number(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Number, E> {
+                Ok(Number(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Number, E> {
+                Ok(Number(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Number, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Number(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Number, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Number(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Reads a JSON object a key at a time: `field` reads the values of the keys it knows (and
+/// says so); every other value is skipped unbuilt, but for its numbers (published percentiles,
+/// settings), which are returned by key. A result file's big arrays cost only what `field`
+/// keeps of them.
+pub(crate) fn read_map<'de, A: MapAccess<'de>>(
+    mut map: A,
+    mut field: impl FnMut(&str, &mut A) -> Result<bool, A::Error>,
+) -> Result<BTreeMap<String, f64>, A::Error> {
+    let mut numbers = BTreeMap::new();
+    while let Some(k) = map.next_key::<String>()? {
+        if !field(&k, &mut map)? {
+            if let Number(Some(x)) = map.next_value()? {
+                numbers.insert(k, x);
+            }
+        }
+    }
+    Ok(numbers)
+}
+
+/// A JSON document of any size read as `T` from the file as it streams: memory is what `T`
+/// keeps (the per-request values), not the file. `kind` names the format in errors, which give
+/// the line and column.
+pub(crate) fn streamed<T: DeserializeOwned>(path: &Path, kind: &str) -> Result<T, CompareError> {
+    let f = std::fs::File::open(path).map_err(|source| CompareError::Io {
+        what: "cannot read the client file",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let r = std::io::BufReader::with_capacity(256 << 10, f);
+    serde_json::from_reader(r).map_err(|e| CompareError::File {
+        path: path.to_path_buf(),
+        msg: if e.is_io() {
+            format!("cannot read: {e}")
+        } else {
+            format!("not {kind}: {e}")
+        },
+    })
 }
 
 /// Milliseconds from a value in `unit` (`ns`, `us`, `ms`, `s`/`sec`); `None` for other units.

@@ -19,104 +19,73 @@
 //! - Several runs in one file (one line each) are levels, judged one by one, named by their
 //!   `max_concurrency` and `request_rate`.
 
-use super::json::document;
+use super::json::{lines_of, read_map, Source};
 use crate::client::{ClientRun, ClientTurn, Clock, Level, Metric, Published};
 use crate::error::CompareError;
 use serde::Deserialize;
-use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::Path;
 
-#[derive(Deserialize)]
+/// What is read of a run's line: the per-request arrays and its top-level numbers (settings,
+/// published percentiles); the rest skipped unbuilt.
+#[derive(Default)]
 struct Run {
-    #[serde(default)]
     ttfts: Vec<f64>,
-    #[serde(default)]
     itls: Vec<Vec<f64>>,
-    #[serde(default)]
     output_lens: Vec<f64>,
-    #[serde(default)]
     generated_texts: Vec<String>,
-    #[serde(default)]
     errors: Vec<String>,
+    numbers: BTreeMap<String, f64>,
 }
 
-/// Reads an SGLang `bench_serving` output file.
+impl<'de> Deserialize<'de> for Run {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Run;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an SGLang bench_serving run object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Run, A::Error> {
+                let mut r = Run::default();
+                r.numbers = read_map(map, |k, m| {
+                    match k {
+                        "ttfts" => r.ttfts = m.next_value()?,
+                        "itls" => r.itls = m.next_value()?,
+                        "output_lens" => r.output_lens = m.next_value()?,
+                        "generated_texts" => r.generated_texts = m.next_value()?,
+                        "errors" => r.errors = m.next_value()?,
+                        _ => return Ok(false),
+                    }
+                    Ok(true)
+                })?;
+                Ok(r)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Reads an SGLang `bench_serving` output file a line (a run) at a time: a line past the JSONL
+/// line bound (64 MiB) is refused by number.
 pub fn load(path: &Path) -> Result<ClientRun, CompareError> {
-    let bytes = document(path, "cannot read the client file")?;
-    let text = std::str::from_utf8(&bytes).map_err(|e| CompareError::File {
-        path: path.to_path_buf(),
-        msg: format!("not UTF-8: {e}"),
-    })?;
-    parse(path, text)
+    read(path, Source::File(path))
 }
 
 /// Parses the text of an SGLang `bench_serving` output file.
 pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
+    read(path, Source::Text(text))
+}
+
+fn read(path: &Path, src: Source<'_>) -> Result<ClientRun, CompareError> {
     let mut turns = Vec::new();
     let mut levels = Vec::new();
-    for (n, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let json = strict(line);
-        let v: Value = serde_json::from_str(&json).map_err(|e| {
-            CompareError::parse(
-                path,
-                n + 1,
-                format!("not an SGLang bench_serving line: {e}"),
-            )
+    lines_of(path, src, "cannot read the client file", |n, line| {
+        let run: Run = serde_json::from_str(&strict(line)).map_err(|e| {
+            CompareError::parse(path, n, format!("not an SGLang bench_serving line: {e}"))
         })?;
-        let run: Run = serde_json::from_value(v.clone()).map_err(|e| {
-            CompareError::parse(
-                path,
-                n + 1,
-                format!("not an SGLang bench_serving line: {e}"),
-            )
-        })?;
-        if run.ttfts.is_empty() {
-            return Err(CompareError::parse(
-                path,
-                n + 1,
-                "no per-request `ttfts`: run bench_serving with --output-details",
-            ));
-        }
-        let first = turns.len();
-        for i in 0..run.ttfts.len() {
-            let mut t = ClientTurn::new(turns.len() + 1);
-            t.ok = run.errors.get(i).is_none_or(|e| e.is_empty());
-            t.output_text = run
-                .generated_texts
-                .get(i)
-                .cloned()
-                .filter(|s| !s.is_empty());
-            if t.ok {
-                t.values.set(Metric::Ttft, Some(run.ttfts[i] * 1e3));
-                let gaps = run.itls.get(i).map(Vec::as_slice).unwrap_or(&[]);
-                if !gaps.is_empty() {
-                    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
-                    t.values.set(Metric::Itl, Some(mean * 1e3));
-                }
-                t.values
-                    .set(Metric::OutputTokens, run.output_lens.get(i).copied());
-            }
-            turns.push(t);
-        }
-        levels.push(Level {
-            name: format!(
-                "concurrency {} rate {}",
-                v["max_concurrency"]
-                    .as_f64()
-                    .map_or("-".to_string(), |c| c.to_string()),
-                v["request_rate"]
-                    .as_f64()
-                    .map_or("inf".to_string(), |r| r.to_string())
-            ),
-            turns: first..turns.len(),
-            published: Some(published(path, n + 1, &v))
-                .filter(|p| p.stats.iter().any(Option::is_some)),
-        });
-    }
+        add_run(path, n, run, &mut turns, &mut levels)
+    })?;
     let (published, levels) = if levels.len() == 1 {
         (levels.pop().and_then(|l| l.published), Vec::new())
     } else {
@@ -134,6 +103,57 @@ pub fn parse(path: &Path, text: &str) -> Result<ClientRun, CompareError> {
         relative_starts: false,
         totals: Vec::new(),
     })
+}
+
+/// One run (line `n`): its requests as turns, and a level.
+fn add_run(
+    path: &Path,
+    n: usize,
+    run: Run,
+    turns: &mut Vec<ClientTurn>,
+    levels: &mut Vec<Level>,
+) -> Result<(), CompareError> {
+    if run.ttfts.is_empty() {
+        return Err(CompareError::parse(
+            path,
+            n,
+            "no per-request `ttfts`: run bench_serving with --output-details",
+        ));
+    }
+    let first = turns.len();
+    for i in 0..run.ttfts.len() {
+        let mut t = ClientTurn::new(turns.len() + 1);
+        t.ok = run.errors.get(i).is_none_or(|e| e.is_empty());
+        t.output_text = run
+            .generated_texts
+            .get(i)
+            .cloned()
+            .filter(|s| !s.is_empty());
+        if t.ok {
+            t.values.set(Metric::Ttft, Some(run.ttfts[i] * 1e3));
+            let gaps = run.itls.get(i).map(Vec::as_slice).unwrap_or(&[]);
+            if !gaps.is_empty() {
+                let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+                t.values.set(Metric::Itl, Some(mean * 1e3));
+            }
+            t.values
+                .set(Metric::OutputTokens, run.output_lens.get(i).copied());
+        }
+        turns.push(t);
+    }
+    let v = &run.numbers;
+    levels.push(Level {
+        name: format!(
+            "concurrency {} rate {}",
+            v.get("max_concurrency")
+                .map_or("-".to_string(), |c| c.to_string()),
+            v.get("request_rate")
+                .map_or("inf".to_string(), |r| r.to_string())
+        ),
+        turns: first..turns.len(),
+        published: Some(published(path, n, v)).filter(|p| p.stats.iter().any(Option::is_some)),
+    });
+    Ok(())
 }
 
 /// The line as strict JSON: Python's bare `Infinity`, `-Infinity` and `NaN` become `null`.
@@ -176,7 +196,7 @@ fn strict(line: &str) -> String {
 }
 
 /// A run's published p50 (`median_`), p90 and p99 of TTFT, TPOT (as ITL) and E2E.
-fn published(path: &Path, line: usize, v: &Value) -> Published {
+fn published(path: &Path, line: usize, v: &BTreeMap<String, f64>) -> Published {
     let mut p = Published {
         source: format!("{}:{line}", path.display()),
         ..Published::default()
@@ -186,7 +206,7 @@ fn published(path: &Path, line: usize, v: &Value) -> Published {
         ("tpot", Metric::Itl),
         ("e2e_latency", Metric::E2e),
     ] {
-        let get = |k: String| v[k].as_f64();
+        let get = |k: String| v.get(&k).copied();
         let row = [
             get(format!("median_{key}_ms")),
             get(format!("p90_{key}_ms")),

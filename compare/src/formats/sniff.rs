@@ -3,8 +3,11 @@
 //! refused with what it looks like ("this is a guidellm benchmarks.json: use --format guidellm"),
 //! never read as something it is not.
 //!
-//! Only the head of the file is read ([`HEAD_BYTES`]). JSONL formats are told apart by the keys
-//! of their first record; JSON documents by their top-level shape and the keys near its start.
+//! The head of the file is read ([`HEAD_BYTES`]). JSONL formats are told apart by the keys of
+//! their first record; JSON documents by their top-level shape and the keys near its start, and
+//! when the head does not tell, by the keys of the whole first object ([`top_level_keys`]).
+//! `--format` given: a file the sniffing cannot place is read in that format, never vetoed; only a
+//! file it knows to be another format is refused.
 
 use super::format::Format;
 use crate::error::CompareError;
@@ -43,17 +46,100 @@ impl Kind {
     }
 }
 
-/// Identifies the file at `path` from its head.
+/// Identifies the file at `path` from its head; a document whose head does not tell (its first
+/// object longer than the head: a result file whose telling keys come after megabytes of
+/// arrays) by the keys of its first top-level object, read through to its end.
 pub fn sniff(path: &Path) -> Result<Kind, CompareError> {
+    let io = |source| CompareError::Io {
+        what: "cannot read the client file",
+        path: path.to_path_buf(),
+        source,
+    };
     let mut head = Vec::with_capacity(64 << 10);
     std::fs::File::open(path)
         .and_then(|f| f.take(HEAD_BYTES as u64).read_to_end(&mut head))
-        .map_err(|source| CompareError::Io {
-            what: "cannot read the client file",
-            path: path.to_path_buf(),
-            source,
-        })?;
-    Ok(sniff_bytes(&head))
+        .map_err(io)?;
+    let kind = sniff_bytes(&head);
+    if matches!(kind, Kind::Unknown(_)) && head.len() == HEAD_BYTES {
+        let f = std::fs::File::open(path).map_err(io)?;
+        let keys = top_level_keys(std::io::BufReader::with_capacity(256 << 10, f)).map_err(io)?;
+        return Ok(by_keys(&keys).unwrap_or(kind));
+    }
+    Ok(kind)
+}
+
+/// A document's format by the keys of its first top-level object.
+fn by_keys(keys: &[String]) -> Option<Kind> {
+    let has = |k: &str| keys.iter().any(|x| x == k);
+    if has("ttfts") && has("itls") {
+        return Some(Kind::Client(if has("model_id") {
+            Format::VllmBench
+        } else {
+            Format::SglangBench
+        }));
+    }
+    if has("per_turn_metrics") && has("model_id") {
+        return Some(Kind::Client(Format::VllmBench));
+    }
+    if has("benchmarks") {
+        return Some(Kind::Client(Format::Guidellm));
+    }
+    None
+}
+
+/// The keys of the first top-level JSON object of `r`, read byte by byte to its closing brace
+/// (values are skipped by their brackets and strings, not parsed, so Python's bare `Infinity`
+/// and any size pass): memory is the keys. At most 4096 keys are kept.
+pub fn top_level_keys(r: impl std::io::BufRead) -> std::io::Result<Vec<String>> {
+    let mut keys = Vec::new();
+    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+    // At depth 1, the next string is a key (after `{` or `,`).
+    let mut want_key = false;
+    let mut key: Option<Vec<u8>> = None;
+    for b in r.bytes() {
+        let b = b?;
+        if in_str {
+            if esc {
+                esc = false;
+            } else if b == b'\\' {
+                esc = true;
+            } else if b == b'"' {
+                in_str = false;
+                if let Some(k) = key.take() {
+                    if keys.len() < 4096 {
+                        keys.push(String::from_utf8_lossy(&k).into_owned());
+                    }
+                    want_key = false;
+                }
+                continue;
+            }
+            if let Some(k) = key.as_mut() {
+                k.push(b);
+            }
+            continue;
+        }
+        match b {
+            b'"' => {
+                in_str = true;
+                if depth == 1 && want_key {
+                    key = Some(Vec::new());
+                }
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                want_key = depth == 1 && b == b'{';
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    break;
+                }
+            }
+            b',' if depth == 1 => want_key = true,
+            _ => {}
+        }
+    }
+    Ok(keys)
 }
 
 /// Identifies a file from its first bytes (`head`, possibly cut anywhere).
@@ -212,13 +298,9 @@ pub fn expect(path: &Path, format: Format) -> Result<(), CompareError> {
             format,
             "these are a tokentap proxy's records (origin proxy): give them as --wire; the client file is what the client wrote",
         )),
-        Kind::Unknown(what) => Err(CompareError::File {
-            path: path.to_path_buf(),
-            msg: format!(
-                "not {}: it is {what}, not a file tokentap compare knows",
-                format.file_name()
-            ),
-        }),
+        // Given a format, a file the sniffing cannot place is read in it: its reader's errors
+        // name what is wrong.
+        Kind::Unknown(_) => Ok(()),
         Kind::Other(what) => Err(refuse(path, format, &format!("this is {what}"))),
     }
 }
@@ -286,6 +368,14 @@ mod tests {
         );
         assert_eq!(k("  \n"), Kind::Empty);
         assert_eq!(k("[]"), Kind::Empty);
+    }
+
+    #[test]
+    fn top_level_keys_skip_values_of_any_size_and_python_numbers() {
+        let doc = r#"{"a": [1, {"x": "}"}, [2]], "b\"c": "s,\"t", "r": Infinity, "n": {"deep": {"k": 1}}, "z": []}
+{"next": 1}"#;
+        let keys = top_level_keys(doc.as_bytes()).unwrap();
+        assert_eq!(keys, ["a", "b\\\"c", "r", "n", "z"]);
     }
 
     #[test]

@@ -23,58 +23,94 @@
 //!   as 0), else dropped.
 //! - `vllm-rs --multi-turn` writes a summary without per-request arrays: refused, with why.
 
-use super::json::document;
+use super::json::{read_map, streamed};
 use crate::client::{ClientRun, ClientTurn, Clock, Metric, Published};
 use crate::error::CompareError;
 use crate::wire::WireTurn;
+use serde::de::IgnoredAny;
 use serde::Deserialize;
-use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-#[derive(Deserialize)]
+/// What is read of the result: the per-request arrays, the markers of the Rust client, and the
+/// top-level numbers (the published percentiles); everything else (`itls`, `generated_texts`,
+/// `input_lens`, …) is skipped unbuilt, so memory is the per-request values, not the file.
+#[derive(Default)]
 struct File {
-    #[serde(default)]
     ttfts: Option<Vec<f64>>,
-    #[serde(default)]
     latencies: Option<Vec<f64>>,
-    #[serde(default)]
     output_lens: Option<Vec<f64>>,
-    #[serde(default)]
     errors: Option<Vec<String>>,
-    #[serde(default)]
     start_times: Option<Vec<f64>>,
-    #[serde(default)]
-    steady_state: Option<serde::de::IgnoredAny>,
-    #[serde(default)]
-    max_model_len: Option<serde::de::IgnoredAny>,
-    #[serde(default)]
-    per_turn_metrics: Option<serde::de::IgnoredAny>,
+    /// `steady_state` or `max_model_len`: only the Rust client writes them.
+    rust: bool,
+    /// `per_turn_metrics`: a vllm-rs multi-turn summary.
+    per_turn: bool,
+    numbers: BTreeMap<String, f64>,
 }
 
-/// Reads a `vllm bench serve` result file.
+impl<'de> Deserialize<'de> for File {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = File;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a vllm bench serve result object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<File, A::Error> {
+                let mut f = File::default();
+                f.numbers = read_map(map, |k, m| {
+                    match k {
+                        "ttfts" => f.ttfts = m.next_value()?,
+                        "latencies" => f.latencies = m.next_value()?,
+                        "output_lens" => f.output_lens = m.next_value()?,
+                        "errors" => f.errors = m.next_value()?,
+                        "start_times" => f.start_times = m.next_value()?,
+                        "steady_state" | "max_model_len" | "per_turn_metrics" => {
+                            m.next_value::<IgnoredAny>()?;
+                            f.rust |= k != "per_turn_metrics";
+                            f.per_turn |= k == "per_turn_metrics";
+                        }
+                        _ => return Ok(false),
+                    }
+                    Ok(true)
+                })?;
+                Ok(f)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Reads a `vllm bench serve` result file as it streams.
 pub fn load(path: &Path) -> Result<ClientRun, CompareError> {
-    let bytes = document(path, "cannot read the client file")?;
-    parse(path, &bytes)
+    let f: File = streamed(path, "a vllm bench serve result")?;
+    build(path, f)
 }
 
 /// Parses the bytes of a `vllm bench serve` result file.
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<ClientRun, CompareError> {
+    let f: File = serde_json::from_slice(bytes).map_err(|e| CompareError::File {
+        path: path.to_path_buf(),
+        msg: format!("not a vllm bench serve result: {e}"),
+    })?;
+    build(path, f)
+}
+
+fn build(path: &Path, f: File) -> Result<ClientRun, CompareError> {
     let bad = |msg: String| CompareError::File {
         path: path.to_path_buf(),
         msg,
     };
-    let f: File = serde_json::from_slice(bytes)
-        .map_err(|e| bad(format!("not a vllm bench serve result: {e}")))?;
     let (Some(ttfts), Some(latencies)) = (&f.ttfts, &f.latencies) else {
-        return Err(bad(if f.per_turn_metrics.is_some() {
+        return Err(bad(if f.per_turn {
             "a vllm-rs multi-turn summary: it holds no per-request values to compare (run the single-turn benchmark with --save-detailed)".into()
         } else {
             "no per-request `ttfts` / `latencies`: save the result with --save-detailed".into()
         }));
     };
     let n = ttfts.len();
-    let rust = f.steady_state.is_some() || f.max_model_len.is_some();
+    let rust = f.rust;
     let get = |v: &Option<Vec<f64>>, i: usize| v.as_ref().and_then(|v| v.get(i).copied());
     let mut turns = Vec::with_capacity(n);
     for (i, &ttft_s) in ttfts.iter().enumerate() {
@@ -102,7 +138,6 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<ClientRun, CompareError> {
         }
         turns.push(t);
     }
-    let v: Value = serde_json::from_slice(bytes).unwrap_or_default();
     let notes = vec![
         "vLLM's latency ends at the last content chunk, the wire's E2E at the last byte ([DONE] included): E2E differs by the tail".to_string(),
     ];
@@ -110,7 +145,8 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<ClientRun, CompareError> {
     Ok(ClientRun {
         clock: Clock::Mono,
         turns,
-        published: Some(published(path, &v)).filter(|p| p.stats.iter().any(Option::is_some)),
+        published: Some(published(path, &f.numbers))
+            .filter(|p| p.stats.iter().any(Option::is_some)),
         notes,
         checks: Vec::new(),
         levels: Vec::new(),
@@ -120,7 +156,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<ClientRun, CompareError> {
 }
 
 /// The published p50 (`median_`, or `p50_`), p90 and p99 of TTFT, TPOT (as ITL) and E2E.
-fn published(path: &Path, v: &Value) -> Published {
+fn published(path: &Path, v: &BTreeMap<String, f64>) -> Published {
     let mut p = Published {
         source: path.display().to_string(),
         ..Published::default()
@@ -130,7 +166,7 @@ fn published(path: &Path, v: &Value) -> Published {
         ("tpot", Metric::Itl),
         ("e2el", Metric::E2e),
     ] {
-        let get = |k: String| v[k].as_f64();
+        let get = |k: String| v.get(&k).copied();
         let row = [
             get(format!("p50_{key}_ms")).or_else(|| get(format!("median_{key}_ms"))),
             get(format!("p90_{key}_ms")),
