@@ -27,8 +27,11 @@ pub enum Kind {
     ProxyRecords,
     /// Another tool's file `compare` does not read, as a person would name it.
     Other(&'static str),
-    /// Nothing recognisable (with what was seen).
+    /// Nothing recognisable (with what was seen): not JSON, or JSON of no record's shape.
     Unknown(String),
+    /// JSON objects whose keys the detection cannot place (with what was seen): refused by
+    /// `--format auto`, read when `--format` names the format.
+    Unplaced(String),
     /// No record at all.
     Empty,
 }
@@ -40,7 +43,9 @@ impl Kind {
             Kind::Client(f) => f.file_name().to_string(),
             Kind::ProxyRecords => "tokentap proxy records (origin proxy)".into(),
             Kind::Other(what) => (*what).to_string(),
-            Kind::Unknown(why) => format!("not a file tokentap compare knows ({why})"),
+            Kind::Unknown(why) | Kind::Unplaced(why) => {
+                format!("not a file tokentap compare knows ({why})")
+            }
             Kind::Empty => "empty".into(),
         }
     }
@@ -60,7 +65,7 @@ pub fn sniff(path: &Path) -> Result<Kind, CompareError> {
         .and_then(|f| f.take(HEAD_BYTES as u64).read_to_end(&mut head))
         .map_err(io)?;
     let kind = sniff_bytes(&head);
-    if matches!(kind, Kind::Unknown(_)) && head.len() == HEAD_BYTES {
+    if matches!(kind, Kind::Unplaced(_)) && head.len() == HEAD_BYTES {
         let f = std::fs::File::open(path).map_err(io)?;
         let keys = top_level_keys(std::io::BufReader::with_capacity(256 << 10, f)).map_err(io)?;
         return Ok(by_keys(&keys).unwrap_or(kind));
@@ -184,9 +189,9 @@ fn object(t: &str) -> Kind {
             return k;
         }
         let keys: Vec<&str> = o.keys().map(String::as_str).take(6).collect();
-        return Kind::Unknown(format!("a JSON object with keys {}", keys.join(", ")));
+        return Kind::Unplaced(format!("a JSON object with keys {}", keys.join(", ")));
     }
-    Kind::Unknown("a JSON object whose first line is not a record of a known format".into())
+    Kind::Unplaced("a JSON object whose first line is not a record of a known format".into())
 }
 
 /// One JSONL record (or a whole one-object document) by its keys.
@@ -258,7 +263,7 @@ fn array(t: &str) -> Kind {
                 "a JSON array of records; each looks like {}",
                 k.describe()
             )),
-            None => Kind::Unknown(format!(
+            None => Kind::Unplaced(format!(
                 "a JSON array of objects with keys {}",
                 o.keys()
                     .map(String::as_str)
@@ -275,7 +280,7 @@ fn array(t: &str) -> Kind {
             } else if rest.contains("\"start_time\"") || rest.contains("\"end_time\"") {
                 Kind::Client(Format::InferencePerf)
             } else {
-                Kind::Unknown("a JSON array whose first element is not a known record".into())
+                Kind::Unplaced("a JSON array whose first element is not a known record".into())
             }
         }
     }
@@ -298,9 +303,16 @@ pub fn expect(path: &Path, format: Format) -> Result<(), CompareError> {
             format,
             "these are a tokentap proxy's records (origin proxy): give them as --wire; the client file is what the client wrote",
         )),
-        // Given a format, a file the sniffing cannot place is read in it: its reader's errors
-        // name what is wrong.
-        Kind::Unknown(_) => Ok(()),
+        // Given a format, JSON objects the detection cannot place are read in it: its reader's
+        // errors name what is wrong.
+        Kind::Unplaced(_) => Ok(()),
+        Kind::Unknown(what) => Err(CompareError::File {
+            path: path.to_path_buf(),
+            msg: format!(
+                "not {}: it is {what}, not a file tokentap compare knows",
+                format.file_name()
+            ),
+        }),
         Kind::Other(what) => Err(refuse(path, format, &format!("this is {what}"))),
     }
 }
