@@ -296,7 +296,12 @@ pub async fn run_with(
     tracing::info!(addr = %server.addr(), "sim: serving");
     shutdown.await;
     tracing::info!("sim: shutting down");
+    let shared = server.shared_state();
     server.shutdown().await;
+    // Every request the sim served is in the chunk log, or the run says it is not.
+    if let (Some(path), Some(why)) = (&opts.chunk_log, shared.log.failure()) {
+        anyhow::bail!("--chunk-log {}: {why}", path.display());
+    }
     Ok(())
 }
 
@@ -309,6 +314,62 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         opts: Opts,
+    }
+
+    /// A chunk log that cannot be written (`/dev/full`: every write fails) ends the run with an
+    /// error naming the file and the lines lost, instead of a log silently cut.
+    #[tokio::test]
+    async fn a_chunk_log_that_fails_is_an_error_at_the_end() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let cli = Cli::parse_from([
+            "x",
+            "--listen",
+            "127.0.0.1:0",
+            "--chunk-log",
+            "/dev/full",
+            "--decode",
+            "0",
+            "--prefill-base",
+            "0",
+            "--prefill-per-token",
+            "0",
+            "--output-mean-tokens",
+            "4",
+        ]);
+        let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let run = tokio::spawn(run_with(
+            cli.opts,
+            async {
+                let _ = stop_rx.await;
+            },
+            move |a| {
+                let _ = addr_tx.send(a);
+            },
+        ));
+        let addr = addr_rx.await.unwrap();
+        for _ in 0..2 {
+            let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let body = r#"{"model":"tokentap-sim","messages":[{"role":"user","content":"hi"}],"stream":true}"#;
+            let req = format!(
+                "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            c.write_all(req.as_bytes()).await.unwrap();
+            let mut out = Vec::new();
+            c.read_to_end(&mut out).await.unwrap();
+            assert!(
+                out.starts_with(b"HTTP/1.1 200"),
+                "{}",
+                String::from_utf8_lossy(&out)
+            );
+        }
+        stop_tx.send(()).unwrap();
+        let err = run.await.unwrap().unwrap_err().to_string();
+        assert!(
+            err.contains("--chunk-log /dev/full") && err.contains("2 request lines not written"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub(crate) struct LogStore {
     inner: Mutex<Inner>,
     finished: watch::Sender<usize>,
     writer: Mutex<Option<Writer>>,
+    /// Why lines of the JSONL log were lost, once it is closed.
+    failure: Mutex<Option<String>>,
 }
 
 struct Inner {
@@ -40,7 +42,8 @@ struct Inner {
 
 struct Writer {
     tx: mpsc::Sender<String>,
-    thread: JoinHandle<()>,
+    /// Ends with the first write error and how many lines it lost, if any was.
+    thread: JoinHandle<Option<(String, u64)>>,
 }
 
 impl LogStore {
@@ -62,6 +65,7 @@ impl LogStore {
             }),
             finished: watch::channel(0).0,
             writer: Mutex::new(writer),
+            failure: Mutex::new(None),
         })
     }
 
@@ -140,13 +144,22 @@ impl LogStore {
         let _ = rx.wait_for(|&f| f >= n).await;
     }
 
-    /// Closes the JSONL writer and waits until every line is flushed.
+    /// Closes the JSONL writer and waits until every line is flushed; a write that failed is
+    /// kept for [`LogStore::failure`].
     pub async fn close(&self) {
         let w = self.writer.lock().take();
         if let Some(Writer { tx, thread }) = w {
             drop(tx);
-            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+            let lost = tokio::task::spawn_blocking(move || thread.join()).await;
+            if let Ok(Ok(Some((error, lines)))) = lost {
+                *self.failure.lock() = Some(format!("{lines} request lines not written: {error}"));
+            }
         }
+    }
+
+    /// After [`LogStore::close`]: why the JSONL log is incomplete, if it is.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().clone()
     }
 }
 
@@ -157,16 +170,22 @@ impl Writer {
             .name("sim-chunk-log".into())
             .spawn(move || {
                 let mut out = BufWriter::new(file);
+                let mut failed: Option<(String, u64)> = None;
                 for line in rx {
+                    if let Some((_, lost)) = failed.as_mut() {
+                        *lost += 1;
+                        continue;
+                    }
                     let r = out
                         .write_all(line.as_bytes())
                         .and_then(|()| out.write_all(b"\n"))
                         .and_then(|()| out.flush());
                     if let Err(e) = r {
                         tracing::error!(file = %name, error = %e, "sim: chunk log write failed; no more lines will be written");
-                        return;
+                        failed = Some((e.to_string(), 1));
                     }
                 }
+                failed
             })?;
         Ok(Writer { tx, thread })
     }

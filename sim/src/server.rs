@@ -134,6 +134,14 @@ impl SimServer {
     }
 }
 
+impl SimServer {
+    /// The request log, which outlives the server (the CLI asks it after shutdown whether the
+    /// JSONL chunk log is complete).
+    pub(crate) fn shared_state(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+}
+
 impl Drop for SimServer {
     fn drop(&mut self) {
         // Dropping the sender stops the accept loop, which then shuts down in the background.
