@@ -22,7 +22,8 @@
 //!   and `formats::json`, the JSON reading they share.
 //! - [`wire`]: the proxy's records and their per-turn values.
 //! - [`join`]: request id → session + order (anchors break ties) → time.
-//! - [`report`]: distributions, claims, verdicts; the terminal table and the `--json` schema.
+//! - [`report`]: distributions, claims, verdicts and the `--json` schema; [`render`]: the
+//!   terminal table.
 //!
 //! ## Data flow
 //! ```text
@@ -40,6 +41,7 @@ pub mod client;
 pub mod error;
 pub mod formats;
 pub mod join;
+pub mod render;
 pub mod report;
 pub mod totals;
 pub mod wire;
