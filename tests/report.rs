@@ -51,6 +51,24 @@ async fn small_run(dir: &Path) {
     sim.shutdown().await;
 }
 
+/// At a 1280-pixel window: no horizontal scroll, no label cut at its plot's edge (the page's
+/// own check, `data-hscroll` and `data-clipped-labels`).
+fn assert_reads_well(dom: &str) {
+    let attr = |name: &str| {
+        dom.split(&format!("{name}=\""))
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .unwrap_or_else(|| panic!("{name} not set"))
+            .to_string()
+    };
+    assert_eq!(attr("data-hscroll"), "0", "the page scrolls sideways");
+    assert_eq!(
+        attr("data-clipped-labels"),
+        "",
+        "labels cut at a plot's edge"
+    );
+}
+
 fn chromium(args: &[&str], page: &Path) -> String {
     let profile = tempfile::tempdir().expect("temp dir");
     let out = Command::new("chromium")
@@ -98,7 +116,7 @@ async fn replay_writes_a_report_that_loads_in_chromium_with_every_plot() {
     assert!(!html.contains("<script src") && !html.contains("<link"));
 
     // What the browser made of it.
-    let dom = chromium(&["--dump-dom"], &page);
+    let dom = chromium(&["--window-size=1280,4000", "--dump-dom"], &page);
     assert!(
         dom.contains("data-report-ready=\"1\""),
         "the page's script did not run to its end (a JS error?)"
@@ -111,6 +129,7 @@ async fn replay_writes_a_report_that_loads_in_chromium_with_every_plot() {
         dom.contains("data-empty-plots=\"\""),
         "a plot has no data marks"
     );
+    assert_reads_well(&dom);
     assert!(dom.contains("data-plots=\"7\""));
     for p in PLOTS {
         let at = dom
@@ -348,7 +367,10 @@ async fn a_records_directory_reports_where_each_sessions_time_went() {
         "{}",
         String::from_utf8_lossy(&html.stderr)
     );
-    let dom = chromium(&["--dump-dom"], &records.join("sessions.html"));
+    let dom = chromium(
+        &["--window-size=1280,4000", "--dump-dom"],
+        &records.join("sessions.html"),
+    );
     assert!(
         dom.contains("data-report-ready=\"1\""),
         "the page's script did not run"

@@ -78,6 +78,24 @@ fn read(path: &Path) -> Value {
     .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// At a 1280-pixel window: no horizontal scroll, no label cut at its plot's edge (the page's
+/// own check, `data-hscroll` and `data-clipped-labels`).
+fn assert_reads_well(dom: &str) {
+    let attr = |name: &str| {
+        dom.split(&format!("{name}=\""))
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .unwrap_or_else(|| panic!("{name} not set"))
+            .to_string()
+    };
+    assert_eq!(attr("data-hscroll"), "0", "the page scrolls sideways");
+    assert_eq!(
+        attr("data-clipped-labels"),
+        "",
+        "labels cut at a plot's edge"
+    );
+}
+
 fn chromium_dom(page: &Path) -> String {
     let profile = tempfile::tempdir().expect("temp dir");
     let out = Command::new("chromium")
@@ -90,6 +108,7 @@ fn chromium_dom(page: &Path) -> String {
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
+            "--window-size=1280,4000",
             "--dump-dom",
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
@@ -246,6 +265,7 @@ async fn a_sweep_on_the_sim_gives_the_curve_the_engine_view_and_a_report() {
         dom.contains("data-empty-plots=\"\""),
         "a plot has no data marks"
     );
+    assert_reads_well(&dom);
     assert!(dom.contains("data-plots=\"5\""));
     for plot in [
         "pareto_interactivity",

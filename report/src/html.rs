@@ -14,11 +14,12 @@ use tokentap_core::record::Status;
 pub const CSS: &str = r#"
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1560px;color:#222;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
-.grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(760px,1fr));gap:12px}
-svg.plot{background:#fff;border:1px solid #e3e3e3;border-radius:4px;max-width:100%;height:auto}
+.grid2{display:grid;grid-template-columns:1fr;gap:12px}
+svg.plot{background:#fff;border:1px solid #e3e3e3;border-radius:4px;width:100%;max-width:1200px;height:auto;display:block}
 svg text{font-size:11px;fill:#444}svg .ttl{font-size:13px;font-weight:600;fill:#222}
 svg .grid{stroke:#eee}svg circle.pt{fill-opacity:.75}svg circle.pt:not([fill]){fill:#1f77b4}
-table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 9px;text-align:right}
+table{border-collapse:collapse;margin:6px 0;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
+td{white-space:nowrap}td:last-child{white-space:normal}
 th{background:#f5f5f5}td:first-child,th:first-child{text-align:left}
 .verdict{display:inline-block;padding:6px 14px;border-radius:4px;font-weight:700;font-size:16px;color:#fff}
 .valid{background:#2e7d32}.invalid{background:#c62828}.incomplete{background:#b26a00}.no_gates,.unknown{background:#6d6d6d}
@@ -36,6 +37,19 @@ pub const SCRIPT: &str = r#"
   }
   document.body.setAttribute('data-plots',String(plots.length));
   document.body.setAttribute('data-empty-plots',empty.join(','));
+  // Reads well at a glance: no horizontal scroll at the window's width, no label cut at its
+  // plot's edge (names of the plots with one).
+  var root=document.documentElement;
+  document.body.setAttribute('data-hscroll',String(Math.max(0,root.scrollWidth-root.clientWidth)));
+  var clipped=[];
+  var texts=document.querySelectorAll('svg.plot text');
+  for(var j=0;j<texts.length;j++){
+    var t=texts[j],sr=t.ownerSVGElement.getBoundingClientRect(),r=t.getBoundingClientRect();
+    if(r.width>0&&(r.left<sr.left-1||r.top<sr.top-1||r.right>sr.right+1||r.bottom>sr.bottom+1)){
+      clipped.push(t.ownerSVGElement.getAttribute('data-plot')+': '+t.textContent);
+    }
+  }
+  document.body.setAttribute('data-clipped-labels',clipped.join(' | '));
   document.body.setAttribute('data-report-ready','1');
   document.title='tokentap report: '+document.body.getAttribute('data-verdict');
 })();

@@ -408,15 +408,26 @@ impl Steps<'_> {
         }
         for (a, b, label) in &pts {
             let (px, py) = (x.px(*a), y.px(*b));
+            // Inside the plot: to the left of a point near the right edge, below one near the
+            // top (11 px text, ~6.5 px a character).
+            let wide = label.chars().count() as f64 * 6.5;
+            let (tx, anchor) = if px + 5.0 + wide > W - MR {
+                (px - 5.0, "end")
+            } else {
+                (px + 5.0, "start")
+            };
+            let ty = if py - 5.0 - 11.0 < MT {
+                py + 14.0
+            } else {
+                py - 5.0
+            };
             let _ = write!(
                 o,
-                r##"<circle class="pt" cx="{px:.1}" cy="{py:.1}" r="3.5" fill="{}"><title>{}: {}, {}</title></circle><text x="{:.1}" y="{:.1}">{}</text>"##,
+                r##"<circle class="pt" cx="{px:.1}" cy="{py:.1}" r="3.5" fill="{}"><title>{}: {}, {}</title></circle><text x="{tx:.1}" y="{ty:.1}" text-anchor="{anchor}">{}</text>"##,
                 PALETTE[1],
                 esc(label),
                 num(*a),
                 num(*b),
-                px + 5.0,
-                py - 5.0,
                 esc(label)
             );
         }
