@@ -7,106 +7,136 @@
 //! metric names of its queries with. Units are base units (`_seconds`); counters end `_total`.
 //! No session id or other unbounded value is ever a label.
 
-/// Metric names (without histogram suffixes `_bucket`/`_sum`/`_count`).
-pub mod names {
-    pub const REQUESTS_TOTAL: &str = "tokentap_requests_total";
-    pub const IN_FLIGHT: &str = "tokentap_in_flight";
-    pub const TTFB_SECONDS: &str = "tokentap_ttfb_seconds";
-    pub const TTFT_SECONDS: &str = "tokentap_ttft_seconds";
-    pub const E2E_SECONDS: &str = "tokentap_e2e_seconds";
-    pub const TPOT_SECONDS: &str = "tokentap_tpot_seconds";
-    pub const ITL_SECONDS: &str = "tokentap_itl_seconds";
-    pub const INTER_CHUNK_SECONDS: &str = "tokentap_inter_chunk_seconds";
-    pub const TOKENS_PER_CHUNK: &str = "tokentap_tokens_per_chunk";
-    pub const PROMPT_TOKENS_PER_TURN: &str = "tokentap_prompt_tokens_per_turn";
-    pub const PROMPT_TOKENS_TOTAL: &str = "tokentap_prompt_tokens_total";
-    pub const CACHED_TOKENS_TOTAL: &str = "tokentap_cached_tokens_total";
-    pub const OUTPUT_TOKENS_TOTAL: &str = "tokentap_output_tokens_total";
-    pub const REASONING_TOKENS_TOTAL: &str = "tokentap_reasoning_tokens_total";
-    pub const STREAMS_WITHOUT_USAGE_TOTAL: &str = "tokentap_streams_without_usage_total";
-    pub const ACTIVE_SESSIONS: &str = "tokentap_active_sessions";
-    pub const TURNS_PER_SESSION: &str = "tokentap_turns_per_session";
-    pub const SESSION_EVICTIONS_TOTAL: &str = "tokentap_session_evictions_total";
-    pub const UPSTREAM_REQUESTS_TOTAL: &str = "tokentap_upstream_requests_total";
-    pub const UPSTREAM_ERRORS_TOTAL: &str = "tokentap_upstream_errors_total";
-    pub const PROXY_CHUNK_PROCESSING_SECONDS: &str = "tokentap_proxy_chunk_processing_seconds";
-    /// Replay only: turns by outcome `event` = issued | completed | failed | aborted.
-    pub const TURNS_TOTAL: &str = "tokentap_turns_total";
-    /// Replay only: conversations sleeping in an inter-turn delay.
-    pub const DELAY_QUEUE: &str = "tokentap_delay_queue";
-    /// Replay only: 1 while the performance window is open.
-    pub const IN_WINDOW: &str = "tokentap_in_window";
+/// Declares each name once: a constant in [`names`] and its place in [`ALL_NAMES`].
+macro_rules! metric_names {
+    ($($(#[$doc:meta])* $name:ident = $text:literal,)+) => {
+        /// Metric names (without histogram suffixes `_bucket`/`_sum`/`_count`).
+        pub mod names {
+            $($(#[$doc])* pub const $name: &str = $text;)+
+        }
+
+        /// Every name exported by tokentap itself, in declaration order.
+        pub const ALL_NAMES: &[&str] = &[$(names::$name),+];
+    };
+}
+
+metric_names! {
+        REQUESTS_TOTAL = "tokentap_requests_total",
+        IN_FLIGHT = "tokentap_in_flight",
+        TTFB_SECONDS = "tokentap_ttfb_seconds",
+        TTFT_SECONDS = "tokentap_ttft_seconds",
+        E2E_SECONDS = "tokentap_e2e_seconds",
+        TPOT_SECONDS = "tokentap_tpot_seconds",
+        ITL_SECONDS = "tokentap_itl_seconds",
+        INTER_CHUNK_SECONDS = "tokentap_inter_chunk_seconds",
+        TOKENS_PER_CHUNK = "tokentap_tokens_per_chunk",
+        PROMPT_TOKENS_PER_TURN = "tokentap_prompt_tokens_per_turn",
+        PROMPT_TOKENS_TOTAL = "tokentap_prompt_tokens_total",
+        CACHED_TOKENS_TOTAL = "tokentap_cached_tokens_total",
+        OUTPUT_TOKENS_TOTAL = "tokentap_output_tokens_total",
+        REASONING_TOKENS_TOTAL = "tokentap_reasoning_tokens_total",
+        STREAMS_WITHOUT_USAGE_TOTAL = "tokentap_streams_without_usage_total",
+        ACTIVE_SESSIONS = "tokentap_active_sessions",
+        TURNS_PER_SESSION = "tokentap_turns_per_session",
+        SESSION_EVICTIONS_TOTAL = "tokentap_session_evictions_total",
+        UPSTREAM_REQUESTS_TOTAL = "tokentap_upstream_requests_total",
+        UPSTREAM_ERRORS_TOTAL = "tokentap_upstream_errors_total",
+        PROXY_CHUNK_PROCESSING_SECONDS = "tokentap_proxy_chunk_processing_seconds",
+        /// Replay only: turns by outcome `event` = issued | completed | failed | aborted.
+        TURNS_TOTAL = "tokentap_turns_total",
+        /// Replay only: conversations sleeping in an inter-turn delay.
+        DELAY_QUEUE = "tokentap_delay_queue",
+        /// Replay only: 1 while the performance window is open.
+        IN_WINDOW = "tokentap_in_window",
 }
 
 /// The labels of every per-turn series ([`TurnSeries`]), besides the constant `source`.
 pub const TURN_LABELS: &[&str] = &["model", "route"];
 
-/// Every name exported by tokentap itself.
-pub const ALL_NAMES: &[&str] = &[
-    names::REQUESTS_TOTAL,
-    names::IN_FLIGHT,
-    names::TTFB_SECONDS,
-    names::TTFT_SECONDS,
-    names::E2E_SECONDS,
-    names::TPOT_SECONDS,
-    names::ITL_SECONDS,
-    names::INTER_CHUNK_SECONDS,
-    names::TOKENS_PER_CHUNK,
-    names::PROMPT_TOKENS_PER_TURN,
-    names::PROMPT_TOKENS_TOTAL,
-    names::CACHED_TOKENS_TOTAL,
-    names::OUTPUT_TOKENS_TOTAL,
-    names::REASONING_TOKENS_TOTAL,
-    names::STREAMS_WITHOUT_USAGE_TOTAL,
-    names::ACTIVE_SESSIONS,
-    names::TURNS_PER_SESSION,
-    names::SESSION_EVICTIONS_TOTAL,
-    names::UPSTREAM_REQUESTS_TOTAL,
-    names::UPSTREAM_ERRORS_TOTAL,
-    names::PROXY_CHUNK_PROCESSING_SECONDS,
-    names::TURNS_TOTAL,
-    names::DELAY_QUEUE,
-    names::IN_WINDOW,
-];
+/// The series of one engine that tokentap reads, dashboards may reference and the sim exports
+/// (docs/benchmark.md#prometheus; label `model_name`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineNames {
+    pub ttft: &'static str,
+    pub itl: &'static str,
+    pub e2e: &'static str,
+    /// Prompt tokens looked up in the prefix cache (vLLM only).
+    pub cache_queries: Option<&'static str>,
+    /// Prompt tokens found in the prefix cache.
+    pub cache_hits: &'static str,
+    pub running: &'static str,
+    pub prompt_tokens: &'static str,
+    pub generation_tokens: &'static str,
+}
 
-/// Engine series of docs/benchmark.md#prometheus that dashboards may reference (the sim exports
-/// every `vllm:` one, with `engine_metrics: sglang` every `sglang:` one, with `trtllm` every
-/// `trtllm_` one; label `model_name`; see
-/// `tokentap_sim::metrics`).
-pub const ENGINE_NAMES: &[&str] = &[
-    "vllm:time_to_first_token_seconds",
-    "vllm:inter_token_latency_seconds",
-    "vllm:e2e_request_latency_seconds",
-    "vllm:prefix_cache_queries_total",
-    "vllm:prefix_cache_hits_total",
-    "vllm:num_requests_running",
-    "vllm:prompt_tokens_total",
-    "vllm:generation_tokens_total",
-    "sglang:time_to_first_token_seconds",
-    "sglang:inter_token_latency_seconds",
-    "sglang:e2e_request_latency_seconds",
-    "sglang:cached_tokens_total",
-    "sglang:num_running_reqs",
-    "sglang:prompt_tokens_total",
-    "sglang:generation_tokens_total",
-    "trtllm_time_to_first_token_seconds",
-    "trtllm_time_per_output_token_seconds",
-    "trtllm_e2e_request_latency_seconds",
-    "trtllm_prompt_cached_tokens_total",
-    "trtllm_num_requests_running",
-    "trtllm_prompt_tokens_total",
-    "trtllm_generation_tokens_total",
-];
+/// Declares each engine's names once: its [`EngineNames`], its list, and its place in
+/// [`ENGINE_NAMES`].
+macro_rules! engine_names {
+    (@opt) => { None };
+    (@opt $x:literal) => { Some($x) };
+    ($(
+        $(#[$doc:meta])*
+        $engine:ident, $list:ident {
+            ttft: $ttft:literal, itl: $itl:literal, e2e: $e2e:literal,
+            $(cache_queries: $cq:literal,)?
+            cache_hits: $ch:literal, running: $run:literal,
+            prompt_tokens: $pt:literal, generation_tokens: $gt:literal $(,)?
+        }
+    )+) => {
+        $(
+            $(#[$doc])*
+            pub const $engine: EngineNames = EngineNames {
+                ttft: $ttft,
+                itl: $itl,
+                e2e: $e2e,
+                cache_queries: engine_names!(@opt $($cq)?),
+                cache_hits: $ch,
+                running: $run,
+                prompt_tokens: $pt,
+                generation_tokens: $gt,
+            };
+            $(#[$doc])*
+            pub const $list: &[&str] = &[$ttft, $itl, $e2e, $($cq,)? $ch, $run, $pt, $gt];
+        )+
+        /// Every engine series dashboards may reference, engine by engine.
+        pub const ENGINE_NAMES: &[&str] = &[$($ttft, $itl, $e2e, $($cq,)? $ch, $run, $pt, $gt),+];
+    };
+}
 
-/// The vLLM half of [`ENGINE_NAMES`] (what the sim exports as vLLM).
-pub const ENGINE_VLLM_NAMES: &[&str] = ENGINE_NAMES.split_at(8).0;
-
-/// The SGLang part of [`ENGINE_NAMES`] (what the sim exports as SGLang).
-pub const ENGINE_SGLANG_NAMES: &[&str] = ENGINE_NAMES.split_at(8).1.split_at(7).0;
-
-/// The TensorRT-LLM part of [`ENGINE_NAMES`] (`trtllm-serve`'s `MetricsCollector` names, served
-/// at `/prometheus/metrics`; what the sim exports as TensorRT-LLM).
-pub const ENGINE_TRTLLM_NAMES: &[&str] = ENGINE_NAMES.split_at(15).1;
+engine_names! {
+    /// vLLM's.
+    ENGINE_VLLM, ENGINE_VLLM_NAMES {
+        ttft: "vllm:time_to_first_token_seconds",
+        itl: "vllm:inter_token_latency_seconds",
+        e2e: "vllm:e2e_request_latency_seconds",
+        cache_queries: "vllm:prefix_cache_queries_total",
+        cache_hits: "vllm:prefix_cache_hits_total",
+        running: "vllm:num_requests_running",
+        prompt_tokens: "vllm:prompt_tokens_total",
+        generation_tokens: "vllm:generation_tokens_total",
+    }
+    /// SGLang's (no prefix-cache queries counter: `cached_tokens_total` counts the hits).
+    ENGINE_SGLANG, ENGINE_SGLANG_NAMES {
+        ttft: "sglang:time_to_first_token_seconds",
+        itl: "sglang:inter_token_latency_seconds",
+        e2e: "sglang:e2e_request_latency_seconds",
+        cache_hits: "sglang:cached_tokens_total",
+        running: "sglang:num_running_reqs",
+        prompt_tokens: "sglang:prompt_tokens_total",
+        generation_tokens: "sglang:generation_tokens_total",
+    }
+    /// TensorRT-LLM's (`trtllm-serve`'s `MetricsCollector` names, served at
+    /// `/prometheus/metrics`).
+    ENGINE_TRTLLM, ENGINE_TRTLLM_NAMES {
+        ttft: "trtllm_time_to_first_token_seconds",
+        itl: "trtllm_time_per_output_token_seconds",
+        e2e: "trtllm_e2e_request_latency_seconds",
+        cache_hits: "trtllm_prompt_cached_tokens_total",
+        running: "trtllm_num_requests_running",
+        prompt_tokens: "trtllm_prompt_tokens_total",
+        generation_tokens: "trtllm_generation_tokens_total",
+    }
+}
 
 /// Label values.
 pub mod labels {

@@ -37,49 +37,8 @@ use prometheus::{
 use std::collections::HashMap;
 use tokentap_core::metrics::buckets;
 
-/// Names of one flavor, in the order of [`VLLM_NAMES`].
-struct Names {
-    ttft: &'static str,
-    itl: &'static str,
-    e2e: &'static str,
-    cache_queries: Option<&'static str>,
-    cache_hits: &'static str,
-    running: &'static str,
-    prompt_tokens: &'static str,
-    generation_tokens: &'static str,
-}
-
-const VLLM: Names = Names {
-    ttft: VLLM_NAMES[0],
-    itl: VLLM_NAMES[1],
-    e2e: VLLM_NAMES[2],
-    cache_queries: Some(VLLM_NAMES[3]),
-    cache_hits: VLLM_NAMES[4],
-    running: VLLM_NAMES[5],
-    prompt_tokens: VLLM_NAMES[6],
-    generation_tokens: VLLM_NAMES[7],
-};
-
-const SGLANG: Names = Names {
-    ttft: SGLANG_NAMES[0],
-    itl: SGLANG_NAMES[1],
-    e2e: SGLANG_NAMES[2],
-    cache_queries: None,
-    cache_hits: SGLANG_NAMES[3],
-    running: SGLANG_NAMES[4],
-    prompt_tokens: SGLANG_NAMES[5],
-    generation_tokens: SGLANG_NAMES[6],
-};
-
-const TRTLLM: Names = Names {
-    ttft: TRTLLM_NAMES[0],
-    itl: TRTLLM_NAMES[1],
-    e2e: TRTLLM_NAMES[2],
-    cache_queries: None,
-    cache_hits: TRTLLM_NAMES[3],
-    running: TRTLLM_NAMES[4],
-    prompt_tokens: TRTLLM_NAMES[5],
-    generation_tokens: TRTLLM_NAMES[6],
+use tokentap_core::metrics::{
+    ENGINE_SGLANG as SGLANG, ENGINE_TRTLLM as TRTLLM, ENGINE_VLLM as VLLM,
 };
 
 /// Every name the sim exports as vLLM, as SGLang and as TensorRT-LLM: the engine names of

@@ -50,8 +50,10 @@ async fn stall_pauses_mid_stream() {
         .map(|w| w[1].at - w[0].at)
         .max()
         .unwrap();
+    // The client may read the chunk before the pause late by its own scheduling delay (a loaded
+    // machine): its gap is the pause less that; the sim's own stamps below hold the full pause.
     assert!(
-        max_gap >= 150_000_000,
+        max_gap >= 100_000_000,
         "largest client-side gap {max_gap} ns"
     );
     // The pause comes after at least one token, not before the first.
