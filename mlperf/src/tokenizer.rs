@@ -374,7 +374,7 @@ impl RefTokenizer {
         if piece.is_empty() {
             return 0;
         }
-        if piece.len() < 64 {
+        if piece.len() < 4 {
             return self.count_text(piece);
         }
         let key = hash128(piece);
