@@ -575,9 +575,11 @@ fn foreign_records(
     )))
 }
 
-/// The keys of `config.json` every shard must agree on: all but these. (`concurrency` is per
-/// process and must agree; the merged run's is the sum.)
-const PER_SHARD: [&str; 4] = ["shard", "out", "metrics", "model_discovered"];
+/// The keys of `config.json` every shard must agree on: all but these — the shard, its output
+/// directory and metrics address, what it learned of the model, and the tokenizer's local path
+/// (the shards' hosts have their own). (`concurrency` is per process and must agree; the
+/// merged run's is the sum.)
+pub const PER_SHARD: [&str; 5] = ["shard", "out", "metrics", "model_discovered", "tokenizer"];
 
 /// The shared part of a config, as JSON (local paths dropped, the dataset's hash kept): what
 /// every shard of one run must agree on.
@@ -587,7 +589,6 @@ pub fn shared(c: &ReplayConfig) -> Value {
         for k in PER_SHARD {
             o.remove(k);
         }
-        o.remove("tokenizer");
         if let Some(Value::Object(d)) = o.get_mut("dataset") {
             d.remove("path");
         }
