@@ -16,11 +16,12 @@
 //! ```
 //!
 //! Memory is the open sessions' state, not the records: a trajectory keeps a hash of each message
-//! its rows stand for (a request continues it when its messages begin with those), and its rows
-//! but the last wait as JSON lines in a spill file ([`rows`]) until the end, when they are copied
-//! out in first-turn order. A `previous_response_id` request's history is known without
-//! rebuilding it (the trajectory's messages so far, then the previous output), so a chain costs
-//! the same per turn at its 20,000th turn as at its second.
+//! its rows stand for (a request continues it when its messages begin with those); its rows, and
+//! the answer that waits for the next turn, wait in an anonymous spill file ([`rows`]) until the
+//! end, when the rows are copied out in first-turn order. A `previous_response_id` request's
+//! history is known without rebuilding it (the trajectory's messages so far, then the previous
+//! output), so a chain costs the same per turn at its 20,000th turn as at its second
+//! (docs/benchmarks.md#dataset-capture-scriptscapture-speed).
 //!
 //! Nothing is guessed silently: what has no place in the dataset is named and counted in the
 //! [`Report`] (records skipped and why, parts of requests with no chat form, requests whose new
@@ -225,7 +226,8 @@ struct Traj {
 }
 
 impl Traj {
-    /// After each turn: the rows that cannot change go to the spill.
+    /// After each turn: its rows go to the spill, and once the first is made, the tools and
+    /// system prompt it carries leave memory.
     fn end_turn(&mut self, spill: &mut Spill) {
         self.rows.end_turn(spill);
         if !self.rows.is_empty() {

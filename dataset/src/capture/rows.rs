@@ -14,8 +14,9 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-/// The spill file: every trajectory's finished rows as JSON lines, appended as they finish, in
-/// no trajectory's order. Anonymous (unlinked from the start), so nothing is left behind.
+/// The spill file: every trajectory's rows as JSON lines, appended after each turn, in no
+/// trajectory's order, and the answers set aside until the next turn ([`Spill::put`]).
+/// Anonymous (unlinked from the start), so nothing is left behind.
 pub(super) struct Spill {
     file: BufWriter<File>,
     /// Bytes written.
@@ -228,4 +229,45 @@ impl Rows {
 /// A row as its JSON line (with the newline).
 fn line(row: &Map<String, Value>) -> String {
     serde_json::to_string(row).unwrap_or_default() + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn row(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    /// A user row parked between turns is read back when the next turn's user message joins
+    /// it, and written once, changed, in its place among the trajectory's lines.
+    #[test]
+    fn a_parked_user_row_is_changed_in_place() {
+        let mut spill = Spill::new(None).unwrap();
+        let (mut a, mut b) = (Rows::new(), Rows::new());
+        a.push(row(json!({"role": "user", "content": "one"})));
+        a.end_turn(&mut spill);
+        b.push(row(json!({"role": "user", "content": "other"})));
+        b.end_turn(&mut spill);
+        assert_eq!(a.last_role(), Some("user"));
+        let last = a.last_mut(&mut spill).unwrap();
+        last.insert("content".into(), "one, two".into());
+        a.push(row(json!({"role": "assistant", "content": "ok", "x": 1.5})));
+        a.end_turn(&mut spill);
+        assert_eq!(a.len(), 2);
+        let (ea, eb) = (a.finish(&mut spill), b.finish(&mut spill));
+        assert!(spill.failed().is_none());
+        let mut text = Vec::new();
+        spill.read(&ea, &mut text).unwrap();
+        assert_eq!(
+            String::from_utf8(text).unwrap(),
+            "{\"role\":\"user\",\"content\":\"one, two\"}\n{\"role\":\"assistant\",\"content\":\"ok\",\"x\":1.5}\n"
+        );
+        let mut text = Vec::new();
+        spill.read(&eb, &mut text).unwrap();
+        assert_eq!(text, b"{\"role\":\"user\",\"content\":\"other\"}\n");
+        let s = spill.put(&json!({"role": "assistant", "content": "later"}));
+        assert_eq!(spill.get(&s)["content"], "later");
+    }
 }
