@@ -1,14 +1,16 @@
 //! Big inputs, bounded memory: `dataset validate` / `stats`, `compare` (every format, and the
 //! wire) and `report` read files of 200 MB a line (or an array element) at a time and keep
-//! per-turn facts, not text. Each command runs as the binary and its peak resident memory is the
-//! kernel's own figure for the child (`wait4`'s `ru_maxrss`, /proc's `VmHWM` at exit) — a bound,
-//! never a timing. A line past 64 MiB is refused by number instead of read.
+//! per-turn facts, not text; `dataset capture` keeps its open sessions' state, its rows spilled
+//! to disk. Each command runs as the binary and its peak resident memory is the kernel's own
+//! figure for the child (`wait4`'s `ru_maxrss`, /proc's `VmHWM` at exit) — a bound, never a
+//! timing. A line past 64 MiB is refused by number instead of read.
 //!
 //! The inputs are what the tools write, repeated to 200 MB with each copy's ids made its own:
-//! the replay's and the proxy's records of a real replay through the proxy to the sim, the
-//! MLPerf reference's `events.jsonl` (testdata/golden), AIPerf 0.13.0's `profile_export.jsonl`
-//! (testdata/aiperf-0.13.0, written against the sim), a dataset from `dataset synth`; only the
-//! inference-perf file is built from the hand-written fixture (no real one here).
+//! the replay's and the proxy's records (with and without content) of a real replay through the
+//! proxy to the sim, the MLPerf reference's `events.jsonl` (testdata/golden), AIPerf 0.13.0's
+//! `profile_export.jsonl` (testdata/aiperf-0.13.0, written against the sim), a dataset from
+//! `dataset synth`; only the inference-perf file is built from the hand-written fixture (no real
+//! one here).
 //!
 //! Measured before the readers streamed (release build, same shapes): validate / stats 444 MB
 //! on 200 MB; compare: aiperf 279 MB, mlperf 415 MB, inference-perf 1.5 GB, tokentap + wire
@@ -143,9 +145,10 @@ fn dataset_validate_and_stats_hold_one_conversation_not_the_file() {
     assert_below(&m, "dataset validate, a 65 MiB line", 200);
 }
 
-/// A real run: the replay (outputs recorded) through the proxy to the sim. Returns the run
+/// A real run: the replay (outputs recorded) through the proxy to the sim, the proxy recording
+/// the requests' and responses' content when `content` (`--record-content`). Returns the run
 /// directory and the proxy's records directory.
-fn real_run(dir: &Path) -> (PathBuf, PathBuf) {
+fn real_run(dir: &Path, content: bool) -> (PathBuf, PathBuf) {
     let (run, wire) = (dir.join("run"), dir.join("wire"));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -155,7 +158,10 @@ fn real_run(dir: &Path) -> (PathBuf, PathBuf) {
     rt.block_on(async {
         let stack = tokentap_testkit::topology::Stack::proxied(
             tokentap_sim::SimConfig::zero_delay(),
-            |c| c.records_dir = Some(wire.clone()),
+            |c| {
+                c.records_dir = Some(wire.clone());
+                c.record_content = content;
+            },
         )
         .await;
         let mut rc = stack.replay_config(Some(&run));
@@ -189,7 +195,7 @@ fn only_file(dir: &Path) -> PathBuf {
 #[test]
 fn compare_reads_200_mb_of_every_format_keeping_turns_not_text() {
     let dir = tempfile::tempdir().unwrap();
-    let (run, wire) = real_run(dir.path());
+    let (run, wire) = real_run(dir.path(), false);
     // Our own replay's records against the wire, each 200 MB or more, copy for copy.
     let ids = ["conversation_id"];
     let (client, big_wire) = (
@@ -311,7 +317,7 @@ fn compare_reads_200_mb_of_every_format_keeping_turns_not_text() {
 #[test]
 fn report_reads_200_mb_of_records_keeping_no_content() {
     let dir = tempfile::tempdir().unwrap();
-    let (run, _wire) = real_run(dir.path());
+    let (run, _wire) = real_run(dir.path(), false);
     let records = run.join("records.jsonl");
     let small = dir.path().join("small.jsonl");
     std::fs::rename(&records, &small).unwrap();
@@ -328,4 +334,79 @@ fn report_reads_200_mb_of_records_keeping_no_content() {
     let r: Value = serde_json::from_str(&m.stdout).unwrap();
     assert!(r.is_object());
     assert_below(&m, "report, 200 MB of records", 400);
+}
+
+/// `dataset capture` holds its open sessions' state, not the records: the proxy's records with
+/// content of a real run (`--record-content`), each copy its own sessions, at 200 MB and at
+/// 400 MB under the same bound, the larger at most a few MB above the smaller — what grows is the
+/// count of open sessions (a few KB each here: ids, message hashes, offsets into the spill), not
+/// the bytes read (docs/usage.md#dataset-capture). 1 GB takes this debug build about two
+/// minutes, so it is measured by hand: 62 MB. Before the rows were spilled (debug build):
+/// 200 MB → 743 MB, 1 GB → 3.6 GB.
+#[test]
+fn capture_holds_the_open_sessions_not_the_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, wire) = real_run(dir.path(), true);
+    let src = only_file(&wire);
+    let out = dir.path().join("captured.jsonl");
+    let o = out.to_str().unwrap();
+    // One copy: what each copy comes to.
+    let m = tokentap(&[
+        "dataset",
+        "capture",
+        "--records",
+        src.to_str().unwrap(),
+        "-o",
+        o,
+    ]);
+    assert_eq!(m.code, Some(0), "{}", m.stderr);
+    let one = trajectories_captured(&m.stderr);
+    assert!(one >= 8, "{}", m.stderr);
+    let records = dir.path().join("records");
+    std::fs::create_dir(&records).unwrap();
+    let mut peaks = Vec::new();
+    for (size, what) in [(BIG, "200 MB"), (2 * BIG, "400 MB")] {
+        let copies = copies_for(&src, size);
+        let n = repeat(&src, &records.join("records-big.jsonl"), copies, |l, k| {
+            rename(l, k, &["conversation_id"])
+        });
+        let m = tokentap(&[
+            "dataset",
+            "capture",
+            "--records",
+            records.to_str().unwrap(),
+            "-o",
+            o,
+        ]);
+        assert_eq!(m.code, Some(0), "{}", m.stderr);
+        assert!(
+            m.stderr
+                .contains(&format!(": {n} of {n} records in 1 files")),
+            "{}",
+            m.stderr
+        );
+        assert_eq!(
+            trajectories_captured(&m.stderr),
+            one * copies,
+            "{}",
+            m.stderr
+        );
+        assert_below(&m, &format!("dataset capture, {what} of records"), 100);
+        peaks.push(m.peak_mb());
+    }
+    assert!(
+        peaks[1] < peaks[0] + 20,
+        "twice the records, {} MB → {} MB: the memory grows with the input",
+        peaks[0],
+        peaks[1]
+    );
+}
+
+/// The trajectories a capture's report says it wrote.
+fn trajectories_captured(report: &str) -> usize {
+    report
+        .strip_prefix("captured ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }

@@ -297,6 +297,55 @@ async fn responses_and_messages_sessions_become_chat_trajectories() {
     stack.shutdown(Duration::from_secs(5)).await;
 }
 
+/// A `previous_response_id` chain of 20,000 turns, as an agent on the Responses API sends it
+/// (each request only its new input, naming the previous response), through the proxy to the
+/// sim: one trajectory of 20,000 client rows. Capture knows each turn's history without
+/// rebuilding or comparing it, so a turn costs the same at the chain's end as at its start
+/// (docs/usage.md#dataset-capture; the time is measured in docs/benchmarks.md, not here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_20000_turn_response_chain_is_one_trajectory() {
+    const TURNS: usize = 20_000;
+    let dir = temp_dir("capture-chain");
+    let stack = recording_stack(&dir).await;
+    let c = client();
+    let url = format!("{}/v1/responses", stack.endpoint());
+    let mut previous: Option<String> = None;
+    for i in 0..TURNS {
+        let mut b = json!({"model": "tokentap-sim", "instructions": "Be brief.", "input": [{"role": "user", "content": format!("step {i}")}], "max_output_tokens": 2, "stream": false});
+        if let Some(p) = &previous {
+            b["previous_response_id"] = p.as_str().into();
+        }
+        let got = send(&c, post(&url, body(b), None)).await;
+        assert_eq!(got.status, 200, "turn {i}");
+        previous = Some(got.json()["id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(stack.proxy.wait_records(TURNS).await.len(), TURNS);
+    stack.shutdown(Duration::from_secs(5)).await;
+
+    let (file, report) = capture_dir(&dir);
+    assert_eq!(
+        (report.sessions, report.trajectories, report.client_rows),
+        (1, 1, TURNS as u64),
+        "{}",
+        report.render()
+    );
+    assert!(report.notes.is_empty(), "{}", report.render());
+    let captured = Dataset::load(&file).expect("validates");
+    let chain = &captured.conversations[0];
+    assert_eq!(chain.client_turns().count(), TURNS);
+    // Each turn's new message, each answer between: the whole history, in order.
+    assert_eq!(chain.rows.len(), 2 * TURNS);
+    assert_eq!(chain.rows[0].system.as_deref(), Some("Be brief."));
+    for i in [1, TURNS / 2, TURNS - 1] {
+        let r = &chain.rows[2 * i];
+        assert_eq!(
+            (r.role, r.content_str()),
+            (Role::User, Some(&*format!("step {i}")))
+        );
+        assert_eq!(chain.rows[2 * i - 1].role, Role::Assistant);
+    }
+}
+
 /// Privacy: capture reads only what `--record-content` wrote, and credentials reach neither a
 /// record nor the dataset even when the operator asks to record those headers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

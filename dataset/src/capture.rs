@@ -15,14 +15,26 @@
 //!  (validate::check) ──► JSONL, first turn's start order
 //! ```
 //!
+//! Memory is the open sessions' state, not the records: a trajectory keeps a hash of each message
+//! its rows stand for (a request continues it when its messages begin with those); its rows, and
+//! the answer that waits for the next turn, wait in an anonymous spill file ([`rows`]) until the
+//! end, when the rows are copied out in first-turn order. A `previous_response_id` request's
+//! history is known without rebuilding it (the trajectory's messages so far, then the previous
+//! output), so a chain costs the same per turn at its 20,000th turn as at its second
+//! (docs/benchmarks.md#dataset-capture-scriptscapture-speed).
+//!
 //! Nothing is guessed silently: what has no place in the dataset is named and counted in the
 //! [`Report`] (records skipped and why, parts of requests with no chat form, requests whose new
 //! messages make several client rows).
 
+mod rows;
+
 use crate::model::Conversation;
 use crate::Dataset;
+use rows::{Rows, Spill, Stored};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use tokentap_core::convert;
@@ -62,6 +74,9 @@ pub struct Options {
     pub min_turns: usize,
     /// Replace every text with filler of the same token count.
     pub anonymize: bool,
+    /// Where the rows wait until the end (an anonymous file, gone when capture ends): the
+    /// output's directory, say; `None`, the system's temporary directory.
+    pub spill_dir: Option<PathBuf>,
 }
 
 /// What capture did, for the person who ran it.
@@ -179,10 +194,12 @@ struct Turn {
     start_ns: u64,
     end_ns: u64,
     system: Option<String>,
-    /// The request's non-system messages (with a `previous_response_id`, the history it names
+    system_hash: u64,
+    /// The request's non-system messages (with a `previous_response_id`, the previous output
     /// put back in front).
     messages: Vec<Value>,
     tools: Option<Value>,
+    tools_hash: u64,
     /// The request's parameters a dataset row carries (max tokens, sampling, `tool_choice`,
     /// `stream_options`), in chat form: the replay sends them back.
     params: Map<String, Value>,
@@ -195,30 +212,63 @@ struct Turn {
 /// A trajectory being built.
 struct Traj {
     id: String,
-    /// Its session's line in [`Report::per_session`].
-    report_at: usize,
-    rows: Vec<Map<String, Value>>,
-    /// The messages the rows stand for (the agent's history so far).
-    sent: Vec<Value>,
+    rows: Rows,
+    /// The hash of each message the rows stand for (the agent's history so far, [`hash_of`]).
+    sent: Vec<u64>,
+    /// The first row's tools and system prompt until that row is made; then only their hashes
+    /// are kept, which is all later turns compare.
     tools: Option<Value>,
     system: Option<String>,
+    tools_hash: u64,
+    system_hash: u64,
     client_rows: usize,
     first_ns: u64,
+}
+
+impl Traj {
+    /// After each turn: its rows go to the spill, and once the first is made, the tools and
+    /// system prompt it carries leave memory.
+    fn end_turn(&mut self, spill: &mut Spill) {
+        self.rows.end_turn(spill);
+        if !self.rows.is_empty() {
+            self.tools = None;
+            self.system = None;
+        }
+    }
+}
+
+/// A finished trajectory: its rows are lines in the spill.
+struct Done {
+    extents: Vec<(u64, u64)>,
+    client_rows: usize,
+    first_ns: u64,
+    /// Its session's line in [`Report::per_session`].
+    report_at: usize,
+}
+
+/// What a `previous_response_id` names: the history of the session's previous turn with its
+/// output — by construction the first `len` messages of trajectory `part`, then `output` (in
+/// the spill; its hash here).
+struct Named {
+    part: usize,
+    len: usize,
+    output: Option<(Stored, u64)>,
 }
 
 /// One session's state.
 struct Session {
     id: String,
     parts: usize,
-    done: Vec<Traj>,
+    done: Vec<Done>,
     cur: Option<Traj>,
     last_end_ns: u64,
     last_start_ns: u64,
     /// The previous turn's output, not yet in the rows (the next request's history brings the
-    /// agent's own copy of it).
-    pending: Option<Value>,
-    /// The previous turn's full history plus output (a `previous_response_id` continues it).
-    full: Vec<Value>,
+    /// agent's own copy of it), set aside in the spill.
+    pending: Option<Stored>,
+    /// The previous turn's history plus output, for a `previous_response_id` to continue
+    /// (Responses API sessions only).
+    named: Option<Named>,
     keep: bool,
     /// Its line of the report.
     report: SessionReport,
@@ -233,15 +283,25 @@ pub fn capture(
     let mut report = Report::default();
     let files = record_files(&opts.records)?;
     report.files = files.len();
+    let spill_error = |e| spill_error(opts, e);
+    let mut spill = Spill::new(opts.spill_dir.as_deref()).map_err(spill_error)?;
     let mut sessions: HashMap<String, Session> = HashMap::new();
     let mut order: Vec<String> = Vec::new();
     let mut with_content = 0u64;
     for f in &files {
         read_records(f, &mut report, |rec, report| {
-            let Some(turn) = turn_of(&rec, report, &mut with_content) else {
-                return;
-            };
-            on_turn(&rec, turn, opts, &mut sessions, &mut order, report);
+            if let Some(turn) = turn_of(&rec, report, &mut with_content) {
+                on_turn(
+                    &rec,
+                    turn,
+                    opts,
+                    &mut sessions,
+                    &mut order,
+                    report,
+                    &mut spill,
+                );
+            }
+            spill.failed().map_or(Ok(()), |e| Err(spill_error(e)))
         })?;
     }
     if with_content == 0 {
@@ -250,7 +310,7 @@ pub fn capture(
             files: report.files,
         });
     }
-    let mut all: Vec<Traj> = Vec::new();
+    let mut all: Vec<Done> = Vec::new();
     for id in order {
         let Some(mut s) = sessions.remove(&id) else {
             continue;
@@ -259,28 +319,41 @@ pub fn capture(
             continue;
         }
         report.sessions += 1;
-        finish_traj(&mut s, &mut report);
+        finish_traj(&mut s, &mut report, &mut spill);
         for t in &mut s.done {
             t.report_at = report.per_session.len();
         }
         all.append(&mut s.done);
         report.per_session.push(s.report);
     }
+    if let Some(e) = spill.failed() {
+        return Err(spill_error(e));
+    }
     all.sort_by_key(|t| t.first_ns);
-    write_trajectories(all, opts, tok, out, &mut report)?;
+    write_trajectories(all, opts, tok, out, &mut report, &mut spill)?;
     Ok(report)
 }
 
+/// The spill file could not be written or read back.
+fn spill_error(opts: &Options, e: std::io::Error) -> CaptureError {
+    CaptureError::File {
+        path: opts.spill_dir.clone().unwrap_or_else(std::env::temp_dir),
+        message: format!("the spill file (the rows until the end, in this directory): {e}"),
+    }
+}
+
 /// Writes each trajectory the filters and the dataset's own rules accept (those left out are
-/// counted, with why).
+/// counted, with why), its rows read back from the spill.
 fn write_trajectories(
-    all: Vec<Traj>,
+    all: Vec<Done>,
     opts: &Options,
     tok: &dyn Tokens,
     out: &mut dyn Write,
     report: &mut Report,
+    spill: &mut Spill,
 ) -> Result<(), CaptureError> {
     let anon = opts.anonymize.then_some(Anonymizer { tok });
+    let mut buf = Vec::new();
     for t in all {
         if t.client_rows < opts.min_turns.max(1) {
             *report
@@ -292,17 +365,15 @@ fn write_trajectories(
                 .or_default() += 1;
             continue;
         }
-        let mut rows = t.rows;
+        spill
+            .read(&t.extents, &mut buf)
+            .map_err(|e| spill_error(opts, e))?;
+        // Our own lines: UTF-8.
+        let mut text = String::from_utf8(std::mem::take(&mut buf)).unwrap_or_default();
         if let Some(a) = &anon {
-            for r in &mut rows {
-                a.row(r);
-            }
+            text = a.lines(&text);
         }
         // The dataset's own rules decide: a trajectory they refuse is left out, with why.
-        let text: String = rows
-            .iter()
-            .map(|r| serde_json::to_string(r).unwrap_or_default() + "\n")
-            .collect();
         match Dataset::parse(Path::new("captured.jsonl"), &text) {
             Ok(ds) => {
                 let c: &Conversation = &ds.conversations[0];
@@ -354,6 +425,7 @@ fn on_turn(
     sessions: &mut HashMap<String, Session>,
     order: &mut Vec<String>,
     report: &mut Report,
+    spill: &mut Spill,
 ) {
     let id = rec.conversation_id.clone().unwrap_or_default();
     let s = sessions.entry(id.clone()).or_insert_with(|| {
@@ -369,7 +441,7 @@ fn on_turn(
             last_end_ns: 0,
             last_start_ns: 0,
             pending: None,
-            full: Vec::new(),
+            named: None,
             keep,
             report: SessionReport {
                 session: id.clone(),
@@ -392,7 +464,10 @@ fn on_turn(
         *s.report.dropped.entry(k.clone()).or_default() += v;
     }
     let responses = rec.route.as_deref() == Some("/v1/responses");
-    add_turn(s, turn, rec.previous_response(), responses, report);
+    add_turn(s, turn, rec.previous_response(), responses, report, spill);
+    if let Some(t) = s.cur.as_mut() {
+        t.end_turn(spill);
+    }
 }
 
 trait PreviousResponse {
@@ -435,7 +510,7 @@ fn record_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, CaptureError> {
 fn read_records(
     path: &Path,
     report: &mut Report,
-    mut each: impl FnMut(TurnRecord, &mut Report),
+    mut each: impl FnMut(TurnRecord, &mut Report) -> Result<(), CaptureError>,
 ) -> Result<(), CaptureError> {
     let mut lines = tokentap_core::jsonl::open(path).map_err(|e| CaptureError::File {
         path: path.to_path_buf(),
@@ -466,7 +541,7 @@ fn read_records(
             });
         }
         report.records += 1;
-        each(rec, report);
+        each(rec, report)?;
     }
 }
 
@@ -534,14 +609,37 @@ fn turn_of(rec: &TurnRecord, report: &mut Report, with_content: &mut u64) -> Opt
     if parts > 1 {
         report.note("system or developer messages joined into the one system prompt (in order, a blank line between)");
     }
-    let output = match content.get("response") {
+    let output = output_of(api, content, &mut dropped, report);
+    let start_ns = rec.anchor.wall_ns;
+    Some(Turn {
+        start_ns,
+        end_ns: start_ns + rec.measured.e2e_ns.unwrap_or(0),
+        system_hash: hash_of(&system),
+        system,
+        messages,
+        tools_hash: hash_of(&conv.tools),
+        tools: conv.tools,
+        params: conv.params,
+        output,
+        dropped,
+    })
+}
+
+/// The recorded output as an assistant message.
+fn output_of(
+    api: Api,
+    content: &Value,
+    dropped: &mut BTreeMap<String, u64>,
+    report: &mut Report,
+) -> Option<Value> {
+    match content.get("response") {
         // The proxy let an oversized output go (`--max-event-bytes`): the agent's own copy in
         // its next request stands in; the last turn of a session has none.
         _ if content.get("output_omitted").is_some() => {
             report.note("an output larger than the proxy's --max-event-bytes was not recorded (the agent's copy in its next request is used)");
             None
         }
-        Some(body) => convert::response(api, body, &mut dropped),
+        Some(body) => convert::response(api, body, dropped),
         None => {
             let text = |k: &str| {
                 content
@@ -557,18 +655,7 @@ fn turn_of(rec: &TurnRecord, report: &mut Report, with_content: &mut u64) -> Opt
                 .unwrap_or_default();
             Some(convert::assistant(text("output"), text("reasoning"), calls))
         }
-    };
-    let start_ns = rec.anchor.wall_ns;
-    Some(Turn {
-        start_ns,
-        end_ns: start_ns + rec.measured.e2e_ns.unwrap_or(0),
-        system,
-        messages,
-        tools: conv.tools,
-        params: conv.params,
-        output,
-        dropped,
-    })
+    }
 }
 
 /// Between the system and developer messages of a request joined into its one system prompt.
@@ -595,14 +682,25 @@ fn new_traj(s: &mut Session, turn: &Turn) -> Traj {
     };
     Traj {
         id,
-        report_at: 0,
-        rows: Vec::new(),
+        rows: Rows::new(),
         sent: Vec::new(),
         tools: turn.tools.clone(),
         system: turn.system.clone(),
+        tools_hash: turn.tools_hash,
+        system_hash: turn.system_hash,
         client_rows: 0,
         first_ns: turn.start_ns,
     }
+}
+
+/// A value's hash, for comparing messages (and tools, system prompts) with those of earlier
+/// requests without keeping them: equal values (as `serde_json` compares them: objects by
+/// their entries, in any key order) hash equal; two different ones are taken for equal with a
+/// chance of 2^-64.
+fn hash_of(v: &impl Hash) -> u64 {
+    let mut h = DefaultHasher::new();
+    v.hash(&mut h);
+    h.finish()
 }
 
 /// A session id as a dataset `conversation_id`: printable ASCII without outer spaces (other
@@ -622,32 +720,35 @@ fn dataset_id(id: &str) -> String {
     out
 }
 
-fn add_turn(s: &mut Session, mut turn: Turn, chained: bool, responses: bool, report: &mut Report) {
-    if chained && !s.full.is_empty() {
-        // `previous_response_id`: the request carries only what is new; the history is the
-        // previous turn's, with its answer.
-        let mut full = std::mem::take(&mut s.full);
-        full.append(&mut turn.messages);
-        turn.messages = full;
-        if turn.system.is_none() {
-            turn.system = s.cur.as_ref().and_then(|t| t.system.clone());
-        }
-    }
+fn add_turn(
+    s: &mut Session,
+    mut turn: Turn,
+    chained: bool,
+    responses: bool,
+    report: &mut Report,
+    spill: &mut Spill,
+) {
+    let mut hashes: Vec<u64> = turn.messages.iter().map(hash_of).collect();
+    // With `previous_response_id` the request carries only what is new: the messages before
+    // `turn.messages` are the trajectory's first `base`.
+    let base = named_history(s, chained, &mut turn, &mut hashes, spill);
     let delay = (s.last_end_ns > 0).then(|| turn.start_ns.saturating_sub(s.last_end_ns));
-    let from = locate(s, &turn, report);
+    let from = locate(s, &turn, base, &hashes, report, spill);
     let Some(t) = s.cur.as_mut() else { return };
     let mut new: &[Value] = &turn.messages[from..];
+    let mut new_hashes = &hashes[from..];
     // The agent's own copy of the previous answer, else the recorded one.
     if let Some(out) = s.pending.take() {
         match new.first() {
             Some(m) if m["role"] == "assistant" => {
                 push_assistant(t, m, report);
-                t.sent.push(m.clone());
+                t.sent.push(new_hashes[0]);
                 new = &new[1..];
+                new_hashes = &new_hashes[1..];
             }
             _ => {
                 report.note("a request whose history leaves out the previous answer (the recorded answer was put in)");
-                push_assistant(t, &out, report);
+                push_assistant(t, &spill.get(&out), report);
             }
         }
     }
@@ -658,44 +759,102 @@ fn add_turn(s: &mut Session, mut turn: Turn, chained: bool, responses: bool, rep
         s.last_start_ns = turn.start_ns;
         return;
     }
-    if turn.tools != t.tools && !t.rows.is_empty() {
+    if turn.tools_hash != t.tools_hash && !t.rows.is_empty() {
         report.note("tools changed within a trajectory (kept on the rows that carry them)");
     }
-    let client_rows = place(t, new, &turn, delay, report);
+    let client_rows = place(t, new, &turn, delay, report, spill);
     if client_rows > 1 {
         report.note("a request whose new messages make several client rows (the replay sends one request per row)");
     }
-    t.sent.extend(new.iter().cloned());
-    s.pending = turn.output.clone();
-    // Kept only where a next request may name this one by `previous_response_id`.
-    s.full = if responses {
-        let mut full = turn.messages;
-        full.extend(turn.output.clone());
-        full
+    t.sent.extend_from_slice(new_hashes);
+    let len = t.sent.len();
+    let output = turn.output.as_ref().map(|o| (spill.put(o), hash_of(o)));
+    // Kept only where a next request may name this one by `previous_response_id`: its history
+    // is now the trajectory's messages so far.
+    if responses {
+        s.named = Some(Named {
+            part: s.parts,
+            len,
+            output: output.as_ref().map(|(o, h)| (o.clone(), *h)),
+        });
     } else {
-        Vec::new()
-    };
+        s.named = None;
+    }
+    s.pending = output.map(|(o, _)| o);
     s.last_end_ns = turn.end_ns;
     s.last_start_ns = turn.start_ns;
 }
 
+/// For a `previous_response_id` request: the history the session's previous turn left, put in
+/// front of the request's messages — its output into `turn.messages` (and its hash into
+/// `hashes`), the messages before it as the count of the open trajectory's messages they are
+/// (returned; 0 without a history). A history the trajectory no longer continues (a request in
+/// between that capture skipped, which rewrote it or answered differently) is not put back: the
+/// request then stands on its own, as when no history is known.
+fn named_history(
+    s: &mut Session,
+    chained: bool,
+    turn: &mut Turn,
+    hashes: &mut Vec<u64>,
+    spill: &mut Spill,
+) -> usize {
+    let Some(named) = chained.then(|| s.named.take()).flatten() else {
+        return 0;
+    };
+    let Some(t) = s.cur.as_ref().filter(|_| named.part == s.parts) else {
+        return 0;
+    };
+    if named.len == 0 && named.output.is_none() || t.sent.len() < named.len {
+        return 0;
+    }
+    let output_hash = named.output.as_ref().map(|o| o.1);
+    // What the trajectory holds past the history's start must be what follows it here.
+    let past = &t.sent[named.len..];
+    let follows = output_hash.iter().chain(hashes.iter());
+    if output_hash.is_some() as usize + hashes.len() < past.len()
+        || !past.iter().zip(follows).all(|(a, b)| a == b)
+    {
+        return 0;
+    }
+    if turn.system.is_none() {
+        // Only the hash is left once the first row is made, and only the hash is compared then.
+        turn.system = t.system.clone();
+        turn.system_hash = t.system_hash;
+    }
+    if let Some((o, h)) = named.output {
+        turn.messages.insert(0, spill.get(&o));
+        hashes.insert(0, h);
+    }
+    named.len
+}
+
 /// Where the turn's messages go on from its session's open trajectory: after the rows when they
 /// extend them, else at the first user message of a new trajectory (the history was rewritten).
-fn locate(s: &mut Session, turn: &Turn, report: &mut Report) -> usize {
+/// The request's history is the trajectory's first `base` messages, then `turn.messages`
+/// (`hashes` theirs); returns an index into `turn.messages`.
+fn locate(
+    s: &mut Session,
+    turn: &Turn,
+    base: usize,
+    hashes: &[u64],
+    report: &mut Report,
+    spill: &mut Spill,
+) -> usize {
     // Where the request's messages go on from the trajectory's rows.
     let mut from = None;
     if let Some(t) = s.cur.as_ref() {
-        if turn.messages.len() >= t.sent.len() && turn.messages[..t.sent.len()] == t.sent[..] {
-            from = Some(t.sent.len());
+        let past = &t.sent[base.min(t.sent.len())..];
+        if hashes.len() >= past.len() && hashes[..past.len()] == *past {
+            from = Some(past.len());
         }
-        if t.system != turn.system && from.is_some() {
+        if t.system_hash != turn.system_hash && from.is_some() {
             report.note("the system prompt changed within a trajectory (the first is kept)");
         }
     }
     if from.is_none() {
         if s.cur.is_some() {
             report.note("the history was rewritten (compaction or a branch): a new trajectory `<session>.N`");
-            finish_traj(s, report);
+            finish_traj(s, report, spill);
         }
         let mut t = new_traj(s, turn);
         // A trajectory starts at a user message.
@@ -707,7 +866,7 @@ fn locate(s: &mut Session, turn: &Turn, report: &mut Report) -> usize {
         if lead > 0 {
             report.note("messages before the first user message of a trajectory (dropped)");
         }
-        t.sent.extend(turn.messages[..lead].iter().cloned());
+        t.sent.extend_from_slice(&hashes[..lead]);
         s.cur = Some(t);
         s.pending = None;
         from = Some(lead);
@@ -723,6 +882,7 @@ fn place(
     turn: &Turn,
     delay: Option<u64>,
     report: &mut Report,
+    spill: &mut Spill,
 ) -> usize {
     let mut client_rows = 0;
     let mut i = 0;
@@ -744,9 +904,9 @@ fn place(
                 client_rows += 1;
                 continue;
             }
-            "user" if t.rows.last().is_some_and(|r| r["role"] == "user") => {
+            "user" if t.rows.last_role() == Some("user") => {
                 // The dataset has no two user rows in a row: one row, each message a part.
-                if let Some(last) = t.rows.last_mut() {
+                if let Some(last) = t.rows.last_mut(spill) {
                     let mut parts = content_parts(last.get("content"));
                     parts.extend(content_parts(m.get("content")));
                     last.insert("content".into(), Value::Array(parts));
@@ -771,7 +931,7 @@ fn place(
                 client_rows += 1;
             }
             "assistant" => {
-                if t.rows.last().is_some_and(|r| r["role"] == "assistant") {
+                if t.rows.last_role() == Some("assistant") {
                     report.note("two assistant messages in a row (the second dropped)");
                 } else {
                     push_assistant(t, m, report);
@@ -805,7 +965,7 @@ fn client_row(
     delay_ns: Option<u64>,
     nth: usize,
 ) {
-    if !t.rows.is_empty() && turn.tools != t.tools {
+    if !t.rows.is_empty() && turn.tools_hash != t.tools_hash {
         if let Some(tools) = &turn.tools {
             r.insert("tools".into(), tools.clone());
         }
@@ -891,14 +1051,19 @@ fn dataset_call(c: &Value) -> Value {
     })
 }
 
-/// Ends the session's open trajectory with its last recorded answer.
-fn finish_traj(s: &mut Session, report: &mut Report) {
+/// Ends the session's open trajectory with its last recorded answer, its rows in the spill.
+fn finish_traj(s: &mut Session, report: &mut Report, spill: &mut Spill) {
     let Some(mut t) = s.cur.take() else { return };
     if let Some(out) = s.pending.take() {
-        push_assistant(&mut t, &out, report);
+        push_assistant(&mut t, &spill.get(&out), report);
     }
     if t.client_rows > 0 {
-        s.done.push(t);
+        s.done.push(Done {
+            extents: t.rows.finish(spill),
+            client_rows: t.client_rows,
+            first_ns: t.first_ns,
+            report_at: 0,
+        });
     }
 }
 
@@ -915,6 +1080,19 @@ const FILL: &[&str] = &[
 ];
 
 impl Anonymizer<'_> {
+    /// Rows as JSON lines, each anonymized.
+    fn lines(&self, text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        for l in text.lines() {
+            // Our own lines: each parses back to the row it was.
+            let mut r: Map<String, Value> = serde_json::from_str(l).unwrap_or_default();
+            self.row(&mut r);
+            out.push_str(&serde_json::to_string(&r).unwrap_or_default());
+            out.push('\n');
+        }
+        out
+    }
+
     fn row(&self, r: &mut Map<String, Value>) {
         for key in ["content", "system", "reasoning_content", "user"] {
             if let Some(v) = r.get_mut(key) {
@@ -1042,11 +1220,12 @@ mod tests {
     fn an_empty_content_beside_tool_calls_is_kept_as_sent() {
         let mut t = Traj {
             id: "c".into(),
-            report_at: 0,
-            rows: Vec::new(),
+            rows: Rows::new(),
             sent: Vec::new(),
             tools: None,
             system: None,
+            tools_hash: 0,
+            system_hash: 0,
             client_rows: 0,
             first_ns: 0,
         };
@@ -1068,9 +1247,19 @@ mod tests {
             &json!({"role": "assistant", "tool_calls": call}),
             &mut report,
         );
-        assert_eq!(t.rows[0]["content"], "");
-        assert!(t.rows[1].get("content").is_none());
-        assert!(t.rows[2].get("content").is_none());
+        // The rows as written: through the spill.
+        let mut spill = Spill::new(None).unwrap();
+        let extents = t.rows.finish(&mut spill);
+        let mut text = Vec::new();
+        spill.read(&extents, &mut text).unwrap();
+        let rows: Vec<Value> = serde_json::Deserializer::from_slice(&text)
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0]["content"], "");
+        assert!(rows[1].get("content").is_none());
+        assert!(rows[2].get("content").is_none());
     }
 
     #[test]

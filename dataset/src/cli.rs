@@ -290,6 +290,11 @@ fn capture_cmd(cmd: DatasetCommand, hooks: &Hooks<'_>, err: &mut dyn Write) -> a
         until_ns: until,
         min_turns,
         anonymize,
+        // The rows wait beside the output they will be copied into.
+        spill_dir: Some(match out.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        }),
     };
     // Written next to the target and renamed into place: a failed capture leaves no half file.
     let tmp = out.with_extension("jsonl.partial");
