@@ -94,27 +94,17 @@ fn total(of: WireTotal, turns: &[&WireTurn]) -> f64 {
         WireTotal::CachedTokens => sum(|w| w.record.measured.cached_tokens),
         WireTotal::OutputTokens => sum(|w| w.record.measured.output_tokens),
         WireTotal::ModelTimeMs => {
-            let mut spans: Vec<(u64, u64)> = turns
+            let spans: Vec<(u64, u64)> = turns
                 .iter()
                 .map(|w| {
                     let s = w.record.anchor.wall_of(w.record.start_mono_ns);
                     (s, s + w.record.measured.e2e_ns.unwrap_or(0))
                 })
                 .collect();
-            spans.sort();
-            let mut busy = 0u64;
-            let mut cur: Option<(u64, u64)> = None;
-            for (s, e) in spans {
-                cur = match cur {
-                    Some((a, b)) if s <= b => Some((a, b.max(e))),
-                    Some((a, b)) => {
-                        busy += b - a;
-                        Some((s, e))
-                    }
-                    None => Some((s, e)),
-                };
-            }
-            busy += cur.map_or(0, |(a, b)| b - a);
+            let busy: u64 = tokentap_core::stats::merge_spans(spans)
+                .iter()
+                .map(|(a, b)| b - a)
+                .sum();
             busy as f64 / 1e6
         }
     }

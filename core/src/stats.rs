@@ -154,3 +154,26 @@ mod tests {
         assert_eq!(s.percentiles().unwrap().p999, 3.0);
     }
 }
+
+/// Time spans `(start, end)` merged where they overlap or touch, in start order: the time at
+/// least one was open (a session's time on the model, its gaps the time between its turns).
+pub fn merge_spans(mut spans: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    spans.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+    for (s, e) in spans {
+        match merged.last_mut() {
+            Some((_, end)) if s <= *end => *end = (*end).max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    merged
+}
+
+#[cfg(test)]
+mod merge_spans_tests {
+    #[test]
+    fn overlapping_spans_merge_and_gaps_stay() {
+        let m = super::merge_spans(vec![(8, 10), (0, 4), (1, 5)]);
+        assert_eq!(m, [(0, 5), (8, 10)]);
+    }
+}

@@ -279,17 +279,11 @@ fn add(a: &mut Acc, r: TurnRecord) {
 
 /// The union of the requests' intervals is the model's time; its gaps are the agent's.
 fn finish(session: String, mut a: Acc) -> SessionTime {
-    a.reqs.sort_by_key(|r| (r.start, r.end));
-    let mut merged: Vec<(u64, u64)> = Vec::new();
-    for r in &a.reqs {
-        match merged.last_mut() {
-            Some((_, e)) if r.start <= *e => *e = (*e).max(r.end),
-            _ => merged.push((r.start, r.end)),
-        }
-    }
+    let merged =
+        tokentap_core::stats::merge_spans(a.reqs.iter().map(|r| (r.start, r.end)).collect());
     let model: u64 = merged.iter().map(|(s, e)| e - s).sum();
     let between: u64 = merged.windows(2).map(|w| w[1].0 - w[0].1).sum();
-    let first = a.reqs.first().map_or(0, |r| r.start);
+    let first = merged.first().map_or(0, |m| m.0);
     let last = a.reqs.iter().map(|r| r.end).max().unwrap_or(first);
     let span = (last - first) as f64 / 1e9;
     let grouped = session != NO_SESSION;
