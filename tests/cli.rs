@@ -392,8 +392,13 @@ fn replay_stopped_by(sig: &str) {
         3,
         "the three in-flight turns are recorded as cancelled"
     );
+    // The sim had the three requests; a response head may not have reached the client yet when
+    // the signal came (a loaded machine): what had arrived is kept, and at least one had.
     assert!(
-        cancelled.iter().all(|r| r["ttfb_ns"].as_u64().is_some()),
+        cancelled
+            .iter()
+            .all(|r| r["events"].as_u64().unwrap_or(0) == 0 || r["ttfb_ns"].as_u64().is_some())
+            && cancelled.iter().any(|r| r["ttfb_ns"].as_u64().is_some()),
         "cancelled records keep what had arrived: {cancelled:?}"
     );
     // Every request the server saw has a record.
