@@ -248,7 +248,7 @@ fn sweep_args(
 /// Prints the client's and the wire's view of the last finished point, if there is one.
 fn print_last_point(file: &SweepFile, out_sweep: &Path, wire: &[TurnRecord]) -> anyhow::Result<()> {
     if let Some(last) = file.points.iter().rev().find(|p| p.done()) {
-        let client = read_records(&out_sweep.join(&last.dir).join("records.jsonl"))?;
+        let client = read_records(&out_sweep.join(&last.dir).join(tokentap_run::files::RECORDS))?;
         let wire = tokentap_sweep::wire::in_span(
             wire,
             last.started_wall_ns.unwrap_or(0),

@@ -188,7 +188,7 @@ fn compare_run(opts: &tokentap_report::Opts) -> anyhow::Result<()> {
     use tokentap_compare::{client::Clock, Format};
     let mut c = tokentap_compare::Opts::new(
         Format::Tokentap,
-        opts.run_dir.join("records.jsonl"),
+        opts.run_dir.join(tokentap_run::files::RECORDS),
         opts.wire.clone(),
     );
     // Several proxies are several hosts: only the wall clock compares across them.
@@ -196,7 +196,7 @@ fn compare_run(opts: &tokentap_report::Opts) -> anyhow::Result<()> {
         c.clock = Some(Clock::Wall);
     }
     let report = tokentap_compare::compare(&c)?;
-    let path = opts.run_dir.join("compare.json");
+    let path = opts.run_dir.join(tokentap_run::files::COMPARE);
     let mut text = serde_json::to_string_pretty(&report)?;
     text.push('\n');
     std::fs::write(&path, text).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;

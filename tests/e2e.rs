@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokentap_core::record::{Status, TurnRecord};
 use tokentap_dataset::Dataset;
-use tokentap_replay::{ProgressMode, ReplayConfig};
+use tokentap_replay::{ProgressMode, RunConfig};
 use tokentap_sim::SimConfig;
 use tokentap_testkit::data::synth_dataset;
 use tokentap_testkit::topology::Stack;
@@ -17,7 +17,7 @@ fn coding_dataset(n: usize) -> Arc<Dataset> {
 async fn through_proxy(
     ds: Arc<Dataset>,
     sim_cfg: SimConfig,
-    tune: impl FnOnce(&mut ReplayConfig),
+    tune: impl FnOnce(&mut RunConfig),
 ) -> Vec<TurnRecord> {
     let stack = Stack::proxied(sim_cfg, |_| {}).await;
     let mut rc = stack.replay_config(None);
@@ -50,7 +50,7 @@ async fn generated_token_cache_clearing_shows_in_the_proxys_cached_tokens() {
         c.output.always_max = true;
         c
     };
-    let base = |c: &mut ReplayConfig| {
+    let base = |c: &mut RunConfig| {
         c.salt = true;
         c.include_usage = true;
         c.sampling.max_completion_tokens = Some(96);

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokentap_core::record::{CountSource, Status};
 use tokentap_core::timeline::TokenSource;
 use tokentap_proxy::Proxy;
-use tokentap_replay::{ProgressMode, ReplayConfig};
+use tokentap_replay::{ProgressMode, RunConfig};
 use tokentap_sim::{SimConfig, SimServer};
 use tokentap_testkit::data::synth_dataset;
 
@@ -31,7 +31,7 @@ async fn replay_and_proxy_count_the_same_reference_tokens() {
     pc.tokenizer = Some(tokenizer());
     let proxy = Proxy::start(pc).await.unwrap();
     let out_dir = tempfile::tempdir().unwrap();
-    let mut rc = ReplayConfig::new(&proxy.base_url()).unwrap();
+    let mut rc = RunConfig::new(&proxy.base_url()).unwrap();
     rc.model = Some("m".into());
     rc.concurrency = 3;
     rc.salt = true;

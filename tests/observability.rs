@@ -25,7 +25,7 @@ use tokentap_core::metrics::{names_in_expr, ALL_NAMES, ENGINE_NAMES};
 use tokentap_dataset::synth::{synth, SynthConfig};
 use tokentap_dataset::Dataset;
 use tokentap_proxy::Proxy;
-use tokentap_replay::{ProgressMode, ReplayConfig};
+use tokentap_replay::{ProgressMode, RunConfig};
 use tokentap_sim::{EngineFlavor, SimConfig, SimServer};
 use tokio::time::Instant;
 
@@ -283,7 +283,7 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
         .expect("synth");
         let ds = Dataset::parse("synth.jsonl", std::str::from_utf8(&buf).expect("utf-8"))
             .expect("valid dataset");
-        let mut rc = ReplayConfig::new(&proxy.base_url()).expect("endpoint");
+        let mut rc = RunConfig::new(&proxy.base_url()).expect("endpoint");
         rc.model = Some("tokentap-sim".into());
         rc.concurrency = 3;
         rc.include_usage = true;
@@ -484,7 +484,7 @@ fn replay_metrics_flag_takes_a_port_or_an_address() {
             m,
         ])
         .expect("options parse");
-        ReplayConfig::from_opts(&o).expect("config").metrics
+        o.resolve().expect("config").metrics
     };
     assert_eq!(cfg("9465"), Some(([127, 0, 0, 1], 9465).into()));
     assert_eq!(cfg("0.0.0.0:9"), Some(([0, 0, 0, 0], 9).into()));

@@ -7,7 +7,7 @@
 
 use clap::Args as _;
 use std::path::Path;
-use tokentap_replay::{Opts, ReplayConfig};
+use tokentap_replay::{Opts, RunConfig};
 
 const BASE: [&str; 4] = ["--endpoint", "http://127.0.0.1:1", "--dataset", "d.jsonl"];
 
@@ -81,10 +81,10 @@ fn sample(flag: &str, seed_sets: &str) -> Option<(Vec<String>, Vec<String>)> {
     })
 }
 
-fn config(args: &[String]) -> ReplayConfig {
+fn config(args: &[String]) -> RunConfig {
     let opts = Opts::try_parse_from_args(args)
         .unwrap_or_else(|e| panic!("tokentap replay {}: {e}", args.join(" ")));
-    ReplayConfig::from_opts(&opts)
+    opts.resolve()
         .unwrap_or_else(|e| panic!("tokentap replay {}: {e}", args.join(" ")))
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokentap_dataset::Dataset;
 use tokentap_proxy::Proxy;
 use tokentap_replay::config::Protocols;
-use tokentap_replay::{ProgressMode, ReplayConfig, RunOutcome};
+use tokentap_replay::{ProgressMode, RunConfig, RunOutcome};
 use tokentap_sim::{SimConfig, SimServer};
 use tokentap_testkit::data::synth_dataset;
 use tokentap_testkit::replay::{records, sim_with};
@@ -34,15 +34,15 @@ async fn tls_proxy(sim: &SimServer) -> Proxy {
     Proxy::start(pc).await.unwrap()
 }
 
-fn config(endpoint: &str, out: &tempfile::TempDir) -> ReplayConfig {
-    let mut c = ReplayConfig::new(endpoint).unwrap();
+fn config(endpoint: &str, out: &tempfile::TempDir) -> RunConfig {
+    let mut c = RunConfig::new(endpoint).unwrap();
     c.model = Some("m".into());
     c.salt = true;
     c.out = Some(out.path().to_path_buf());
     c
 }
 
-async fn run(config: ReplayConfig, ds: Arc<Dataset>) -> RunOutcome {
+async fn run(config: RunConfig, ds: Arc<Dataset>) -> RunOutcome {
     tokentap_replay::run_with(config, ds, ProgressMode::Off, std::future::pending())
         .await
         .unwrap()
@@ -314,7 +314,7 @@ async fn without_model_the_one_the_endpoints_serve_is_used() {
     };
     let (a, b) = (serving("qwen-test").await, serving("qwen-test").await);
     let d = tempfile::tempdir().unwrap();
-    let mut c = ReplayConfig::new(&a.base_url()).unwrap();
+    let mut c = RunConfig::new(&a.base_url()).unwrap();
     c.endpoints
         .push(tokentap_replay::config::Endpoint::parse(&b.base_url()).unwrap());
     c.out = Some(d.path().to_path_buf());
@@ -332,7 +332,7 @@ async fn without_model_the_one_the_endpoints_serve_is_used() {
 
     // Endpoints that disagree: an error naming both models, before anything is sent.
     let other = serving("llama-test").await;
-    let mut c = ReplayConfig::new(&a.base_url()).unwrap();
+    let mut c = RunConfig::new(&a.base_url()).unwrap();
     c.endpoints
         .push(tokentap_replay::config::Endpoint::parse(&other.base_url()).unwrap());
     let err = tokentap_replay::run_with(c, ds.clone(), ProgressMode::Off, std::future::pending())
@@ -353,7 +353,7 @@ async fn without_model_the_one_the_endpoints_serve_is_used() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    let c = ReplayConfig::new(&format!("http://{dead}")).unwrap();
+    let c = RunConfig::new(&format!("http://{dead}")).unwrap();
     let err = tokentap_replay::run_with(c, ds, ProgressMode::Off, std::future::pending())
         .await
         .unwrap_err()

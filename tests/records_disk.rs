@@ -129,7 +129,7 @@ fn on_a_full_disk_every_record_is_written_or_counted_and_the_stop_fails() {
     let buf = dataset_bytes();
     let ds =
         tokentap_dataset::Dataset::parse("d.jsonl", std::str::from_utf8(&buf).unwrap()).unwrap();
-    let mut rc = tokentap_replay::ReplayConfig::new(&listen).unwrap();
+    let mut rc = tokentap_replay::RunConfig::new(&listen).unwrap();
     rc.model = Some("m".into());
     rc.concurrency = 4;
     let o = rt

@@ -115,7 +115,7 @@ fn first_turn(url: &str, extra: &[&str]) -> tokentap_core::record::TurnRecord {
     let o = rt
         .block_on(async {
             let (ds, hash) = tokentap_replay::load_dataset(&data).await?;
-            let mut cfg = tokentap_replay::ReplayConfig::from_opts(&opts)?;
+            let mut cfg = opts.resolve()?;
             cfg.bind_dataset(&ds, Some(hash))?;
             cfg.out = Some(dir.path().join("out"));
             tokentap_replay::run_with(

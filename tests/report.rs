@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use tokentap_dataset::Dataset;
-use tokentap_replay::{ProgressMode, ReplayConfig};
+use tokentap_replay::{ProgressMode, RunConfig};
 use tokentap_sim::{SimConfig, SimServer};
 use tokentap_testkit::data::synth_dataset;
 
@@ -35,7 +35,7 @@ async fn small_run(dir: &Path) {
     let sim = SimServer::start(SimConfig::zero_delay())
         .await
         .expect("sim starts");
-    let mut rc = ReplayConfig::new(&sim.base_url()).expect("endpoint parses");
+    let mut rc = RunConfig::new(&sim.base_url()).expect("endpoint parses");
     rc.model = Some("tokentap-sim".into());
     rc.concurrency = 2;
     rc.salt = true;
@@ -236,7 +236,7 @@ async fn report_recounts_recorded_outputs_with_a_tokenizer() {
     sc.modes.reasoning_fraction = 0.5;
     sc.modes.tool_call_rate = 0.5;
     let sim = SimServer::start(sc).await.expect("sim starts");
-    let mut rc = ReplayConfig::new(&sim.base_url()).expect("endpoint");
+    let mut rc = RunConfig::new(&sim.base_url()).expect("endpoint");
     rc.model = Some("tokentap-sim".into());
     rc.concurrency = 2;
     rc.tokenizer = Some(tokenizer.clone());

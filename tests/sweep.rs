@@ -607,7 +607,7 @@ async fn a_point_runs_whole_passes_until_its_minimum_duration() {
         "0.001",
     ])
     .unwrap();
-    let mut cfg = tokentap_replay::ReplayConfig::from_opts(&opts).unwrap();
+    let mut cfg = opts.resolve().unwrap();
     cfg.bind_dataset(&ds, Some(hash)).unwrap();
     let o = tokentap_replay::run_with(
         cfg,

@@ -39,7 +39,8 @@
 //! are scale-invariant, so the verdicts do not depend on it (the reference says the same of its
 //! own difference with the live aggregator).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// Below this many super-passes a trend test is meaningless.
@@ -248,7 +249,7 @@ fn issue_span_ns(series: &[SuperPass]) -> i64 {
 // ------------------------------------------------------------------ trend tests
 
 /// A trend verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Trend {
     Up,
@@ -422,7 +423,7 @@ pub fn pettitt(v: &[f64]) -> Pettitt {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Pettitt {
     pub change_point: usize,
     pub k_stat: f64,
@@ -544,12 +545,12 @@ pub fn adaptive_warmup(series: &[SuperPass], band: f64) -> usize {
 }
 
 /// The minimum steady-window wall time of a window and whether it falls short.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShortWindow {
     pub is_short: bool,
     pub window_duration_s: f64,
     pub min_duration_s: f64,
-    pub dominant: &'static str,
+    pub dominant: Cow<'static, str>,
     pub kstar: u64,
     pub cov_b: f64,
     pub tau_sp_s: f64,
@@ -603,7 +604,7 @@ pub fn min_steady_duration(w: &[SuperPass]) -> ShortWindow {
         is_short: dur < min_s,
         window_duration_s: dur,
         min_duration_s: min_s,
-        dominant,
+        dominant: Cow::Borrowed(dominant),
         kstar,
         cov_b,
         tau_sp_s: tau,
@@ -612,7 +613,7 @@ pub fn min_steady_duration(w: &[SuperPass]) -> ShortWindow {
 }
 
 /// Percentiles of a window's pooled samples (the lower method).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub count: usize,
     pub mean: f64,
@@ -636,7 +637,7 @@ fn summarize(v: &[f64]) -> Option<Summary> {
 }
 
 /// A detected window, in post-warmup super-pass indices `[sp_lo, sp_hi)`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SteadyWindow {
     pub sp_lo: usize,
     pub sp_hi: usize,
@@ -650,7 +651,7 @@ pub struct SteadyWindow {
 }
 
 /// A later plateau's TPOT level shift.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Anomaly {
     pub detected: bool,
     pub change_point_sp: Option<usize>,
@@ -660,7 +661,7 @@ pub struct Anomaly {
 }
 
 /// The detector's result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Steady {
     pub found: bool,
     pub reason: Option<String>,
@@ -677,8 +678,8 @@ pub struct Steady {
     pub anomaly: Anomaly,
     pub short_window: Option<ShortWindow>,
     /// TPOT and TTFT p50/p90 from the window's start to the run's end.
-    pub global_trend: Vec<(&'static str, Trend)>,
-    pub drifting_up: Vec<&'static str>,
+    pub global_trend: Vec<(Cow<'static, str>, Trend)>,
+    pub drifting_up: Vec<Cow<'static, str>>,
 }
 
 fn level_shift(series: &[SuperPass], plateaus: &[(usize, usize)], base: usize) -> Anomaly {
@@ -730,13 +731,13 @@ fn level_shift(series: &[SuperPass], plateaus: &[(usize, usize)], base: usize) -
     none(Some(pet))
 }
 
-fn global_trend(series: &[SuperPass]) -> Vec<(&'static str, Trend)> {
+fn global_trend(series: &[SuperPass]) -> Vec<(Cow<'static, str>, Trend)> {
     WATCH
         .iter()
         .map(|&(k, s, p)| {
             let t = percentile_series(series, s, p);
             (
-                k,
+                Cow::Borrowed(k),
                 if t.len() >= MIN_TREND_N {
                     mk_hamed_rao(&t)
                 } else {
@@ -940,10 +941,10 @@ fn tps_system(w: &[SuperPass]) -> (f64, [f64; 2]) {
     (system, system_ci)
 }
 
-fn up(gt: &[(&'static str, Trend)]) -> Vec<&'static str> {
+fn up(gt: &[(Cow<'static, str>, Trend)]) -> Vec<Cow<'static, str>> {
     gt.iter()
         .filter(|(_, t)| *t == Trend::Up)
-        .map(|(k, _)| *k)
+        .map(|(k, _)| k.clone())
         .collect()
 }
 
@@ -952,7 +953,7 @@ fn up(gt: &[(&'static str, Trend)]) -> Vec<&'static str> {
 /// The reference's experimental agentic figure: per-trajectory output tokens over the sum of its
 /// turns' latencies, in completion order, and its steadiness over super-passes of 32
 /// trajectories (`build_natl_result`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Natl {
     pub n_trajectories: usize,
     pub superpass_trajectories: usize,
@@ -1025,13 +1026,13 @@ pub fn natl(samples: &[Sample]) -> Natl {
 }
 
 /// What the benchmark says of an agentic run's steady state, and tokentap's diagnostics.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgenticSteadyState {
     /// Always `false` for an agentic run: the reference does not detect its steady state.
     pub official: bool,
     /// `whole_run`: the official numbers are the whole run's (the rules' fallback).
-    pub basis: &'static str,
-    pub note: &'static str,
+    pub basis: Cow<'static, str>,
+    pub note: Cow<'static, str>,
     /// The reference's experimental per-trajectory throughput (not for submissions).
     pub natl: Natl,
     /// tokentap's diagnostic: the reference's window detector over the agentic turns, in
@@ -1055,8 +1056,8 @@ impl AgenticSteadyState {
         let size = ((per_trajectory * trajectories_per_sp as f64).round() as usize).max(1);
         AgenticSteadyState {
             official: false,
-            basis: "whole_run",
-            note: Self::NOTE,
+            basis: Cow::Borrowed("whole_run"),
+            note: Cow::Borrowed(Self::NOTE),
             natl: natl(samples),
             window: detect(&series(samples, size), size, &DEFAULT_COV_BOUNDS),
         }
@@ -1145,7 +1146,7 @@ mod tests {
         assert!(!r.found);
         let reason = r.reason.unwrap();
         assert!(reason.contains("tpot_p50, tpot_p90 trends"), "{reason}");
-        assert!(r.drifting_up.contains(&"tpot_p50"));
+        assert!(r.drifting_up.contains(&Cow::Borrowed("tpot_p50")));
     }
 
     #[test]
@@ -1293,8 +1294,8 @@ mod tests {
         assert!(admissible(&s, 0, 8));
         let ss = analyse0(&s, false);
         assert!(ss.found);
-        assert!(ss.drifting_up.contains(&"ttft_p50"));
-        assert!(!ss.drifting_up.contains(&"tpot_p50"));
+        assert!(ss.drifting_up.contains(&Cow::Borrowed("ttft_p50")));
+        assert!(!ss.drifting_up.contains(&Cow::Borrowed("tpot_p50")));
         // The first plateau is the result; the step after it is the anomaly.
         let mut stairs = vec![(100.0, 50.0); 6];
         stairs.extend([(200.0, 60.0); 6]);
@@ -1354,8 +1355,8 @@ mod tests {
         assert!(ss.found);
         assert_eq!((w.sp_lo, w.sp_hi), (0, 6));
         assert!(!ss.anomaly.detected);
-        assert!(ss.drifting_up.contains(&"tpot_p50"));
-        assert!(!ss.drifting_up.contains(&"ttft_p50"));
+        assert!(ss.drifting_up.contains(&Cow::Borrowed("tpot_p50")));
+        assert!(!ss.drifting_up.contains(&Cow::Borrowed("ttft_p50")));
         assert!(analyse0(&mk_series(&[(100.0, 50.0); 8]), false)
             .drifting_up
             .is_empty());
@@ -1372,7 +1373,12 @@ mod tests {
 
         let sw = min_steady_duration(&spanned(6, 1.0, 0.1));
         assert_eq!(
-            (sw.dominant, sw.min_duration_s, sw.kstar, sw.is_short),
+            (
+                sw.dominant.as_ref(),
+                sw.min_duration_s,
+                sw.kstar,
+                sw.is_short
+            ),
             ("floor", 600.0, 4, true)
         );
         let sw = min_steady_duration(&spanned(6, 1.0, 200.0));
@@ -1387,7 +1393,12 @@ mod tests {
         assert_eq!(sw.dominant, "precision");
         let sw = min_steady_duration(&spanned(4, 200.0, 1.0));
         assert_eq!(
-            (sw.kstar, sw.dominant, sw.min_duration_s, sw.is_short),
+            (
+                sw.kstar,
+                sw.dominant.as_ref(),
+                sw.min_duration_s,
+                sw.is_short
+            ),
             (4, "floor", 600.0, false)
         );
         assert!(!min_steady_duration(&spanned(6, 120.0, 1.0)).is_short);

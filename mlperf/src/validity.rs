@@ -16,9 +16,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 /// The official settings and gates of one model.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Official {
-    pub model: &'static str,
+    pub model: std::borrow::Cow<'static, str>,
     /// The exact sampling fields of every request, and nothing else; `None` where the reference
     /// has published none for the model (the gates still apply; the sampling rule is then not
     /// evaluated).
@@ -37,7 +37,7 @@ pub struct Official {
 /// Kimi K3 (it replaced K2.6 in the reference). Gates as the v1.0 checker has them.
 pub fn kimi_k3() -> Official {
     Official {
-        model: "Kimi K3",
+        model: std::borrow::Cow::Borrowed("Kimi K3"),
         sampling: Some(json!({"temperature": 1.0, "top_p": 1.0, "max_completion_tokens": 8192})),
         turn_timeout_s: Some(86_400.0),
         min_inline_accuracy: 0.5832,
@@ -50,7 +50,7 @@ pub fn kimi_k3() -> Official {
 /// Qwen3.6-35B-A3B. Gates as the v1.0 checker has them.
 pub fn qwen36() -> Official {
     Official {
-        model: "Qwen3.6-35B-A3B",
+        model: std::borrow::Cow::Borrowed("Qwen3.6-35B-A3B"),
         sampling: Some(json!({
             "temperature": 1.0, "max_completion_tokens": 8192, "top_p": 0.95, "top_k": 20,
             "repetition_penalty": 1.0, "presence_penalty": 1.5,
@@ -70,7 +70,7 @@ pub fn qwen36() -> Official {
 #[allow(clippy::approx_constant)]
 pub fn deepseek_v41_flash() -> Official {
     Official {
-        model: "DeepSeek-V4.1-Flash",
+        model: std::borrow::Cow::Borrowed("DeepSeek-V4.1-Flash"),
         // The reference's published agentic example still names DeepSeek-V4-Pro with its
         // thresholds "TBD"; the v1.0 checker gates DeepSeek-V4.1-Flash but no sampling
         // settings or turn timeout of it are public: the preset sets the gates only.

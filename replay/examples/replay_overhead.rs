@@ -39,7 +39,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use tokentap_core::stats::Samples;
 use tokentap_dataset::Dataset;
-use tokentap_replay::{ProgressMode, ReplayConfig};
+use tokentap_replay::{ProgressMode, RunConfig};
 use tokentap_sim::{ChunkKind, RequestLog, SimConfig, SimServer};
 
 #[derive(Parser)]
@@ -358,7 +358,7 @@ async fn latency(
                 let ch = SimChild::start(&dir, tokens as f64, 0.0, decode_ms)?;
                 (ch.url.clone(), Some(ch), None)
             };
-            let mut cfg = ReplayConfig::new(&url)?;
+            let mut cfg = RunConfig::new(&url)?;
             cfg.model = Some("m".into());
             cfg.concurrency = c;
             cfg.sampling.max_completion_tokens = Some(tokens);
@@ -484,7 +484,7 @@ async fn tls(levels: Vec<usize>, tokens: u64, turns: usize, bin: PathBuf) -> any
             let ds = Arc::new(closed_loop_dataset(n, per_conv));
             let sim = SimChild::start(&dir, tokens as f64, 0.0, 0.0)?;
             let proxy = ProxyChild::start(&bin, &sim.url, tls)?;
-            let mut cfg = ReplayConfig::new(&proxy.url)?;
+            let mut cfg = RunConfig::new(&proxy.url)?;
             cfg.model = Some("m".into());
             cfg.concurrency = c;
             cfg.sampling.max_completion_tokens = Some(tokens);
@@ -563,7 +563,7 @@ async fn full(
         status_kb("VmRSS:").map_or(0, |k| k / 1024)
     );
     let ch = SimChild::start(&dir, mean_tokens, 0.7, 0.0)?;
-    let mut cfg = ReplayConfig::new(&ch.url)?;
+    let mut cfg = RunConfig::new(&ch.url)?;
     cfg.model = Some("m".into());
     cfg.concurrency = concurrency;
     cfg.include_usage = include_usage;

@@ -27,7 +27,7 @@
 //! `stream_options` and `max_tokens` (in `max_completion_tokens`' place) are sent only from a row
 //! that carries them (a captured agent's requests); no option sets `tool_choice`.
 
-use crate::config::{ReplayConfig, Sampling};
+use crate::config::{RunConfig, Sampling};
 use crate::salt::{Salted, Tag};
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::{Serialize, Serializer};
@@ -49,8 +49,8 @@ pub struct RequestSettings {
     pub salt: bool,
 }
 
-impl From<&ReplayConfig> for RequestSettings {
-    fn from(c: &ReplayConfig) -> Self {
+impl From<&RunConfig> for RequestSettings {
+    fn from(c: &RunConfig) -> Self {
         RequestSettings {
             model: c.model.clone(),
             sampling: c.sampling.clone(),

@@ -27,12 +27,11 @@
 
 use crate::body::{BodyBuilder, RequestSettings};
 use crate::client::{self, Conn, Exchange, Scratch, Target};
-use crate::config::ReplayConfig;
+use crate::config::RunConfig;
 use crate::post::Job;
 use crate::progress::Counters;
 use crate::salt::Tag;
 use http::HeaderValue;
-use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -43,21 +42,11 @@ use tokentap_dataset::{Conversation, Dataset};
 use tokentap_mlperf::Scorer;
 use tokio_util::sync::CancellationToken;
 
-/// Why issuing stopped before the budget ran out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// `--stop-issuing-on-first-user-complete` fired.
-    FirstUserComplete,
-    /// `--max-duration` elapsed.
-    MaxDuration,
-    /// The shutdown future resolved (Ctrl-C).
-    Shutdown,
-}
+pub use tokentap_run::summary::StopReason;
 
 /// State shared by the slots of one run.
 pub(crate) struct Run {
-    pub cfg: ReplayConfig,
+    pub cfg: RunConfig,
     pub settings: RequestSettings,
     pub dataset: Arc<Dataset>,
     pub target: Target,
@@ -93,7 +82,7 @@ pub(crate) struct Run {
 
 impl Run {
     pub fn new(
-        cfg: ReplayConfig,
+        cfg: RunConfig,
         dataset: Arc<Dataset>,
         target: Target,
         post: std::sync::mpsc::Sender<Job>,

@@ -13,14 +13,9 @@ pub enum ReplayError {
     /// (Not a `#[source]`: the message already holds every error, which `{:#}` would repeat.)
     #[error("dataset:\n{0}")]
     Dataset(DatasetErrors),
-    /// docs/benchmark.md#salting: with salting on, a conversation without a system prompt is a hard
-    /// error.
-    #[error("{}:{line}: conversation {conversation:?} has no system prompt, and --salt needs one (the salt is written around the system prompt: docs/benchmark.md#salting)", path.display())]
-    NoSystemPrompt {
-        path: PathBuf,
-        line: usize,
-        conversation: String,
-    },
+    /// The run's configuration cannot run (options, or options with this dataset).
+    #[error(transparent)]
+    RunConfig(#[from] tokentap_run::config::ConfigError),
     #[error("cannot resolve the endpoint host {host:?}: {source}")]
     Resolve {
         host: String,

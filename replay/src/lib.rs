@@ -6,7 +6,7 @@
 //! and the demo call [`run_with`] with a dataset already in memory.
 //!
 //! ## Layout
-//! - [`config`]: [`ReplayConfig`], every option declared once (flags, defaults, `config.json`
+//! - [`config`]: [`RunConfig`], every option declared once (flags, defaults, `config.json`
 //!   keys), resolved (presets under the flags, seed set, timeout) and checked; [`Opts`] adds
 //!   the run's `--concurrency`. Written to `config.json` and embedded in `summary.json`.
 //! - [`body`]: byte-compatible request bodies built incrementally (each history message
@@ -75,7 +75,7 @@ pub mod salt;
 pub mod summary;
 
 pub use collector::ReplayRecord;
-pub use config::{Opts, Preset, ReplayConfig};
+pub use config::{Opts, Preset, RunConfig};
 pub use driver::StopReason;
 pub use error::ReplayError;
 pub use progress::ProgressMode;
@@ -144,7 +144,7 @@ impl RunOutcome {
 /// Runs a replay until done or until `shutdown` resolves (then: stop issuing, cancel in-flight,
 /// write everything recorded). Prints the summary to stdout.
 pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Result<RunOutcome> {
-    let mut config = ReplayConfig::from_opts(&opts)?;
+    let mut config = opts.resolve()?;
     let (dataset, hash) = load_dataset(&opts.config.dataset_path).await?;
     // The model is discovered and the dataset bound once, by `run_with_hooks`; the hash rides
     // along in the config.
@@ -227,7 +227,7 @@ impl<R: std::io::Read> std::io::Read for Hashing<R> {
 /// declared warmup if any, writes `config.json` before the first request and `records.jsonl`,
 /// `summary.json`, `result_summary.json` and `scores.json` at the end (also after `shutdown`).
 pub async fn run_with(
-    config: ReplayConfig,
+    config: RunConfig,
     dataset: Arc<Dataset>,
     progress: ProgressMode,
     shutdown: impl Future<Output = ()>,
@@ -245,7 +245,7 @@ pub struct Hooks {
 
 /// [`run_with`], telling `hooks` when the measured phase starts.
 pub async fn run_with_hooks(
-    mut config: ReplayConfig,
+    mut config: RunConfig,
     dataset: Arc<Dataset>,
     progress: ProgressMode,
     shutdown: impl Future<Output = ()>,
@@ -301,7 +301,9 @@ pub async fn run_with_hooks(
     let mut ran = phase::Phase {
         config: config.clone(),
         dataset: dataset.clone(),
-        records: out_dir.as_ref().map(|d| d.join("records.jsonl")),
+        records: out_dir
+            .as_ref()
+            .map(|d| d.join(tokentap_run::files::RECORDS)),
         tokenizer: tokenizer.clone(),
         scorer: Some(scorer.clone()),
         pass_tag: None,
@@ -328,7 +330,7 @@ pub async fn run_with_hooks(
 /// What a run needs before its first request: the warmup's setup, the tokenizer, the scorer and
 /// the resolved target.
 struct Prepared {
-    warmup_setup: Option<(ReplayConfig, Arc<Dataset>, String)>,
+    warmup_setup: Option<(RunConfig, Arc<Dataset>, String)>,
     tokenizer: Option<Arc<RefTokenizer>>,
     scorer: Arc<Scorer>,
     target: client::Target,
@@ -336,7 +338,7 @@ struct Prepared {
 
 /// Discovers the model and binds the dataset into `config`, then sets up the warmup, loads the
 /// tokenizer, builds the scorer and resolves the endpoints (nothing is sent if any fails).
-async fn prepare(config: &mut ReplayConfig, dataset: &Arc<Dataset>) -> anyhow::Result<Prepared> {
+async fn prepare(config: &mut RunConfig, dataset: &Arc<Dataset>) -> anyhow::Result<Prepared> {
     let hash = config.dataset.as_ref().and_then(|d| d.hash.clone());
     models::discover(config, dataset).await?;
     config.bind_dataset(dataset, hash)?;
@@ -369,13 +371,13 @@ async fn prepare(config: &mut ReplayConfig, dataset: &Arc<Dataset>) -> anyhow::R
 /// Builds the run's summary (and the files beside it) from the measured phase.
 fn build_summary(
     ran: phase::Ran,
-    config: ReplayConfig,
+    config: RunConfig,
     scorer: &Scorer,
     tokenizer: Option<&RefTokenizer>,
     warmup: Option<summary::WarmupDeclaration>,
     dataset: &Dataset,
 ) -> summary::Built {
-    summary::Summary::build(
+    summary::build(
         ran.agg,
         config,
         summary::RunFacts {
@@ -438,13 +440,17 @@ async fn bind_client_metrics(
 /// files just written: a failure to draw it must not fail a run whose records are safe on
 /// disk, so it is logged, not returned.
 fn write_results(dir: &std::path::Path, built: &summary::Built) -> anyhow::Result<()> {
-    write_json(dir, "summary.json", &built.summary)?;
+    write_json(dir, tokentap_run::files::SUMMARY, &built.summary)?;
     write_text(
         dir,
-        "result_summary.json",
+        tokentap_run::files::RESULT_SUMMARY,
         &built.result_summary.to_file_text(),
     )?;
-    write_text(dir, "scores.json", &built.scores.to_file_text())?;
+    write_text(
+        dir,
+        tokentap_run::files::SCORES,
+        &built.scores.to_file_text(),
+    )?;
     if let Err(e) = tokentap_report::write_html(dir) {
         tracing::warn!("report.html not written: {e}");
     }
@@ -453,7 +459,7 @@ fn write_results(dir: &std::path::Path, built: &summary::Built) -> anyhow::Resul
 
 /// The warmup phase, run before the measured one and excluded from every result.
 struct Warmup<'a> {
-    main: &'a ReplayConfig,
+    main: &'a RunConfig,
     dataset: &'a Dataset,
     out_dir: Option<&'a std::path::Path>,
     progress: ProgressMode,
@@ -463,7 +469,7 @@ impl Warmup<'_> {
     /// Runs the warmup (its own records in `warmup.jsonl`, its own pass tag) and declares it.
     async fn run<F: Future<Output = ()>>(
         &self,
-        (wcfg, wds, source): (ReplayConfig, Arc<Dataset>, String),
+        (wcfg, wds, source): (RunConfig, Arc<Dataset>, String),
         target: &client::Target,
         shutdown: &mut phase::Shutdown<'_, F>,
     ) -> anyhow::Result<summary::WarmupDeclaration> {
@@ -484,7 +490,9 @@ impl Warmup<'_> {
                 0
             };
         let concurrency = wcfg.concurrency;
-        let records = self.out_dir.map(|d| d.join("warmup.jsonl"));
+        let records = self
+            .out_dir
+            .map(|d| d.join(tokentap_run::files::WARMUP_RECORDS));
         let ran = phase::Phase {
             config: wcfg,
             dataset: wds,
@@ -514,9 +522,9 @@ impl Warmup<'_> {
 /// are always salted, with a tag of their own (checked against the dataset's system prompts
 /// here, before anything is sent).
 async fn warmup_config(
-    config: &ReplayConfig,
+    config: &RunConfig,
     perf: &Arc<Dataset>,
-) -> anyhow::Result<(ReplayConfig, Arc<Dataset>, String)> {
+) -> anyhow::Result<(RunConfig, Arc<Dataset>, String)> {
     let w = &config.warmup;
     let (ds, source) = match &w.dataset {
         Some(path) => {
@@ -575,13 +583,13 @@ fn write_text(dir: &Path, name: &str, text: &str) -> Result<(), ReplayError> {
     })
 }
 
-fn write_config(dir: &Path, config: &ReplayConfig) -> Result<(), ReplayError> {
+fn write_config(dir: &Path, config: &RunConfig) -> Result<(), ReplayError> {
     std::fs::create_dir_all(dir).map_err(|source| ReplayError::Io {
         what: "cannot create the output directory",
         path: dir.to_path_buf(),
         source,
     })?;
-    write_json(dir, "config.json", config)
+    write_json(dir, tokentap_run::files::CONFIG, config)
 }
 
 fn write_json(dir: &Path, name: &str, v: &impl serde::Serialize) -> Result<(), ReplayError> {

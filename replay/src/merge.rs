@@ -25,8 +25,7 @@
 //!   evaluated on the merged run. The HTML report is drawn from the merged files.
 
 use crate::collector::Aggregate;
-use crate::config::{ReplayConfig, Shard};
-use crate::driver::StopReason;
+use crate::config::{RunConfig, Shard};
 use crate::error::ReplayError;
 use crate::progress::Counters;
 use crate::summary::{MergeInfo, RunFacts, ShardClock, Summary, WarmupDeclaration};
@@ -39,6 +38,7 @@ use tokentap_core::clock::Anchor;
 use tokentap_core::linefile::{Batch, LineFile};
 use tokentap_core::record::{Status, TurnRecord};
 use tokentap_mlperf::scorer::{Domain, ExcludedTurn, ScoreSums, Scores, TurnScore};
+use tokentap_run::files;
 
 /// `tokentap merge` options.
 #[derive(clap::Args, Clone, Debug)]
@@ -57,8 +57,10 @@ pub struct MergeOpts {
     pub partial: bool,
 }
 
-impl ShardClock {
-    fn of(s: &ShardRun) -> ShardClock {
+impl ShardRun {
+    /// This shard's clock against the servers'.
+    fn clock(&self) -> ShardClock {
+        let s = self;
         let (lo, hi, n) = clock_bound(s.records.iter().map(|l| &l.record));
         ShardClock {
             shard: s.config.shard.index,
@@ -72,8 +74,8 @@ impl ShardClock {
 /// One shard as read from its directory.
 struct ShardRun {
     dir: PathBuf,
-    config: ReplayConfig,
-    summary: Value,
+    config: RunConfig,
+    summary: Summary,
     records: Vec<Line>,
     scores: Value,
     /// `wall − mono` at the shard's start: adds to a monotonic instant to put it on the
@@ -104,7 +106,7 @@ pub fn merge(opts: &MergeOpts) -> Result<RunOutcome, ReplayError> {
     let (start, end) = span(&shards);
     let window = union_window(&shards)?;
     refresh_in_window(&mut shards, &window);
-    let clocks: Vec<ShardClock> = shards.iter().map(ShardClock::of).collect();
+    let clocks: Vec<ShardClock> = shards.iter().map(ShardRun::clock).collect();
     let skew_bound_ms = skew_bound(&clocks);
 
     // The records in the order a live run folds them: each shard's file is in its collector's
@@ -123,7 +125,7 @@ pub fn merge(opts: &MergeOpts) -> Result<RunOutcome, ReplayError> {
     }
     let scores = merge_scores(&shards, &lines)?;
     let facts = facts(&shards, &config, start, end, &window, scores);
-    let mut built = Summary::build(agg, config.clone(), facts);
+    let mut built = crate::summary::build(agg, config.clone(), facts);
     let summary = &mut built.summary;
     summary.merge = Some(MergeInfo {
         shards: shards.len() as u64,
@@ -162,7 +164,7 @@ pub fn merge(opts: &MergeOpts) -> Result<RunOutcome, ReplayError> {
 
 /// The shared config, unsharded: the merged run is checked as one run. N processes of C slots
 /// each had N·C conversations active at once.
-fn merged_config(shards: &[ShardRun], out: &Path) -> ReplayConfig {
+fn merged_config(shards: &[ShardRun], out: &Path) -> RunConfig {
     let mut config = shards[0].config.clone();
     config.shard = Shard::default();
     config.concurrency = shards.iter().map(|s| s.config.concurrency).sum();
@@ -191,9 +193,16 @@ fn align(shards: &mut [ShardRun]) {
 
 /// The union's start (the first shard's) and end (the last shard's), aligned.
 fn span(shards: &[ShardRun]) -> (u64, u64) {
-    let of = |s: &ShardRun, k: &str| at(s, s.summary["run"][k]["mono_ns"].as_u64().unwrap_or(0));
-    let start = shards.iter().map(|s| of(s, "start")).min().unwrap_or(0);
-    let end = shards.iter().map(|s| of(s, "end")).max().unwrap_or(start);
+    let start = shards
+        .iter()
+        .map(|s| at(s, s.summary.run.start.mono_ns))
+        .min()
+        .unwrap_or(0);
+    let end = shards
+        .iter()
+        .map(|s| at(s, s.summary.run.end.mono_ns))
+        .max()
+        .unwrap_or(start);
     (start, end)
 }
 
@@ -217,13 +226,13 @@ struct Close {
 fn union_window(shards: &[ShardRun]) -> Result<UnionWindow, ReplayError> {
     let mut exhausted: Option<(u64, usize)> = None;
     for (i, s) in shards.iter().enumerate() {
-        let Some(t) = s.summary["window"]["last_claim_mono_ns"].as_u64() else {
-            if s.summary["window"].get("last_claim_mono_ns").is_none() {
-                return Err(ReplayError::Config(format!(
-                    "{}: summary.json has no window.last_claim_mono_ns (written by an older tokentap); run the shard again",
-                    s.dir.display()
-                )));
-            }
+        let Some(claim) = s.summary.window.last_claim_mono_ns else {
+            return Err(ReplayError::Config(format!(
+                "{}: summary.json has no window.last_claim_mono_ns (written by an older tokentap); run the shard again",
+                s.dir.display()
+            )));
+        };
+        let Some(t) = claim else {
             continue; // claimed nothing
         };
         let t = at(s, t);
@@ -238,13 +247,11 @@ fn union_window(shards: &[ShardRun]) -> Result<UnionWindow, ReplayError> {
         });
     };
     // The last shard to run out: its own window closed at its first completion after that.
-    let mut close = shards[last].summary["window"]["closed_mono_ns"]
-        .as_u64()
-        .map(|c| Close {
-            at: at(&shards[last], c),
-            by: format!("shard {}", shards[last].config.shard.index),
-            own: Some(last),
-        });
+    let mut close = shards[last].summary.window.closed_mono_ns.map(|c| Close {
+        at: at(&shards[last], c),
+        by: format!("shard {}", shards[last].config.shard.index),
+        own: Some(last),
+    });
     // Other shards: their trajectories that completed after t_ex.
     for (i, s) in shards.iter().enumerate() {
         if i == last {
@@ -302,30 +309,23 @@ fn refresh_in_window(shards: &mut [ShardRun], w: &UnionWindow) {
 /// What the summary needs besides the folded records.
 fn facts(
     shards: &[ShardRun],
-    config: &ReplayConfig,
+    config: &RunConfig,
     start: u64,
     end: u64,
     w: &UnionWindow,
     scores: Scores,
 ) -> RunFacts {
-    let sum = |f: &dyn Fn(&Value) -> Option<u64>| shards.iter().filter_map(|s| f(&s.summary)).sum();
-    let stopped_by = shards.iter().find_map(|s| {
-        serde_json::from_value::<Option<StopReason>>(s.summary["run"]["stopped_by"].clone())
-            .ok()
-            .flatten()
+    let sum = |f: &dyn Fn(&Summary) -> u64| shards.iter().map(|s| f(&s.summary)).sum();
+    let stopped_by = shards.iter().find_map(|s| s.summary.run.stopped_by);
+    let tokenizer = shards[0].summary.mlperf.tokenizer.as_ref().map(|dir| {
+        (
+            dir.clone(),
+            sum(&|v| v.mlperf.template_fallbacks),
+            shards
+                .iter()
+                .find_map(|s| s.summary.mlperf.template_error.clone()),
+        )
     });
-    let tokenizer = shards[0].summary["mlperf"]["tokenizer"]
-        .as_str()
-        .map(|dir| {
-            (
-                dir.to_string(),
-                sum(&|v| v["mlperf"]["template_fallbacks"].as_u64()),
-                shards
-                    .iter()
-                    .find_map(|s| s.summary["mlperf"]["template_error"].as_str())
-                    .map(str::to_string),
-            )
-        });
     RunFacts {
         start: Anchor {
             wall_ns: start,
@@ -335,15 +335,13 @@ fn facts(
             wall_ns: end,
             mono_ns: end,
         },
-        interrupted: shards
-            .iter()
-            .any(|s| s.summary["run"]["interrupted"] == Value::Bool(true)),
+        interrupted: shards.iter().any(|s| s.summary.run.interrupted),
         stopped_by,
         window_closed: w.close.as_ref().map(|c| c.at),
         last_claim: w.exhausted.map(|e| e.0),
-        budget_local: sum(&|v| v["run"]["trajectory_budget"].as_u64()),
-        trajectories_started: sum(&|v| v["run"]["trajectories_started"].as_u64()),
-        trajectories_finished: sum(&|v| v["run"]["trajectories_finished"].as_u64()),
+        budget_local: sum(&|v| v.run.trajectory_budget),
+        trajectories_started: sum(&|v| v.run.trajectories_started),
+        trajectories_finished: sum(&|v| v.run.trajectories_finished),
         scores,
         tokenizer,
         warmup: merge_warmups(shards),
@@ -351,14 +349,7 @@ fn facts(
             .dataset
             .as_ref()
             .map_or(0, |d| d.conversations as u64),
-        row_overrides: shards[0].summary["run"]["row_overrides"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        row_overrides: shards[0].summary.run.row_overrides.clone(),
     }
 }
 
@@ -366,7 +357,7 @@ fn facts(
 fn write(
     out: &Path,
     lines: &[Line],
-    config: &ReplayConfig,
+    config: &RunConfig,
     built: &crate::summary::Built,
 ) -> Result<(), ReplayError> {
     std::fs::create_dir_all(out).map_err(|source| ReplayError::Io {
@@ -378,7 +369,7 @@ fn write(
         let path = path.to_path_buf();
         move |source| ReplayError::Io { what, path, source }
     };
-    let rec_path = out.join("records.jsonl");
+    let rec_path = out.join(tokentap_run::files::RECORDS);
     {
         // Whole lines only (core's linefile): a failed write leaves no torn line, and the
         // merge fails naming the file.
@@ -396,14 +387,18 @@ fn write(
         f.write_batch(&mut batch)
             .map_err(|(_, e)| io("cannot write", &rec_path)(e))?;
     }
-    crate::write_json(out, "config.json", config)?;
-    crate::write_json(out, "summary.json", &built.summary)?;
+    crate::write_json(out, tokentap_run::files::CONFIG, config)?;
+    crate::write_json(out, tokentap_run::files::SUMMARY, &built.summary)?;
     crate::write_text(
         out,
-        "result_summary.json",
+        tokentap_run::files::RESULT_SUMMARY,
         &built.result_summary.to_file_text(),
     )?;
-    crate::write_text(out, "scores.json", &built.scores.to_file_text())?;
+    crate::write_text(
+        out,
+        tokentap_run::files::SCORES,
+        &built.scores.to_file_text(),
+    )?;
     if let Err(e) = tokentap_report::write_html(out) {
         tracing::warn!("report.html not written: {e}");
     }
@@ -444,28 +439,36 @@ fn load(dir: &Path) -> Result<ShardRun, ReplayError> {
             e => ReplayError::Config(format!("{}: {e}", p.display())),
         })
     };
-    let json = |name: &str, bytes: &[u8]| -> Result<Value, ReplayError> {
+    // Each file into its type; the error names the file, the line and the field.
+    fn typed<T: serde::de::DeserializeOwned>(
+        path: &Path,
+        what: &str,
+        bytes: &[u8],
+    ) -> Result<T, ReplayError> {
         serde_json::from_slice(bytes).map_err(|e| {
-            ReplayError::Config(format!("{}: expected JSON ({e})", dir.join(name).display()))
+            ReplayError::Config(format!("{}:{}: not {what} ({e})", path.display(), e.line()))
         })
-    };
-    let config_v = json("config.json", &read("config.json")?)?;
-    let config: ReplayConfig = serde_json::from_value(config_v).map_err(|e| {
-        ReplayError::Config(format!(
-            "{}: not a tokentap replay config ({e})",
-            dir.join("config.json").display()
-        ))
-    })?;
-    let summary = json("summary.json", &read("summary.json")?)?;
-    if let Some(e) = summary["run"]["records_error"].as_str() {
+    }
+    let config: RunConfig = typed(
+        &dir.join(files::CONFIG),
+        "a tokentap replay config",
+        &read(files::CONFIG)?,
+    )?;
+    let summary: Summary = typed(
+        &dir.join(files::SUMMARY),
+        "a tokentap summary.json",
+        &read(files::SUMMARY)?,
+    )?;
+    if let Some(e) = &summary.run.records_error {
         return Err(ReplayError::Config(format!(
             "{}: {} records of this shard were NOT written ({e}): its records.jsonl is incomplete; run the shard again",
             dir.display(),
-            summary["run"]["records_failed"].as_u64().unwrap_or(0)
+            summary.run.records_failed
         )));
     }
-    let scores = json("scores.json", &read("scores.json")?)?;
-    let rec_path = dir.join("records.jsonl");
+    // The reference's schema (written by tokentap in its shape): read as JSON.
+    let scores: Value = typed(&dir.join(files::SCORES), "JSON", &read(files::SCORES)?)?;
+    let rec_path = dir.join(files::RECORDS);
     let f = std::fs::File::open(&rec_path).map_err(|source| ReplayError::Io {
         what: "cannot read",
         path: rec_path.clone(),
@@ -502,16 +505,8 @@ fn load(dir: &Path) -> Result<ShardRun, ReplayError> {
         })?;
         records.push(l);
     }
-    let start = &summary["run"]["start"];
-    let (Some(wall), Some(mono)) = (start["wall_ns"].as_u64(), start["mono_ns"].as_u64()) else {
-        return Err(ReplayError::Config(format!(
-            "{}: expected run.start.wall_ns and run.start.mono_ns",
-            dir.join("summary.json").display()
-        )));
-    };
-    let end = summary["run"]["end"]["mono_ns"]
-        .as_u64()
-        .unwrap_or(u64::MAX);
+    let (wall, mono) = (summary.run.start.wall_ns, summary.run.start.mono_ns);
+    let end = summary.run.end.mono_ns;
     foreign_records(&rec_path, &records, mono, end, wall as i128 - mono as i128)?;
     Ok(ShardRun {
         dir: dir.to_path_buf(),
@@ -583,7 +578,7 @@ pub const PER_SHARD: [&str; 5] = ["shard", "out", "metrics", "model_discovered",
 
 /// The shared part of a config, as JSON (local paths dropped, the dataset's hash kept): what
 /// every shard of one run must agree on.
-pub fn shared(c: &ReplayConfig) -> Value {
+pub fn shared(c: &RunConfig) -> Value {
     let mut v = serde_json::to_value(c).unwrap_or_default();
     if let Value::Object(o) = &mut v {
         for k in PER_SHARD {
@@ -801,7 +796,7 @@ fn merge_scores(shards: &[ShardRun], lines: &[Line]) -> Result<Scores, ReplayErr
 fn merge_warmups(shards: &[ShardRun]) -> Option<WarmupDeclaration> {
     let all: Vec<WarmupDeclaration> = shards
         .iter()
-        .filter_map(|s| serde_json::from_value(s.summary["warmup"].clone()).ok())
+        .filter_map(|s| s.summary.warmup.clone())
         .collect();
     let first = all.first()?.clone();
     Some(WarmupDeclaration {

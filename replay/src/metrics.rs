@@ -23,7 +23,6 @@ use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use prometheus::{Encoder, Gauge, IntCounterVec, IntGauge, Registry, TextEncoder};
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokentap_core::metrics::register::{counter_vec as counter, gauge};
@@ -192,14 +191,7 @@ impl ClientMetrics {
     }
 }
 
-/// `ADDR` of `--metrics`: `HOST:PORT`, or a bare port (then loopback).
-pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
-    if let Ok(port) = s.parse::<u16>() {
-        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
-    }
-    s.parse()
-        .map_err(|e| format!("--metrics {s:?}: expected HOST:PORT or PORT ({e})"))
-}
+pub use tokentap_run::config::parse_addr;
 
 /// Serves `/metrics` on `listener` until `stop` fires. Every accepted socket gets TCP_NODELAY.
 pub async fn serve(

@@ -3,7 +3,7 @@
 //! serves several, or when the endpoints disagree.
 
 use crate::client::{EndpointTarget, Target};
-use crate::config::ReplayConfig;
+use crate::config::RunConfig;
 use crate::error::ReplayError;
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ const MAX_BODY: usize = 4 << 20;
 /// Sets `config.model` from the endpoints' `/v1/models` when the dataset needs a run-level model
 /// and none was given. Does nothing otherwise.
 pub async fn discover(
-    config: &mut ReplayConfig,
+    config: &mut RunConfig,
     ds: &tokentap_dataset::Dataset,
 ) -> Result<(), ReplayError> {
     let Some((conv, line)) = config.row_without_model(ds) else {

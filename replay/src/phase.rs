@@ -4,7 +4,7 @@
 
 use crate::client::Target;
 use crate::collector::{self, Aggregate, Msg};
-use crate::config::ReplayConfig;
+use crate::config::RunConfig;
 use crate::driver::{self, StopReason};
 use crate::error::ReplayError;
 use crate::metrics::{self, ClientMetrics};
@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 /// What a phase runs.
 pub(crate) struct Phase {
-    pub config: ReplayConfig,
+    pub config: RunConfig,
     pub dataset: Arc<Dataset>,
     pub records: Option<PathBuf>,
     pub tokenizer: Option<Arc<RefTokenizer>>,

@@ -3,7 +3,7 @@
 //! and docs/benchmark.md#salting.
 
 use std::collections::BTreeMap;
-use tokentap_replay::{Preset, ReplayConfig};
+use tokentap_replay::{Preset, RunConfig};
 use tokentap_testkit::replay::*;
 
 /// Parallel tool results, reasoning, non-ASCII text, a named assistant, per-row overrides, a
@@ -39,7 +39,7 @@ fn bodies_by_session(sim: &tokentap_sim::SimServer) -> BTreeMap<String, Vec<Stri
     out
 }
 
-fn kimi(sim: &tokentap_sim::SimServer, name: &str) -> ReplayConfig {
+fn kimi(sim: &tokentap_sim::SimServer, name: &str) -> RunConfig {
     let mut c = config(sim, name);
     c.preset = Some(Preset::Kimi);
     c.sampling = Preset::Kimi.sampling();

@@ -104,10 +104,10 @@ impl Run {
     /// Like [`Run::load`]; with `outputs`, each record keeps its recorded output
     /// (`content.output`, for [`Run::recount`]) and nothing else of its content.
     pub fn load_with(dir: &Path, outputs: bool) -> Result<Run, ReportError> {
-        let rp = dir.join("records.jsonl");
+        let rp = dir.join(tokentap_run::files::RECORDS);
         // The summary first: a directory that is not a run is refused before its records are
         // read.
-        let sp = dir.join("summary.json");
+        let sp = dir.join(tokentap_run::files::SUMMARY);
         let summary = read_json(&sp)?;
         if !(summary.is_object() && summary.get("run").is_some() && summary.get("counts").is_some())
         {
@@ -131,13 +131,13 @@ impl Run {
                 });
             }
         }
-        let cp = dir.join("config.json");
+        let cp = dir.join(tokentap_run::files::CONFIG);
         let config = if cp.exists() {
             read_json(&cp)?
         } else {
             summary.get("config").cloned().unwrap_or(Value::Null)
         };
-        let mp = dir.join("compare.json");
+        let mp = dir.join(tokentap_run::files::COMPARE);
         let compare = if mp.exists() {
             Some(read_json(&mp)?)
         } else {

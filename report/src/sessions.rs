@@ -28,7 +28,7 @@ pub const NO_SESSION: &str = "(no session)";
 /// `records*.jsonl`.
 pub fn is_records_dir(dir: &Path) -> bool {
     dir.is_dir()
-        && !dir.join("summary.json").exists()
+        && !dir.join(tokentap_run::files::SUMMARY).exists()
         && tokentap_core::record::files_in(dir).is_ok_and(|f| !f.is_empty())
 }
 

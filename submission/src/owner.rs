@@ -33,8 +33,8 @@ pub struct WrittenBy {
 
 /// The id of the sweep in `sweep_dir`: `sweep.json`'s `sweep_id`, or for a sweep written by a
 /// tokentap that gave none, `dir:` and the directory's canonical path (stable for that sweep).
-pub fn sweep_id(sweep_dir: &Path, sweep: &serde_json::Value) -> String {
-    match sweep["sweep_id"].as_str() {
+pub fn sweep_id(sweep_dir: &Path, sweep: &tokentap_run::sweep::SweepFile) -> String {
+    match &sweep.sweep_id {
         Some(id) => id.to_string(),
         None => {
             let dir = sweep_dir

@@ -6,21 +6,24 @@ use crate::submitter::Submitter;
 use crate::{Missing, SubmissionError, Written};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
-use tokentap_mlperf::pareto::{self, RegionName};
+use tokentap_mlperf::pareto::{self, RegionName, Regions};
 use tokentap_mlperf::validity::{min_duration_s, ULTRA_LOW_CONCURRENCY_MAX};
+use tokentap_run::config::{Preset, RunConfig, Warmup};
+use tokentap_run::files;
+use tokentap_run::summary::Summary;
+use tokentap_run::sweep::{PointStatus, SweepFile};
 
 /// Where tokentap's own implementation notes go, under the submission's `src/`.
 pub const SRC_DIR: &str = "src/tokentap";
 pub const DOCS_DIR: &str = "docs";
 
 /// The checker's model directory name for each preset (its `model-name-valid` list).
-fn model_dir_name(preset: Option<&str>) -> Option<&'static str> {
-    match preset? {
-        "kimi" => Some("kimi-k3"),
-        "qwen" => Some("qwen3_6-35b-a3b"),
-        "deepseek" => Some("deepseek-v4_1-flash"),
-        _ => None,
-    }
+fn model_dir_name(preset: Option<Preset>) -> Option<&'static str> {
+    Some(match preset? {
+        Preset::Kimi => "kimi-k3",
+        Preset::Qwen => "qwen3_6-35b-a3b",
+        Preset::Deepseek => "deepseek-v4_1-flash",
+    })
 }
 
 /// The checker's canonical spelling of a model name (`layout.canonical_model_name`): the part
@@ -42,14 +45,24 @@ pub fn canonical_model_name(name: &str) -> String {
     out.trim_matches('_').chars().take(64).collect()
 }
 
-fn read_json(path: &Path) -> Result<Value, SubmissionError> {
+/// A JSON file of the sweep's run directories, into its type (`Value` for the reference's
+/// `result_summary.json`, which is copied as it is).
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, SubmissionError> {
     let text = std::fs::read_to_string(path).map_err(|e| SubmissionError::Read {
         file: path.display().to_string(),
         error: e.to_string(),
     })?;
     serde_json::from_str(&text).map_err(|e| SubmissionError::Read {
-        file: path.display().to_string(),
-        error: format!("not JSON: {e}"),
+        file: format!("{}:{}", path.display(), e.line()),
+        error: format!("not the file tokentap writes: {e}"),
+    })
+}
+
+/// `sweep.json`, into its type.
+fn read_sweep(dir: &Path) -> Result<SweepFile, SubmissionError> {
+    SweepFile::load(dir).map_err(|e| SubmissionError::Read {
+        file: dir.join(files::SWEEP).display().to_string(),
+        error: e.to_string(),
     })
 }
 
@@ -77,7 +90,8 @@ fn pretty(v: &Value) -> Vec<u8> {
 struct Point {
     concurrency: u64,
     dir: PathBuf,
-    summary: Value,
+    summary: Summary,
+    /// The reference's schema, copied as it is.
     result_summary: Value,
     /// Σ OSL / duration, as the checker derives `system_tps` from `result_summary.json`.
     system_tps: Option<f64>,
@@ -149,10 +163,10 @@ fn place_swe_bench(
 /// `agentic_inference` and `accuracy_config`, `settings`, `endpoint_config`), plus tokentap's
 /// own settings under `tokentap`.
 fn config_yaml(p: &Point, model: &str, swe_bench: Option<f64>) -> Value {
-    let cfg = &p.summary["config"];
+    let cfg = &p.summary.config;
     let mut model_params = Map::new();
-    model_params.insert("name".into(), cfg["model"].clone());
-    if let Some(s) = cfg["sampling"].as_object() {
+    model_params.insert("name".into(), json!(cfg.model));
+    if let Ok(Value::Object(s)) = serde_json::to_value(&cfg.sampling) {
         for (k, v) in s {
             // The reference's YAML names the token budget max_new_tokens.
             let k = if k == "max_completion_tokens" {
@@ -160,21 +174,21 @@ fn config_yaml(p: &Point, model: &str, swe_bench: Option<f64>) -> Value {
             } else {
                 k.as_str()
             };
-            model_params.insert(k.into(), v.clone());
+            model_params.insert(k.into(), v);
         }
     }
     let dataset_name = dataset_stem(cfg);
     let mut datasets = vec![json!({
         "name": dataset_name,
         "type": "performance",
-        "path": cfg["dataset"]["path"],
+        "path": cfg.dataset.as_ref().map(|d| &d.path),
         "accuracy_config": {"eval_method": "agentic_inference_inline"},
         "agentic_inference": {
-            "turn_timeout_s": cfg["turn_timeout_s"],
-            "enable_salt": cfg["salt"],
-            "inject_tool_delay": cfg["delays"],
-            "num_trajectories_to_issue": p.summary["run"]["trajectory_budget"],
-            "stop_issuing_on_first_user_complete": cfg["stop_issuing_on_first_user_complete"],
+            "turn_timeout_s": cfg.turn_timeout.map(|d| d.as_secs_f64()),
+            "enable_salt": cfg.salt,
+            "inject_tool_delay": cfg.delays,
+            "num_trajectories_to_issue": p.summary.run.trajectory_budget,
+            "stop_issuing_on_first_user_complete": cfg.stop_issuing_on_first_user_complete,
         },
     })];
     if let Some(v) = swe_bench {
@@ -185,7 +199,7 @@ fn config_yaml(p: &Point, model: &str, swe_bench: Option<f64>) -> Value {
             "tokentap": {"score_given": v, "note": "scored by the SWE-bench harness, given to tokentap with --swe-bench-accuracy"},
         }));
     }
-    let seeds = &cfg["seed_set"];
+    let seeds = cfg.seed_set.as_ref();
     json!({
         "name": format!("tokentap-{model}-r{}", p.concurrency),
         "version": "1.0",
@@ -194,35 +208,35 @@ fn config_yaml(p: &Point, model: &str, swe_bench: Option<f64>) -> Value {
         "datasets": datasets,
         "settings": {
             "runtime": {
-                "max_issue_duration_ms": cfg["max_duration_s"].as_f64().map(|s| (s * 1000.0).round() as u64),
-                "scheduler_rng_seed": seeds["scheduler_rng_seed"],
-                "sample_index_rng_seed": seeds["sample_index_rng_seed"],
-                "model_seed": seeds["model_seed"],
+                "max_issue_duration_ms": cfg.max_duration.map(|d| (d.as_secs_f64() * 1000.0).round() as u64),
+                "scheduler_rng_seed": seeds.map(|s| s.scheduler_rng_seed),
+                "sample_index_rng_seed": seeds.map(|s| s.sample_index_rng_seed),
+                "model_seed": seeds.map(|s| s.model_seed),
             },
             "load_pattern": {"type": "agentic_inference", "target_concurrency": p.concurrency},
-            "warmup": cfg["warmup"],
+            "warmup": (cfg.warmup != Warmup::default()).then_some(&cfg.warmup),
         },
         "endpoint_config": {
-            "endpoints": cfg["endpoints"].as_array().map(|e| e.iter().map(|x| x["base"].clone()).collect::<Vec<_>>()),
+            "endpoints": cfg.endpoints.iter().map(|e| &e.base).collect::<Vec<_>>(),
             "api_type": "openai",
         },
         "report_dir": p.dir.file_name().map(|n| n.to_string_lossy().into_owned()),
         "tokentap": {
-            "version": p.summary["tokentap_version"],
-            "delay_scale": cfg["delay_scale"],
-            "min_duration_scale": cfg["min_duration_scale"],
-            "dataset_hash": cfg["dataset"]["hash"],
-            "tokenizer": cfg["tokenizer"],
-            "shard": cfg["shard"],
-            "routing_headers": cfg["routing_headers"],
+            "version": p.summary.tokentap_version,
+            "delay_scale": cfg.delay_scale,
+            "min_duration_scale": cfg.min_duration_scale,
+            "dataset_hash": cfg.dataset.as_ref().and_then(|d| d.hash.as_ref()),
+            "tokenizer": cfg.tokenizer,
+            "shard": cfg.shard,
+            "routing_headers": cfg.routing_headers,
         },
     })
 }
 
-fn dataset_stem(cfg: &Value) -> String {
-    cfg["dataset"]["path"]
-        .as_str()
-        .and_then(|p| Path::new(p).file_stem())
+fn dataset_stem(cfg: &RunConfig) -> String {
+    cfg.dataset
+        .as_ref()
+        .and_then(|d| d.path.file_stem())
         .map_or("dataset".into(), |s| s.to_string_lossy().into_owned())
 }
 
@@ -230,16 +244,16 @@ fn dataset_stem(cfg: &Value) -> String {
 /// performance`, a fraction, as the reference scorer reports it), and the SWE-bench result
 /// placed at this point.
 fn accuracy_results(p: &Point, swe_bench: Option<f64>) -> Value {
-    let acc = &p.summary["accuracy"];
+    let acc = &p.summary.accuracy;
     let mut entries = vec![json!({
-        "dataset_name": dataset_stem(&p.summary["config"]),
+        "dataset_name": dataset_stem(&p.summary.config),
         "dataset_type": "performance",
         "eval_method": "agentic_inference_inline",
-        "score": acc["inline_accuracy"],
-        "num_samples": acc["scored_turns"],
-        "issued": acc["issued"],
-        "observed": acc["observed"],
-        "missing": acc["missing"],
+        "score": acc.inline_accuracy,
+        "num_samples": acc.scored_turns,
+        "issued": acc.issued,
+        "observed": acc.observed,
+        "missing": acc.missing,
     })];
     if let Some(v) = swe_bench {
         entries.push(json!({
@@ -254,18 +268,17 @@ fn accuracy_results(p: &Point, swe_bench: Option<f64>) -> Value {
 /// `point.yaml`'s warmup declaration (rules §6.3.3): the declared warmup, its records kept
 /// beside the point and linked; a point without one declares none.
 fn warmup(p: &Point) -> (Value, bool) {
-    let w = &p.summary["warmup"];
-    if w.is_object() {
+    if let Some(w) = &p.summary.warmup {
         (
             json!({
-                "duration_s": w["duration_s"],
-                "requests_issued": w["requests_issued"],
-                "requests_completed": w["requests_completed"],
-                "data_source": w["source"],
-                "concurrency": w["concurrency"],
+                "duration_s": w.duration_s,
+                "requests_issued": w.requests_issued,
+                "requests_completed": w.requests_completed,
+                "data_source": w.source,
+                "concurrency": w.concurrency,
                 "initialization_steps": [],
                 "logs_retained": true,
-                "link_logs": "warmup.jsonl",
+                "link_logs": tokentap_run::files::WARMUP_RECORDS,
             }),
             true,
         )
@@ -289,13 +302,8 @@ pub(crate) struct Plan<'a> {
 }
 
 /// Every concurrency the sweep planned, done or not.
-fn planned(sweep: &Value) -> Vec<u64> {
-    sweep["points"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p["concurrency"].as_u64())
-        .collect()
+fn planned(sweep: &SweepFile) -> Vec<u64> {
+    sweep.points.iter().map(|p| p.concurrency).collect()
 }
 
 /// Checks, before anything runs or is written, that the tree under `plan.out` holds no point of
@@ -305,8 +313,8 @@ pub(crate) fn preflight(plan: &Plan) -> Result<(), SubmissionError> {
     if plan.replace {
         return Ok(());
     }
-    let sweep = read_json(&plan.sweep_dir.join("sweep.json"))?;
-    let model = model_name(&sweep["config"], &mut Vec::new());
+    let sweep = read_sweep(plan.sweep_dir)?;
+    let model = model_name(&sweep_config(plan.sweep_dir, &sweep)?, &mut Vec::new());
     let (root, system) = submission_root(plan.out, plan.submitter);
     let curve = Path::new("results").join(&system).join(&model);
     let id = owner::sweep_id(plan.sweep_dir, &sweep);
@@ -321,8 +329,8 @@ pub(crate) fn preflight(plan: &Plan) -> Result<(), SubmissionError> {
 }
 
 pub(crate) fn write_tree(plan: &Plan) -> Result<Written, SubmissionError> {
-    let sweep = read_json(&plan.sweep_dir.join("sweep.json"))?;
-    let c_max = sweep["regions"]["c_max"].as_u64();
+    let sweep = read_sweep(plan.sweep_dir)?;
+    let c_max = sweep.regions.as_ref().map(|r| r.c_max);
     let mut missing = Vec::new();
     if c_max.is_none() {
         missing.push(Missing {
@@ -331,7 +339,7 @@ pub(crate) fn write_tree(plan: &Plan) -> Result<Written, SubmissionError> {
         });
     }
     let (points, skipped) = read_points(plan.sweep_dir, &sweep)?;
-    let model = model_name(&points[0].summary["config"], &mut missing);
+    let model = model_name(&points[0].summary.config, &mut missing);
     let s = plan.submitter;
     if s.is_none() {
         missing.extend(crate::submitter::missing_without_submitter());
@@ -351,12 +359,9 @@ pub(crate) fn write_tree(plan: &Plan) -> Result<Written, SubmissionError> {
     )?;
 
     let concurrencies: Vec<u64> = points.iter().map(|p| p.concurrency).collect();
-    let (swe, swe_missing) = place_swe_bench(&concurrencies, c_max, &swe_bench_given(&sweep));
+    let (swe, swe_missing) = place_swe_bench(&concurrencies, c_max, &sweep.swe_bench);
     missing.extend(swe_missing);
-    if points
-        .iter()
-        .any(|p| p.summary["config"]["seed_set"].is_null())
-    {
+    if points.iter().any(|p| p.summary.config.seed_set.is_none()) {
         missing.push(Missing {
             fact: "a published seed set (--seed-set ID)".into(),
             rule: "seed-set-membership",
@@ -369,7 +374,7 @@ pub(crate) fn write_tree(plan: &Plan) -> Result<Written, SubmissionError> {
     let curve_facts = CurveFacts {
         model: &model,
         c_max,
-        regions: &sweep["regions"],
+        regions: sweep.regions.as_ref(),
         submitter: s,
         max_tps,
     };
@@ -405,20 +410,23 @@ type Skipped = Vec<(u64, String)>;
 
 /// The finished points of the sweep, read back from their directories, and the points skipped;
 /// an error when none is finished.
-fn read_points(sweep_dir: &Path, sweep: &Value) -> Result<(Vec<Point>, Skipped), SubmissionError> {
+fn read_points(
+    sweep_dir: &Path,
+    sweep: &SweepFile,
+) -> Result<(Vec<Point>, Skipped), SubmissionError> {
     let mut points = Vec::new();
     let mut skipped = Vec::new();
-    for p in sweep["points"].as_array().into_iter().flatten() {
-        let c = p["concurrency"].as_u64().unwrap_or(0);
-        if p["status"] != "done" {
-            skipped.push((c, format!("status {}", p["status"])));
+    for p in &sweep.points {
+        let c = p.concurrency;
+        if p.status != PointStatus::Done {
+            skipped.push((c, format!("status {}", json!(p.status))));
             continue;
         }
-        let dir = sweep_dir.join(p["dir"].as_str().unwrap_or(&format!("r{c}")));
-        let result_summary = read_json(&dir.join("result_summary.json"))?;
+        let dir = sweep_dir.join(&p.dir);
+        let result_summary: Value = read_json(&dir.join(files::RESULT_SUMMARY))?;
         points.push(Point {
             concurrency: c,
-            summary: read_json(&dir.join("summary.json"))?,
+            summary: read_json(&dir.join(files::SUMMARY))?,
             system_tps: derived_system_tps(&result_summary),
             result_summary,
             dir,
@@ -426,7 +434,7 @@ fn read_points(sweep_dir: &Path, sweep: &Value) -> Result<(Vec<Point>, Skipped),
     }
     if points.is_empty() {
         return Err(SubmissionError::NoPoints(
-            sweep_dir.join("sweep.json").display().to_string(),
+            sweep_dir.join(files::SWEEP).display().to_string(),
         ));
     }
     Ok((points, skipped))
@@ -435,15 +443,15 @@ fn read_points(sweep_dir: &Path, sweep: &Value) -> Result<(Vec<Point>, Skipped),
 /// The curve's model directory name: the official one of the preset, else the canonical
 /// spelling of the served model's (and a missing fact). `config` is a run's (or the sweep's)
 /// configuration.
-fn model_name(config: &Value, missing: &mut Vec<Missing>) -> String {
-    match model_dir_name(config["preset"].as_str()) {
+fn model_name(config: &RunConfig, missing: &mut Vec<Missing>) -> String {
+    match model_dir_name(config.preset) {
         Some(m) => m.to_string(),
         None => {
             missing.push(Missing {
                 fact: "one of the official models (--preset kimi|qwen|deepseek)".into(),
                 rule: "model-name-valid",
             });
-            canonical_model_name(config["model"].as_str().unwrap_or("model"))
+            canonical_model_name(config.model.as_deref().unwrap_or("model"))
         }
     }
 }
@@ -460,22 +468,20 @@ fn submission_root(out: &Path, s: Option<&Submitter>) -> (PathBuf, String) {
     (root, name(|s| &s.system, "unnamed-system"))
 }
 
-/// The SWE-bench scores the sweep was given, as (region, score).
-fn swe_bench_given(sweep: &Value) -> Vec<(RegionName, f64)> {
-    sweep["swe_bench"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| Some((serde_json::from_value(e[0].clone()).ok()?, e[1].as_f64()?)))
-        .collect()
+/// The configuration every point of the sweep shares (`sweep.json`'s `config`), as a run's.
+fn sweep_config(sweep_dir: &Path, sweep: &SweepFile) -> Result<RunConfig, SubmissionError> {
+    sweep.run_config().map_err(|e| SubmissionError::Read {
+        file: sweep_dir.join(files::SWEEP).display().to_string(),
+        error: format!("config: {e}"),
+    })
 }
 
 /// What every point of the curve is written with.
 struct CurveFacts<'a> {
     model: &'a str,
     c_max: Option<u64>,
-    /// The sweep's `regions` object.
-    regions: &'a Value,
+    /// The sweep's regions, when it declared them.
+    regions: Option<&'a Regions>,
     submitter: Option<&'a Submitter>,
     max_tps: f64,
 }
@@ -483,8 +489,7 @@ struct CurveFacts<'a> {
 impl CurveFacts<'_> {
     /// The region of concurrency `c` on the curve, if the sweep declared its regions.
     fn region_of(&self, c: u64) -> Option<RegionName> {
-        let r: pareto::Regions = serde_json::from_value(self.regions.clone()).ok()?;
-        r.region_of(c)
+        self.regions?.region_of(c)
     }
 }
 
@@ -498,7 +503,7 @@ fn write_point(
 ) -> Result<(), SubmissionError> {
     let s = f.submitter;
     let dir = curve.join(format!("r{}", p.concurrency));
-    write(&dir.join("result_summary.json"), &pretty(&p.result_summary))?;
+    write(&dir.join(files::RESULT_SUMMARY), &pretty(&p.result_summary))?;
     write(
         &dir.join("config.yaml"),
         &yaml(&config_yaml(p, f.model, swe_here)),
@@ -532,9 +537,9 @@ fn write_point(
             copy(file, &configs.join(n))?;
         }
     }
-    let warm = p.dir.join("warmup.jsonl");
+    let warm = p.dir.join(tokentap_run::files::WARMUP_RECORDS);
     if warm.is_file() {
-        copy(&warm, &dir.join("warmup.jsonl"))?;
+        copy(&warm, &dir.join(tokentap_run::files::WARMUP_RECORDS))?;
     }
     Ok(())
 }
@@ -544,7 +549,7 @@ fn write_point(
 fn write_submission_files(
     root: &Path,
     system: &str,
-    sweep: &Value,
+    sweep: &SweepFile,
     points: &[Point],
     s: Option<&Submitter>,
 ) -> Result<(), SubmissionError> {
@@ -575,15 +580,17 @@ fn point_yaml(
     region: Option<RegionName>,
     s: Option<&Submitter>,
 ) -> Value {
-    let cfg = &p.summary["config"];
+    let cfg = &p.summary.config;
     let (warmup, warmed) = warmup(p);
-    let scale = cfg["min_duration_scale"].as_f64().unwrap_or(1.0);
+    let scale = cfg.min_duration_scale.unwrap_or(1.0);
     let mut runtime = Map::new();
-    let seeds = &cfg["seed_set"];
-    for k in ["scheduler_rng_seed", "sample_index_rng_seed", "model_seed"] {
-        if !seeds[k].is_null() {
-            runtime.insert(k.into(), seeds[k].clone());
-        }
+    if let Some(ss) = &cfg.seed_set {
+        runtime.insert("scheduler_rng_seed".into(), json!(ss.scheduler_rng_seed));
+        runtime.insert(
+            "sample_index_rng_seed".into(),
+            json!(ss.sample_index_rng_seed),
+        );
+        runtime.insert("model_seed".into(), json!(ss.model_seed));
     }
     let mut o = Map::new();
     o.insert("concurrency".into(), json!(p.concurrency));
@@ -598,7 +605,7 @@ fn point_yaml(
             "min_duration_ms": (min_duration_s(p.concurrency) * scale * 1000.0).round() as u64,
             "stream_all_chunks": true,
             "runtime": runtime,
-            "warmup": {"salt": warmed && cfg["salt"].as_bool().unwrap_or(false)},
+            "warmup": {"salt": warmed && cfg.salt},
         }),
     );
     o.insert("warmup".into(), warmup);
@@ -607,7 +614,10 @@ fn point_yaml(
     o.insert("dataset_type".into(), json!("Performance"));
     o.insert("shared_src".into(), json!(SRC_DIR));
     o.insert("shared_docs".into(), json!(DOCS_DIR));
-    o.insert("seed_set".into(), seeds["id"].clone());
+    o.insert(
+        "seed_set".into(),
+        json!(cfg.seed_set.as_ref().map(|s| &s.id)),
+    );
     if let Some(s) = s {
         o.insert("division".into(), json!(s.division));
         o.insert("model_precision".into(), json!(s.model_precision));
@@ -634,11 +644,6 @@ fn point_yaml(
         }
     } else {
         o.insert("dataset_name".into(), json!(dataset_stem(cfg)));
-    }
-    if let Some(ss) = p.summary.get("steady_state").filter(|v| v.is_object()) {
-        if let Some(block) = ss.get("block") {
-            o.insert("steady_state".into(), block.clone());
-        }
     }
     Value::Object(o)
 }
@@ -668,14 +673,14 @@ fn system_desc(s: Option<&Submitter>, c_max: Option<u64>, p: &Point, max_tps: f6
     Value::Object(d)
 }
 
-fn src_readme(sweep: &Value, points: &[Point]) -> String {
+fn src_readme(sweep: &SweepFile, points: &[Point]) -> String {
     format!(
         "# tokentap\n\nThe measurement points of this curve were run by tokentap {}, the closed-loop \
          replay client whose request bodies are the MLPerf Endpoints reference client's, one run per \
          concurrency (`tokentap sweep`). Each point's `config.yaml` is the configuration it ran; the \
          sweep's own configuration:\n\n```json\n{}\n```\n\nPoints: {}.\n",
-        sweep["tokentap_version"].as_str().unwrap_or("?"),
-        serde_json::to_string_pretty(&sweep["config"]).unwrap_or_default(),
+        sweep.tokentap_version,
+        serde_json::to_string_pretty(&sweep.config).unwrap_or_default(),
         points
             .iter()
             .map(|p| format!("r{}", p.concurrency))

@@ -13,7 +13,7 @@
 //! client's TTFT minus the engine's is the time spent outside the engine.
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -21,51 +21,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// Quantiles of one engine histogram over the point, ms.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Quantiles {
-    /// Observations during the point.
-    pub count: f64,
-    pub mean_ms: Option<f64>,
-    pub p50_ms: Option<f64>,
-    pub p90_ms: Option<f64>,
-    pub p99_ms: Option<f64>,
-    /// The series it came from.
-    pub series: String,
-}
-
-/// What scraping cost.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ScrapeCost {
-    pub scrapes: u64,
-    pub failed: u64,
-    /// Response bytes read.
-    pub bytes: u64,
-    /// Wall time spent fetching and parsing, ms (a bound on the CPU it took).
-    pub busy_ms: f64,
-}
-
-/// The engine's own numbers for one point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EngineView {
-    /// `vllm`, `sglang`, `llamacpp` (no latency histograms: the mean ITL from its generation-time
-    /// counter and the prefix-cache hit rate only), or `unknown` (no known series).
-    pub flavor: String,
-    pub endpoints: Vec<String>,
-    pub ttft: Option<Quantiles>,
-    pub itl: Option<Quantiles>,
-    pub e2e: Option<Quantiles>,
-    pub queue: Option<Quantiles>,
-    /// vLLM: Δ prefix_cache_hits / Δ prefix_cache_queries (tokens); SGLang: Δ cached_tokens /
-    /// Δ prompt_tokens.
-    pub prefix_cache_hit_rate: Option<f64>,
-    pub cost: ScrapeCost,
-    /// The raw samples, relative to the point's directory.
-    pub samples_file: String,
-    /// The last scrape error, if any scrape failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-}
+pub use tokentap_run::sweep::{EngineView, Quantiles, ScrapeCost};
 
 pub const SAMPLES_FILE: &str = "engine-metrics.jsonl";
 

@@ -21,6 +21,9 @@ pub enum SweepError {
         line: usize,
         message: String,
     },
+    /// `sweep.json` could not be read, parsed or written.
+    #[error(transparent)]
+    File(#[from] tokentap_run::error::FileError),
     /// `OUT` holds a sweep made with other settings.
     #[error("{} holds a sweep with other settings ({fields}); resume with the same options, or give another --out", dir.display())]
     Mismatch { dir: PathBuf, fields: String },

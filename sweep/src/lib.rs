@@ -56,7 +56,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokentap_dataset::Dataset;
 use tokentap_mlperf::pareto::{self, RegionName};
-use tokentap_replay::{ProgressMode, ReplayConfig};
+use tokentap_replay::{ProgressMode, RunConfig};
 use tokio_util::sync::CancellationToken;
 
 /// Exit code of a sweep that ran but whose curve is not valid.
@@ -71,7 +71,7 @@ pub const EXIT_NOT_VALID: i32 = 3;
 #[group(id = "SweepOpts")]
 pub struct Opts {
     #[command(flatten)]
-    pub run: ReplayConfig,
+    pub run: RunConfig,
     /// The points' concurrencies, e.g. `1,4,16,64` (one measurement point each); without it,
     /// --c-min and --c-max propose a plan.
     #[arg(
@@ -208,7 +208,7 @@ fn parse_swe(s: &str) -> Result<(RegionName, f64), String> {
 /// Everything a sweep needs, options already checked.
 pub struct Sweep {
     /// The replay configuration every point shares (bound to the dataset).
-    pub base: ReplayConfig,
+    pub base: RunConfig,
     pub dataset: Arc<Dataset>,
     pub plan: Plan,
     pub out: PathBuf,
@@ -426,7 +426,7 @@ impl Sweep {
 /// The part of the points' configuration a resumed sweep must share with the one that wrote
 /// `sweep.json` (`base`: the points' settings; the concurrency is the point's own, the output
 /// and metrics addresses this process's).
-pub fn compared_config(base: &ReplayConfig) -> serde_json::Value {
+pub fn compared_config(base: &RunConfig) -> serde_json::Value {
     let mut v = serde_json::to_value(base).unwrap_or_default();
     if let Some(m) = v.as_object_mut() {
         for k in ["concurrency", "out", "metrics"] {

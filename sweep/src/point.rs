@@ -8,7 +8,7 @@ use crate::Sweep;
 use anyhow::Context as _;
 use std::path::Path;
 use tokentap_mlperf::pareto::{RegionName, Regions};
-use tokentap_replay::{ProgressMode, ReplayConfig};
+use tokentap_replay::{ProgressMode, RunConfig};
 use tokio_util::sync::CancellationToken;
 
 /// `point.json`: what the point was and how it ran.
@@ -26,7 +26,7 @@ struct PointMeta<'a> {
     min_duration_s: f64,
     warmup: Option<&'a tokentap_replay::summary::WarmupDeclaration>,
     engine_metrics: &'a [String],
-    config: &'a ReplayConfig,
+    config: &'a RunConfig,
 }
 
 /// Runs one point; returns whether it was interrupted, and an error that must stop the sweep
@@ -175,7 +175,7 @@ fn point_status(
 
 /// The first reason a point's turns failed: from its records, else its summary's errors.
 fn first_failure(dir: &Path, s: &tokentap_replay::Summary) -> String {
-    first_error(&dir.join("records.jsonl"))
+    first_error(&dir.join(tokentap_run::files::RECORDS))
         .or_else(|| {
             let e = s.counts.errors.first()?;
             Some(format!("{}: {}", e.kind, e.first_message))
@@ -195,7 +195,7 @@ fn attach_wire_view(sweep: &Sweep, f: &mut SweepFile, c: u64, dir: &Path) {
 
 /// The point's replay config: the sweep's, at concurrency `c` (its warmup too, unless
 /// `--warmup-concurrency` was given), writing into `dir`.
-fn point_config(sweep: &Sweep, c: u64, dir: &Path) -> ReplayConfig {
+fn point_config(sweep: &Sweep, c: u64, dir: &Path) -> RunConfig {
     let mut cfg = sweep.base.clone();
     cfg.concurrency = c as usize;
     cfg.out = Some(dir.to_path_buf());
@@ -227,7 +227,7 @@ fn fresh_dir(sweep: &Sweep, c: u64, dir: &Path) -> anyhow::Result<()> {
 /// only; a scraper failure is logged, not the point's.
 async fn replay_scraped(
     sweep: &Sweep,
-    cfg: &ReplayConfig,
+    cfg: &RunConfig,
     c: u64,
     dir: &Path,
     stop: &CancellationToken,

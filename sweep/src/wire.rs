@@ -55,7 +55,7 @@ pub fn view(
         return Ok(None);
     };
     let by_key = in_span(wire, t0, t1);
-    let path = point_dir.join("records.jsonl");
+    let path = point_dir.join(tokentap_run::files::RECORDS);
     let mut lines = tokentap_core::jsonl::open(&path)
         .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
     let (mut w, mut c) = (Samples::new(), Samples::new());

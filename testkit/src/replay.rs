@@ -6,7 +6,7 @@ pub use crate::data::{dataset, synth_dataset, temp_dir};
 use serde_json::Value;
 use std::sync::Arc;
 use tokentap_dataset::Dataset;
-use tokentap_replay::{ProgressMode, ReplayConfig, RunOutcome};
+use tokentap_replay::{ProgressMode, RunConfig, RunOutcome};
 use tokentap_sim::{SimConfig, SimServer};
 
 /// A zero-delay sim that keeps request bodies, 8-token outputs, then `f`.
@@ -20,15 +20,15 @@ pub async fn sim_with(f: impl FnOnce(&mut SimConfig)) -> SimServer {
 }
 
 /// A config aimed at `sim` with model "m", writing into a fresh directory.
-pub fn config(sim: &SimServer, name: &str) -> ReplayConfig {
-    let mut c = ReplayConfig::new(&sim.base_url()).unwrap();
+pub fn config(sim: &SimServer, name: &str) -> RunConfig {
+    let mut c = RunConfig::new(&sim.base_url()).unwrap();
     c.model = Some("m".into());
     c.out = Some(temp_dir(name));
     c
 }
 
 /// Runs a replay to its end (no progress output, never interrupted) and reads its records.
-pub async fn run(config: ReplayConfig, ds: Arc<Dataset>) -> (RunOutcome, Vec<Value>) {
+pub async fn run(config: RunConfig, ds: Arc<Dataset>) -> (RunOutcome, Vec<Value>) {
     let out = tokentap_replay::run_with(config, ds, ProgressMode::Off, std::future::pending())
         .await
         .unwrap();
@@ -38,7 +38,11 @@ pub async fn run(config: ReplayConfig, ds: Arc<Dataset>) -> (RunOutcome, Vec<Val
 
 /// The run's `records.jsonl`, parsed.
 pub fn records(out: &RunOutcome) -> Vec<Value> {
-    let path = out.out_dir.as_ref().unwrap().join("records.jsonl");
+    let path = out
+        .out_dir
+        .as_ref()
+        .unwrap()
+        .join(tokentap_run::files::RECORDS);
     std::fs::read_to_string(path)
         .unwrap()
         .lines()

@@ -2,6 +2,8 @@
 
 use super::*;
 use std::fmt::Write as _;
+use tokentap_core::stats::Percentiles;
+use tokentap_mlperf::validity;
 
 impl Summary {
     /// The terminal summary.
@@ -156,7 +158,9 @@ impl Summary {
 
     /// The steady-state lines: why the official basis is the whole run, NATL, the window.
     fn text_steady_state(&self, s: &mut String) {
-        let ss = &self.steady_state;
+        let Some(ss) = &self.steady_state else {
+            return;
+        };
         let _ = writeln!(
             s,
             "steady state (rules §4.4): not detected for agentic runs by the reference; the numbers above are the whole run's"
