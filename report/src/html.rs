@@ -76,17 +76,17 @@ pub fn render(run: &Run) -> String {
         r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>tokentap report (script did not run)</title><style>{CSS}</style></head><body data-verdict="{}">"#,
         esc(verdict)
     );
-    let model = run.config["model"].as_str().unwrap_or("?");
-    let endpoint = crate::load::endpoint_urls(&run.config);
+    let model = run.config.model.as_deref().unwrap_or("?");
+    let endpoint = run.config.endpoint_urls();
     let _ = write!(
         o,
         r#"<h1>tokentap run report</h1><div class="muted">{} · model <b>{}</b> · endpoint {} · concurrency {} · {} records · tokentap {}</div>"#,
         esc(&run.dir.display().to_string()),
         esc(model),
         esc(&endpoint),
-        run.config["concurrency"],
+        run.config.concurrency,
         run.records.len(),
-        esc(run.summary["tokentap_version"].as_str().unwrap_or("?"))
+        esc(&run.summary.tokentap_version)
     );
     mlperf_section(&mut o, run);
     verdict_section(&mut o, run);
@@ -101,40 +101,38 @@ pub fn render(run: &Run) -> String {
 /// The benchmark's primary metrics, first (docs/benchmark.md#primary-metrics): the reference's
 /// definitions, and where the tokens came from.
 fn mlperf_section(o: &mut String, run: &Run) {
-    let m = &run.summary["mlperf"];
-    if !m.is_object() {
-        return;
-    }
+    let m = &run.summary.mlperf;
     o.push_str(r#"<h2>MLPerf primary metrics</h2><table id="mlperf"><tr>"#);
-    let cols = [
-        ("system_tps", "system_tps (tok/s)"),
-        ("tps_per_user", "tps_per_user (tok/s)"),
-        ("e2e_interactivity", "e2e_interactivity (tok/s)"),
-        ("ttft_p90_ms", "ttft_p90 (ms)"),
-        ("qps", "qps"),
-        ("tpot_p90_ms", "tpot_p90 (ms)"),
-        ("osl_mean", "OSL mean (tokens)"),
-        ("tracked_duration_s", "tracked (s)"),
+    let labels = [
+        "system_tps (tok/s)",
+        "tps_per_user (tok/s)",
+        "e2e_interactivity (tok/s)",
+        "ttft_p90 (ms)",
+        "qps",
+        "tpot_p90 (ms)",
+        "OSL mean (tokens)",
+        "tracked (s)",
     ];
-    for (_, label) in cols {
+    for label in labels {
         let _ = write!(o, "<th>{}</th>", esc(label));
     }
     o.push_str("</tr><tr>");
-    for (k, _) in cols {
-        let _ = write!(o, r#"<td data-metric="{k}">{}</td>"#, f(&m[k]));
+    for (k, v) in crate::text::primary_metrics(&m.primary) {
+        let _ = write!(o, r#"<td data-metric="{k}">{}</td>"#, f(v));
     }
     o.push_str("</tr></table>");
-    let sources: Vec<String> = m["osl_source"]
-        .as_object()
-        .map(|o| o.iter().map(|(k, v)| format!("{k} {v}")).collect())
-        .unwrap_or_default();
-    let reference = m["reference_tokens"].as_bool() == Some(true);
+    let sources: Vec<String> = m
+        .osl_source
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let reference = m.reference_tokens;
     let _ = write!(
         o,
         r#"<p class="muted" id="token-source">The MLPerf Endpoints reference's definitions (result_summary.json). {} issued, {} completed, {} failed samples in the performance window. Output tokens: {}.</p>"#,
-        m["samples_issued"],
-        m["samples_completed"],
-        m["samples_failed"],
+        m.samples_issued,
+        m.samples_completed,
+        m.samples_failed,
         if reference {
             "counted with the model's tokenizer, as the reference counts them".to_string()
         } else {
@@ -148,28 +146,26 @@ fn mlperf_section(o: &mut String, run: &Run) {
             ))
         }
     );
-    if let Some(w) = m["recounted_with"].as_str() {
+    if let Some(w) = &m.recounted_with {
         let _ = write!(
             o,
             r#"<p id="recounted">Recounted by <code>tokentap report --tokenizer {}</code> from the recorded outputs.</p>"#,
             esc(w)
         );
     }
-    if let Some(n) = m["report_note"].as_str() {
+    if let Some(n) = &m.report_note {
         let _ = write!(o, r#"<p class="muted" id="report-note">{}</p>"#, esc(n));
     }
-    let a = &run.summary["accuracy"];
-    if a.is_object() {
-        let _ = write!(
-            o,
-            r#"<p id="inline-accuracy">Inline accuracy (reference scorer, scores.json): <b>{}</b> over {} issued scorable turns ({} missing output) · coding {} · workflow {}</p>"#,
-            f(&a["inline_accuracy"]),
-            a["scored_turns"],
-            a["missing"],
-            f(&a["coding"]),
-            f(&a["workflow"])
-        );
-    }
+    let a = &run.summary.accuracy;
+    let _ = write!(
+        o,
+        r#"<p id="inline-accuracy">Inline accuracy (reference scorer, scores.json): <b>{}</b> over {} issued scorable turns ({} missing output) · coding {} · workflow {}</p>"#,
+        f(a.inline_accuracy),
+        a.scored_turns,
+        a.missing,
+        f(a.coding),
+        f(a.workflow)
+    );
 }
 
 fn verdict_section(o: &mut String, run: &Run) {
@@ -180,43 +176,45 @@ fn verdict_section(o: &mut String, run: &Run) {
         esc(v),
         esc(v)
     );
-    let reasons = run.strings("validity", "reasons");
+    let reasons = &run.summary.validity.reasons;
     if !reasons.is_empty() {
         o.push_str("<p><b>Why not valid:</b></p><ul>");
         for r in reasons {
-            let _ = write!(o, "<li>{}</li>", esc(&r));
+            let _ = write!(o, "<li>{}</li>", esc(r));
         }
         o.push_str("</ul>");
     }
-    let notes = run.strings("validity", "notes");
+    let notes = &run.summary.validity.notes;
     if !notes.is_empty() {
         o.push_str(r#"<ul class="muted">"#);
         for r in notes {
-            let _ = write!(o, "<li>{}</li>", esc(&r));
+            let _ = write!(o, "<li>{}</li>", esc(r));
         }
         o.push_str("</ul>");
     }
 }
 
-fn f(v: &Value) -> String {
-    v.as_f64().map(num).unwrap_or_else(|| "–".into())
+/// A number of `compare.json` (compare's report; see `compare_section`).
+fn fv(v: &Value) -> String {
+    f(v.as_f64())
+}
+
+fn f(v: Option<f64>) -> String {
+    v.map(num).unwrap_or_else(|| "–".into())
 }
 
 /// The steady-state window on the time plots, when tokentap's diagnostic found one: its issue
 /// span, in seconds since the run's start.
 fn steady_band(run: &Run) -> Vec<(f64, f64, String)> {
-    let w = &run.summary["steady_state"]["window"];
-    if w["found"] != true {
+    let Some(ss) = &run.summary.steady_state else {
         return Vec::new();
-    }
+    };
+    let w = &ss.window;
     let t0 = run.t0() as f64;
-    match (
-        w["window"]["start_ns"].as_f64(),
-        w["window"]["end_ns"].as_f64(),
-    ) {
-        (Some(a), Some(b)) => vec![(
-            (a - t0) / 1e9,
-            (b - t0) / 1e9,
+    match &w.window {
+        Some(sw) if w.found => vec![(
+            (sw.start_ns as f64 - t0) / 1e9,
+            (sw.end_ns as f64 - t0) / 1e9,
             "steady window (diagnostic)".into(),
         )],
         _ => Vec::new(),
@@ -226,44 +224,40 @@ fn steady_band(run: &Run) -> Vec<(f64, f64, String)> {
 /// The steady-state basis (rules §4.4): whole run for an agentic point, with the reference's
 /// experimental NATL and tokentap's window diagnostic.
 fn steady_state_section(o: &mut String, run: &Run) {
-    let ss = &run.summary["steady_state"];
-    if !ss.is_object() {
+    let Some(ss) = &run.summary.steady_state else {
         return;
-    }
+    };
     let _ = write!(
         o,
         r#"<h2>Steady state</h2><p id="steady-state">Official basis: <b>{}</b>. <span class="muted">{}</span></p>"#,
-        esc(ss["basis"].as_str().unwrap_or("?")),
-        esc(ss["note"].as_str().unwrap_or(""))
+        esc(&ss.basis),
+        esc(&ss.note)
     );
-    let n = &ss["natl"];
+    let n = &ss.natl;
     let _ = write!(
         o,
         r#"<table id="natl"><tr><th>NATL (experimental), tok/s per trajectory</th><th>trajectories</th><th>p10</th><th>p50</th><th>p90</th><th>super-passes of {}</th><th>across CoV</th><th>steady</th></tr><tr><td></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>"#,
-        f(&n["superpass_trajectories"]),
-        f(&n["n_trajectories"]),
-        f(&n["p10"]),
-        f(&n["p50"]),
-        f(&n["p90"]),
-        f(&n["n_super_passes"]),
-        f(&n["across_cov"]),
-        if n["found"] == true { "yes" } else { "no" }
+        f(Some(n.superpass_trajectories as f64)),
+        f(Some(n.n_trajectories as f64)),
+        f(Some(n.p10)),
+        f(Some(n.p50)),
+        f(Some(n.p90)),
+        f(Some(n.n_super_passes as f64)),
+        f(Some(n.across_cov)),
+        if n.found { "yes" } else { "no" }
     );
-    let w = &ss["window"];
-    let text = if w["found"] == true {
-        format!(
+    let w = &ss.window;
+    let text = match &w.window {
+        Some(sw) if w.found => format!(
             "super-passes {}–{} after a warmup of {}, {} samples; system {} tok/s, per user {} tok/s",
-            f(&w["window"]["sp_lo"]),
-            w["window"]["sp_hi"]
-                .as_u64()
-                .map_or("–".into(), |h| h.saturating_sub(1).to_string()),
-            f(&w["warmup"]),
-            f(&w["window"]["n_samples"]),
-            f(&w["tps_system"][0]),
-            f(&w["tps_per_user"][0])
-        )
-    } else {
-        format!("not found: {}", w["reason"].as_str().unwrap_or("-"))
+            f(Some(sw.sp_lo as f64)),
+            sw.sp_hi.saturating_sub(1),
+            f(Some(w.warmup as f64)),
+            f(Some(sw.n_samples as f64)),
+            f(w.tps_system.map(|t| t.0)),
+            f(w.tps_per_user.map(|t| t.0))
+        ),
+        _ => format!("not found: {}", w.reason.as_deref().unwrap_or("-")),
     };
     let _ = write!(
         o,
@@ -274,53 +268,50 @@ fn steady_state_section(o: &mut String, run: &Run) {
 
 fn summary_section(o: &mut String, run: &Run) {
     let s = &run.summary;
+    let labels = [
+        "TTFT",
+        "TTFB",
+        "ITL (per token)",
+        "inter-chunk",
+        "TPOT",
+        "E2E",
+    ];
     o.push_str(r#"<h2>Summary</h2><table id="summary"><tr><th>latency (ms), in-window ok turns</th><th>count</th><th>mean</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>min</th><th>max</th></tr>"#);
-    for (k, label) in [
-        ("ttft", "TTFT"),
-        ("ttfb", "TTFB"),
-        ("itl", "ITL (per token)"),
-        ("inter_chunk", "inter-chunk"),
-        ("tpot", "TPOT"),
-        ("e2e", "E2E"),
-    ] {
-        let p = &s["latency_ms"][k];
+    for (label, (_, p)) in labels.iter().zip(crate::text::latencies(&s.latency_ms)) {
+        let q = |g: fn(&tokentap_core::stats::Percentiles) -> f64| f(p.map(g));
         let _ = write!(
             o,
             "<tr><td>{label}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            p["count"].as_u64().map(|c| c.to_string()).unwrap_or_else(|| "0".into()),
-            f(&p["mean"]),
-            f(&p["p50"]),
-            f(&p["p90"]),
-            f(&p["p95"]),
-            f(&p["p99"]),
-            f(&p["p999"]),
-            f(&p["min"]),
-            f(&p["max"])
+            p.map_or(0, |p| p.count),
+            q(|p| p.mean),
+            q(|p| p.p50),
+            q(|p| p.p90),
+            q(|p| p.p95),
+            q(|p| p.p99),
+            q(|p| p.p999),
+            q(|p| p.min),
+            q(|p| p.max)
         );
     }
     o.push_str("</table><table><tr><th>throughput and tokens</th><th>value</th></tr>");
-    let rows: [(&str, &Value); 9] = [
-        ("window duration (s)", &s["window"]["duration_s"]),
-        ("output tokens/s", &s["throughput"]["output_tokens_per_s"]),
+    let rows: [(&str, String); 9] = [
+        ("window duration (s)", f(s.window.duration_s)),
+        ("output tokens/s", f(s.throughput.output_tokens_per_s)),
         (
             "output tokens/s per user",
-            &s["throughput"]["output_tokens_per_s_per_user"],
+            f(s.throughput.output_tokens_per_s_per_user),
         ),
-        ("turns/s", &s["throughput"]["turns_per_s"]),
-        ("in-window ok turns", &s["throughput"]["turns"]),
+        ("turns/s", f(s.throughput.turns_per_s)),
+        ("in-window ok turns", s.throughput.turns.to_string()),
         (
             "mean output tokens per turn",
-            &s["tokens"]["mean_output_tokens_per_turn"],
+            f(s.tokens.mean_output_tokens_per_turn),
         ),
-        ("cached-token share", &s["tokens"]["cached_token_share"]),
-        ("inline accuracy", &s["accuracy"]["inline_accuracy"]),
-        ("run duration (s)", &s["run"]["duration_s"]),
+        ("cached-token share", f(s.tokens.cached_token_share)),
+        ("inline accuracy", f(s.accuracy.inline_accuracy)),
+        ("run duration (s)", f(Some(s.run.duration_s))),
     ];
-    for (k, v) in rows {
-        let shown = match v {
-            Value::Number(n) if n.is_u64() => n.to_string(),
-            _ => f(v),
-        };
+    for (k, shown) in rows {
         let _ = write!(o, "<tr><td>{k}</td><td>{shown}</td></tr>");
     }
     o.push_str("</table>");
@@ -508,8 +499,8 @@ fn compare_section(o: &mut String, run: &Run) {
                 o,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&value_text(&s["path"])),
-                f(&s["turns"]),
-                f(&s["joined"]),
+                fv(&s["turns"]),
+                fv(&s["joined"]),
                 esc(&replicas.join(", "))
             );
         }
@@ -525,10 +516,10 @@ fn compare_section(o: &mut String, run: &Run) {
                     esc(&value_text(&m["metric"])),
                     esc(&value_text(&m["unit"])),
                     esc(&value_text(&cl["stat"])),
-                    f(&cl["client"]),
-                    f(&cl["wire"]),
-                    f(&cl["diff"]),
-                    f(&cl["tolerance"]),
+                    fv(&cl["client"]),
+                    fv(&cl["wire"]),
+                    fv(&cl["diff"]),
+                    fv(&cl["tolerance"]),
                     esc(&value_text(&cl["verdict"]))
                 );
             }
@@ -568,7 +559,7 @@ fn ttft_split_section(o: &mut String, c: &Value) {
     let _ = write!(
         o,
         "<h3 id=\"ttft-split\">TTFT split by the engine's own timing ({} turns)</h3>",
-        f(&sp["turns"])
+        fv(&sp["turns"])
     );
     o.push_str("<table id=\"ttft-split-table\"><tr><th>part</th><th>p50 (ms)</th><th>p90 (ms)</th><th>p99 (ms)</th></tr>");
     for (label, key) in [
@@ -582,9 +573,9 @@ fn ttft_split_section(o: &mut String, c: &Value) {
             let _ = write!(
                 o,
                 "<tr><td>{label}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                f(&d["p50"]),
-                f(&d["p90"]),
-                f(&d["p99"])
+                fv(&d["p50"]),
+                fv(&d["p90"]),
+                fv(&d["p99"])
             );
         }
     }
@@ -633,46 +624,64 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn run(summary: Value) -> Run {
+    /// A run of a summary tokentap wrote (an earlier layout's, with its steady state).
+    fn run() -> Run {
+        let summary: tokentap_run::summary::Summary = serde_json::from_str(include_str!(
+            "../../testdata/run-layouts/tokentap-1d85c3a7/sweep/r1/summary.json"
+        ))
+        .unwrap();
         Run {
             dir: std::path::PathBuf::from("."),
             records: Vec::new(),
+            config: summary.config.clone(),
             summary,
-            config: Value::Null,
             compare: None,
         }
     }
 
     #[test]
     fn the_steady_window_is_a_band_in_run_seconds_and_a_line_of_its_own() {
-        let mut s = json!({
-            "run": {"start": {"mono_ns": 1_000_000_000u64}},
-            "steady_state": {
-                "basis": "whole_run", "note": "agentic: <not official>",
-                "natl": {"n_trajectories": 3, "superpass_trajectories": 32, "found": false},
-                "window": {"found": true, "warmup": 1,
-                           "window": {"sp_lo": 0, "sp_hi": 5, "n_samples": 40,
-                                      "start_ns": 11_000_000_000u64, "end_ns": 71_000_000_000u64},
-                           "tps_system": [975.9, [968.0, 983.0]], "tps_per_user": [130.1, [129.0, 131.0]]}
-            }
+        let mut r = run();
+        r.summary.run.start.mono_ns = 1_000_000_000;
+        let ss = r.summary.steady_state.as_mut().unwrap();
+        ss.basis = "whole_run".into();
+        ss.note = "agentic: <not official>".into();
+        ss.natl.n_trajectories = 3;
+        ss.natl.superpass_trajectories = 32;
+        ss.natl.found = false;
+        let w = &mut ss.window;
+        w.found = true;
+        w.warmup = 1;
+        w.window = Some(tokentap_mlperf::steady_state::SteadyWindow {
+            sp_lo: 0,
+            sp_hi: 5,
+            n_samples: 40,
+            start_ns: 11_000_000_000,
+            end_ns: 71_000_000_000,
+            plateau_index: 0,
+            n_plateaus: 1,
+            skipped_short: 0,
         });
+        w.tps_system = Some((975.9, [968.0, 983.0]));
+        w.tps_per_user = Some((130.1, [129.0, 131.0]));
         assert_eq!(
-            steady_band(&run(s.clone())),
+            steady_band(&r),
             vec![(10.0, 70.0, "steady window (diagnostic)".to_string())]
         );
         let mut o = String::new();
-        steady_state_section(&mut o, &run(s.clone()));
+        steady_state_section(&mut o, &r);
         assert!(o.contains("Official basis: <b>whole_run</b>"), "{o}");
         assert!(o.contains("&lt;not official&gt;"), "escaped: {o}");
         assert!(
             o.contains("super-passes 0–4") && o.contains("system 976 tok/s"),
             "{o}"
         );
-        s["steady_state"]["window"]["found"] = json!(false);
-        s["steady_state"]["window"]["reason"] = json!("too short");
-        assert!(steady_band(&run(s.clone())).is_empty());
+        let w = &mut r.summary.steady_state.as_mut().unwrap().window;
+        w.found = false;
+        w.reason = Some("too short".into());
+        assert!(steady_band(&r).is_empty());
         let mut o = String::new();
-        steady_state_section(&mut o, &run(s));
+        steady_state_section(&mut o, &r);
         assert!(o.contains("not found: too short"), "{o}");
     }
 
@@ -681,7 +690,7 @@ mod tests {
     #[test]
     fn the_compare_section_shows_the_headline_and_the_ttft_split() {
         let d = |a: f64| json!({"min": a, "p50": a, "p90": a + 1.0, "p99": a + 2.0, "max": a + 2.0, "mean": a});
-        let mut r = run(json!({}));
+        let mut r = run();
         r.compare = Some(json!({
             "schema": "tokentap-compare/1", "format": "tokentap", "verdict": "FAIL",
             "headline": "FAIL: 1 check failed, 12 of 12 claims within tolerance",

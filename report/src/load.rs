@@ -1,7 +1,8 @@
 //! Reads a run directory (docs/records.md): `records.jsonl` as typed
-//! [`tokentap_core::record::TurnRecord`]s, `summary.json` and `config.json` as JSON values (the
-//! report only needs a few of their fields and must not break when the replay adds one), and an
-//! optional `compare.json` written by `tokentap compare --json` into the run directory.
+//! [`tokentap_core::record::TurnRecord`]s, `summary.json` and `config.json` into the run's
+//! types (`tokentap_run`: a run directory of an earlier layout loads, a field it lacks takes its
+//! default), and an optional `compare.json` written by `tokentap compare --json` into the run
+//! directory.
 //! Derives every series the plots and the text formats show.
 
 use crate::error::ReportError;
@@ -9,6 +10,9 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use tokentap_core::record::{Status, TurnRecord};
 use tokentap_core::stats::Samples;
+use tokentap_run::config::RunConfig;
+use tokentap_run::files;
+use tokentap_run::summary::Summary;
 
 /// What `--tokenizer` recounted.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -26,8 +30,8 @@ pub type Series = Vec<(f64, f64)>;
 pub struct Run {
     pub dir: PathBuf,
     pub records: Vec<TurnRecord>,
-    pub summary: Value,
-    pub config: Value,
+    pub summary: Summary,
+    pub config: RunConfig,
     /// `compare.json`, when `tokentap compare --json RUN_DIR/compare.json` put one there.
     pub compare: Option<Value>,
 }
@@ -75,9 +79,9 @@ fn read_records(path: &Path, outputs: bool) -> Result<Vec<TurnRecord>, ReportErr
     }
 }
 
-/// A JSON document of the run directory, refused unread past 64 MiB (a summary is a few
-/// hundred KB).
-fn read_json(path: &Path) -> Result<Value, ReportError> {
+/// A JSON document of the run directory into its type, refused unread past 64 MiB (a summary is
+/// a few hundred KB); `what` names the file for an error of a JSON document of another shape.
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T, ReportError> {
     let bytes = tokentap_core::jsonl::read_document(path).map_err(|e| match e {
         tokentap_core::jsonl::DocumentError::Io(source) => ReportError::Read {
             path: path.to_owned(),
@@ -88,9 +92,16 @@ fn read_json(path: &Path) -> Result<Value, ReportError> {
             message: e.to_string(),
         },
     })?;
-    serde_json::from_slice(&bytes).map_err(|e| ReportError::Parse {
-        path: path.to_owned(),
-        message: e.to_string(),
+    serde_json::from_slice(&bytes).map_err(|e| {
+        let shape = match serde_json::from_slice::<Value>(&bytes) {
+            Ok(v) if v.is_object() => format!("{what}: "),
+            Ok(_) => format!("not {what} (expected an object): "),
+            Err(_) => String::new(),
+        };
+        ReportError::Parse {
+            path: path.to_owned(),
+            message: format!("{shape}{e}"),
+        }
     })
 }
 
@@ -104,24 +115,17 @@ impl Run {
     /// Like [`Run::load`]; with `outputs`, each record keeps its recorded output
     /// (`content.output`, for [`Run::recount`]) and nothing else of its content.
     pub fn load_with(dir: &Path, outputs: bool) -> Result<Run, ReportError> {
-        let rp = dir.join(tokentap_run::files::RECORDS);
+        let rp = dir.join(files::RECORDS);
         // The summary first: a directory that is not a run is refused before its records are
         // read.
-        let sp = dir.join(tokentap_run::files::SUMMARY);
-        let summary = read_json(&sp)?;
-        if !(summary.is_object() && summary.get("run").is_some() && summary.get("counts").is_some())
-        {
-            return Err(ReportError::Parse {
-                path: sp,
-                message: "not a tokentap summary.json (expected an object with `run`, `counts`, `mlperf`, …)".into(),
-            });
-        }
+        let sp = dir.join(files::SUMMARY);
+        let summary: Summary = read_json(&sp, "a tokentap summary.json")?;
         let records = read_records(&rp, outputs)?;
         // The records and the summary must be of one run: a records.jsonl emptied or replaced
         // would otherwise show the summary's numbers beside other turns.
-        let total = summary["counts"]["total"].as_u64();
-        if let Some(t) = total.filter(|&t| t != records.len() as u64) {
-            if summary["run"]["records_error"].is_null() {
+        let t = summary.counts.total;
+        if t != records.len() as u64 {
+            if summary.run.records_error.is_none() {
                 return Err(ReportError::Parse {
                     path: rp,
                     message: format!(
@@ -131,15 +135,15 @@ impl Run {
                 });
             }
         }
-        let cp = dir.join(tokentap_run::files::CONFIG);
+        let cp = dir.join(files::CONFIG);
         let config = if cp.exists() {
-            read_json(&cp)?
+            read_json(&cp, "a tokentap config.json")?
         } else {
-            summary.get("config").cloned().unwrap_or(Value::Null)
+            summary.config.clone()
         };
-        let mp = dir.join(tokentap_run::files::COMPARE);
+        let mp = dir.join(files::COMPARE);
         let compare = if mp.exists() {
-            Some(read_json(&mp)?)
+            Some(read_json(&mp, "a tokentap compare.json")?)
         } else {
             None
         };
@@ -172,7 +176,7 @@ impl Run {
             n.recounted += 1;
         }
         if n.recounted == 0 {
-            self.summary["mlperf"]["report_note"] = Value::String(format!(
+            self.summary.mlperf.report_note = Some(format!(
                 "tokentap report --tokenizer {}: no recorded output to count (run the replay with --record-outputs, or with --tokenizer)",
                 tok.dir().display()
             ));
@@ -182,42 +186,22 @@ impl Run {
         for r in &self.records {
             w.fold(r);
         }
-        w.close(
-            self.summary["window"]["start_mono_ns"]
-                .as_u64()
-                .unwrap_or_else(|| self.t0()),
-        );
-        let m = &mut self.summary["mlperf"];
-        if !m.is_object() {
-            *m = Value::Object(Default::default());
-        }
-        if let Ok(Value::Object(p)) = serde_json::to_value(w.primary()) {
-            for (k, v) in p {
-                m[k.as_str()] = v;
-            }
-        }
-        m["reference_tokens"] = Value::Bool(w.reference_tokens());
-        m["osl_source"] = serde_json::json!(w
+        w.close(self.summary.window.start_mono_ns);
+        let m = &mut self.summary.mlperf;
+        m.primary = w.primary();
+        m.reference_tokens = w.reference_tokens();
+        m.osl_source = w
             .osl_sources
             .iter()
-            .map(|(k, v)| (k.as_str(), v))
-            .collect::<std::collections::BTreeMap<_, _>>());
-        m["recounted_with"] = Value::String(tok.dir().display().to_string());
+            .map(|(k, v)| (k.as_str().to_string(), *v))
+            .collect();
+        m.recounted_with = Some(tok.dir().display().to_string());
         n
     }
 
-    /// The run's first instant on the monotonic clock: `run.start.mono_ns`, else the earliest
-    /// record.
+    /// The run's first instant on the monotonic clock: `run.start.mono_ns`.
     pub fn t0(&self) -> u64 {
-        self.summary["run"]["start"]["mono_ns"]
-            .as_u64()
-            .or_else(|| {
-                self.records
-                    .iter()
-                    .map(|r| r.scheduled_mono_ns.unwrap_or(r.start_mono_ns))
-                    .min()
-            })
-            .unwrap_or(0)
+        self.summary.run.start.mono_ns
     }
 
     /// Turns that count for latency: `ok` and in the window (or with no window information).
@@ -356,37 +340,8 @@ impl Run {
             .collect()
     }
 
-    /// `summary.validity.verdict`, or `unknown`.
-    pub fn verdict(&self) -> &str {
-        self.summary["validity"]["verdict"]
-            .as_str()
-            .unwrap_or("unknown")
+    /// `summary.validity.verdict`.
+    pub fn verdict(&self) -> &'static str {
+        self.summary.validity.verdict.as_str()
     }
-
-    /// Strings of a summary array (`validity.reasons`, `validity.notes`).
-    pub fn strings(&self, a: &str, b: &str) -> Vec<String> {
-        self.summary[a][b]
-            .as_array()
-            .map(|v| {
-                v.iter()
-                    .filter_map(|s| s.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-}
-
-/// The endpoint URL(s) of a run's `config.json`: `endpoints` (a list, since several endpoints
-/// are possible) or, in runs written before, `endpoint`.
-pub fn endpoint_urls(config: &serde_json::Value) -> String {
-    if let Some(list) = config["endpoints"].as_array() {
-        let urls: Vec<&str> = list.iter().filter_map(|e| e["url"].as_str()).collect();
-        if !urls.is_empty() {
-            return urls.join(", ");
-        }
-    }
-    config["endpoint"]["url"]
-        .as_str()
-        .unwrap_or("?")
-        .to_string()
 }

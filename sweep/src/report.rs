@@ -125,8 +125,13 @@ pub fn render_html(file: &SweepFile, dir: &Path) -> String {
         r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>tokentap sweep (script did not run)</title><style>{CSS}</style></head><body data-verdict="{}">"#,
         esc(verdict)
     );
-    let model = file.config["model"].as_str().unwrap_or("?");
-    let endpoint = tokentap_report::load::endpoint_urls(&file.config);
+    // A `config` that is not a run's reads as the defaults: the headline shows `?`.
+    let config = file.run_config().unwrap_or_default();
+    let model = config.model.as_deref().unwrap_or("?");
+    let endpoint = match config.endpoint_urls() {
+        e if e.is_empty() => "?".to_string(),
+        e => e,
+    };
     let _ = write!(
         o,
         r#"<h1>tokentap sweep — the Pareto curve</h1><div class="muted">{} · model <b>{}</b> · endpoint {} · {} points · tokentap {}</div>"#,

@@ -120,6 +120,8 @@ fn mlperf_of(
         template_fallbacks: fallbacks,
         template_error,
         result_summary: tokentap_run::files::RESULT_SUMMARY.into(),
+        recounted_with: None,
+        report_note: None,
     };
     (mlperf, inputs)
 }

@@ -92,6 +92,13 @@ pub struct Mlperf {
     pub template_error: Option<String>,
     /// The same numbers in the reference's schema.
     pub result_summary: String,
+    /// `tokentap report --tokenizer DIR`: the outputs were recounted with this tokenizer folder
+    /// (the report's view; never in a replay's own `summary.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recounted_with: Option<String>,
+    /// `tokentap report --tokenizer`: why nothing was recounted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_note: Option<String>,
 }
 
 /// The declared warmup (docs/benchmark.md#validity).
