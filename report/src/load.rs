@@ -124,16 +124,14 @@ impl Run {
         // The records and the summary must be of one run: a records.jsonl emptied or replaced
         // would otherwise show the summary's numbers beside other turns.
         let t = summary.counts.total;
-        if t != records.len() as u64 {
-            if summary.run.records_error.is_none() {
-                return Err(ReportError::Parse {
-                    path: rp,
-                    message: format!(
-                        "{} records, but summary.json counts {t}: the records are not this run's (lost, cut or replaced)",
-                        records.len()
-                    ),
-                });
-            }
+        if t != records.len() as u64 && summary.run.records_error.is_none() {
+            return Err(ReportError::Parse {
+                path: rp,
+                message: format!(
+                    "{} records, but summary.json counts {t}: the records are not this run's (lost, cut or replaced)",
+                    records.len()
+                ),
+            });
         }
         let cp = dir.join(files::CONFIG);
         let config = if cp.exists() {
