@@ -17,5 +17,7 @@ pub const SCORES: &str = "scores.json";
 pub const COMPARE: &str = "compare.json";
 /// A run's HTML report.
 pub const REPORT: &str = "report.html";
-/// A sweep's plan, points and verdict.
+/// A sweep point's facts, beside its run's files ([`crate::sweep::PointFile`]).
+pub const POINT: &str = "point.json";
+/// A sweep's plan, points and verdict ([`crate::sweep::SweepFile`]).
 pub const SWEEP: &str = "sweep.json";

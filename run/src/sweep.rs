@@ -121,6 +121,24 @@ impl Point {
     }
 }
 
+/// `r<C>/point.json`: what one point of a sweep was and how it ran (beside its run's files).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PointFile {
+    pub tokentap_version: String,
+    pub concurrency: u64,
+    pub region: Option<RegionName>,
+    /// C_min/C_max of the regions, if known.
+    pub regions: Option<Regions>,
+    pub status: PointStatus,
+    pub start: Option<tokentap_core::clock::Anchor>,
+    pub end: Option<tokentap_core::clock::Anchor>,
+    pub official_length: bool,
+    pub min_duration_s: f64,
+    pub warmup: Option<crate::summary::WarmupDeclaration>,
+    pub engine_metrics: Vec<String>,
+    pub config: crate::config::RunConfig,
+}
+
 /// The whole file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepFile {

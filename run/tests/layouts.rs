@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use tokentap_run::config::RunConfig;
 use tokentap_run::summary::Summary;
+use tokentap_run::sweep::{PointFile, SweepFile};
 
 fn layouts() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/run-layouts");
@@ -43,6 +44,19 @@ fn every_earlier_summary_and_config_loads() {
             assert!(s.counts.total > 0, "{}", p.display());
             assert!(s.mlperf.primary.qps.is_some(), "{}", p.display());
             assert_eq!(c.endpoints.len(), 1, "{}", p.display());
+            let point: PointFile = read(&p.join("point.json"));
+            assert_eq!(point.config.model, c.model, "{}", p.display());
         }
+        let sweep = SweepFile::load(&l.join("sweep")).unwrap();
+        assert_eq!(sweep.points.len(), 2, "{}", l.display());
+        assert!(sweep.points.iter().all(|p| p.done()), "{}", l.display());
+        let shared = sweep.run_config().unwrap();
+        assert_eq!(
+            shared.model,
+            points(&l)
+                .first()
+                .map(|p| read::<RunConfig>(&p.join("config.json")).model)
+                .unwrap()
+        );
     }
 }

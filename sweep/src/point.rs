@@ -7,27 +7,9 @@ use crate::wire;
 use crate::Sweep;
 use anyhow::Context as _;
 use std::path::Path;
-use tokentap_mlperf::pareto::{RegionName, Regions};
+use tokentap_mlperf::pareto::RegionName;
 use tokentap_replay::{ProgressMode, RunConfig};
 use tokio_util::sync::CancellationToken;
-
-/// `point.json`: what the point was and how it ran.
-#[derive(serde::Serialize)]
-struct PointMeta<'a> {
-    tokentap_version: &'static str,
-    concurrency: u64,
-    region: Option<RegionName>,
-    /// C_min/C_max of the regions, if known.
-    regions: Option<&'a Regions>,
-    status: PointStatus,
-    start: Option<tokentap_core::clock::Anchor>,
-    end: Option<tokentap_core::clock::Anchor>,
-    official_length: bool,
-    min_duration_s: f64,
-    warmup: Option<&'a tokentap_replay::summary::WarmupDeclaration>,
-    engine_metrics: &'a [String],
-    config: &'a RunConfig,
-}
 
 /// Runs one point; returns whether it was interrupted, and an error that must stop the sweep
 /// (the point is already marked failed in `f`).
@@ -89,22 +71,22 @@ pub(crate) async fn run_point(
     });
     p.status = point_status(s, records_lost.is_some(), outcome.interrupted);
     p.take_numbers(s);
-    let meta = PointMeta {
-        tokentap_version: env!("CARGO_PKG_VERSION"),
+    let meta = tokentap_run::sweep::PointFile {
+        tokentap_version: env!("CARGO_PKG_VERSION").into(),
         concurrency: c,
         region,
-        regions: sweep.plan.regions.as_ref(),
+        regions: sweep.plan.regions.clone(),
         status: p.status,
         start: Some(start),
         end: Some(end),
         official_length: sweep.min_duration_scale == 1.0,
         min_duration_s: min_s,
-        warmup: s.warmup.as_ref(),
-        engine_metrics: &f.engine_metrics,
-        config: &cfg,
+        warmup: s.warmup.clone(),
+        engine_metrics: f.engine_metrics.clone(),
+        config: cfg.clone(),
     };
     let status = meta.status;
-    if let Err(e) = write_json(&dir.join("point.json"), &meta) {
+    if let Err(e) = write_json(&dir.join(tokentap_run::files::POINT), &meta) {
         return (outcome.interrupted, Err(e));
     }
     if status == PointStatus::Failed {
