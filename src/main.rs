@@ -48,7 +48,7 @@ enum Command {
     /// joined point by point into one curve (exit codes as `sweep`'s).
     Merge(Box<tokentap_replay::merge::MergeOpts>),
     /// Run the measurement proxy in front of one or more OpenAI-compatible servers.
-    Proxy(Box<tokentap_proxy::Opts>),
+    Proxy(Box<tokentap_proxy::Config>),
     /// Run the simulated OpenAI-compatible server (prefill, decode, prefix KV cache, faults).
     Sim(Box<tokentap_sim::Opts>),
     /// Validate, describe or synthesize MLPerf agentic datasets (JSONL).

@@ -30,7 +30,8 @@ async fn sim() -> SimServer {
 /// A proxy serving TLS (the test CA's `localhost` certificate) in front of `sim`.
 async fn tls_proxy(sim: &SimServer) -> Proxy {
     let mut pc = tokentap_proxy::Config::new([sim.base_url()]);
-    pc.tls = Some((certs().join("server.pem"), certs().join("server.key")));
+    pc.tls_cert = Some(certs().join("server.pem"));
+    pc.tls_key = Some(certs().join("server.key"));
     Proxy::start(pc).await.unwrap()
 }
 
@@ -87,7 +88,8 @@ async fn https_and_h2_replays_send_the_bytes_of_the_http_path_and_stamp_with_the
         let s = sim().await;
         let mut pc = tokentap_proxy::Config::new([s.base_url()]);
         if tls {
-            pc.tls = Some((certs().join("server.pem"), certs().join("server.key")));
+            pc.tls_cert = Some(certs().join("server.pem"));
+            pc.tls_key = Some(certs().join("server.key"));
         }
         pc.keep_records = true;
         let proxy = Proxy::start(pc).await.unwrap();
@@ -197,10 +199,8 @@ async fn a_ca_certificate_as_the_servers_own_is_explained() {
     let ds = dataset(1, 0);
     let s = sim().await;
     let mut pc = tokentap_proxy::Config::new([s.base_url()]);
-    pc.tls = Some((
-        certs().join("selfsigned-ca.pem"),
-        certs().join("selfsigned-ca.key"),
-    ));
+    pc.tls_cert = Some(certs().join("selfsigned-ca.pem"));
+    pc.tls_key = Some(certs().join("selfsigned-ca.key"));
     let proxy = Proxy::start(pc).await.unwrap();
     let url = format!("https://localhost:{}", proxy.addr().port());
     let d = tempfile::tempdir().unwrap();

@@ -190,7 +190,7 @@ async fn proxy_with(upstream: &str, dir: &Path, args: &[&str]) -> Proxy {
     #[derive(clap::Parser)]
     struct P {
         #[command(flatten)]
-        o: tokentap_proxy::Opts,
+        o: tokentap_proxy::Config,
     }
     let mut argv = vec![
         "proxy",
@@ -205,7 +205,7 @@ async fn proxy_with(upstream: &str, dir: &Path, args: &[&str]) -> Proxy {
     ];
     argv.extend_from_slice(args);
     let p = <P as clap::Parser>::try_parse_from(argv).expect("proxy options parse");
-    let mut cfg = tokentap_proxy::Config::from_opts(&p.o).expect("valid proxy options");
+    let mut cfg = p.o;
     cfg.keep_records = true;
     Proxy::start(cfg).await.expect("the proxy starts")
 }

@@ -16,6 +16,11 @@
 
 use memchr::memchr2;
 
+/// The largest SSE event (or line) a response may send by default, bytes — the replay's and the
+/// proxy's `--max-event-bytes`: 16 MiB, far above any real chunk (a full 8k-token response in one
+/// event is under 100 KB).
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 << 20;
+
 /// UTF-8 byte-order mark, stripped at the start of a stream.
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 

@@ -9,7 +9,7 @@
 
 use criterion::{criterion_group, Criterion, Throughput};
 use serde_json::json;
-use tokentap_proxy::sessions::Sessions;
+use tokentap_proxy::sessions::{Limits, Sessions};
 use tokentap_proxy::sniff::message_prefixes;
 
 /// A chat request of an agent at turn `turn`: a 4 KB system prompt, then per turn a 600-byte
@@ -47,7 +47,11 @@ fn benches(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     for turn in [1, 40] {
         let b = body(turn);
-        let t = Sessions::new(u64::MAX, 10_000, u64::MAX);
+        let t = Sessions::new(Limits {
+            ttl_ns: u64::MAX,
+            max: 10_000,
+            max_bytes: u64::MAX,
+        });
         println!("turn {turn}: body {} bytes", b.len());
         g.bench_function(format!("turn_{turn}"), |bench| {
             bench.iter(|| t.by_prefix(&message_prefixes(&b)))
@@ -56,7 +60,11 @@ fn benches(c: &mut Criterion) {
     g.finish();
 
     let n = 100_000u64;
-    let t = Sessions::new(u64::MAX, n as usize + 1, u64::MAX);
+    let t = Sessions::new(Limits {
+        ttl_ns: u64::MAX,
+        max: n as usize + 1,
+        max_bytes: u64::MAX,
+    });
     let before = rss();
     for i in 0..n {
         t.by_prefix(&[i.wrapping_mul(0x9E37_79B9_7F4A_7C15), i]);

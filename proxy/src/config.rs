@@ -1,15 +1,16 @@
-//! Settings: the `tokentap proxy` command line ([`Opts`], every flag also from an environment
-//! variable `TOKENTAP_PROXY_<NAME>`, the sidecar habit) and the validated [`Config`] the proxy
-//! runs with. Tests and the demo build a [`Config`] directly ([`Config::new`] binds loopback
-//! port 0 for both listeners).
+//! Settings: every option of `tokentap proxy` declared once, as a field of [`Config`] — its flag,
+//! its environment variable `TOKENTAP_PROXY_<NAME>` (the sidecar habit), its default, its help
+//! and its parser (a header name is checked as the flag is read) — and the one `Config` the
+//! proxy's parts are handed. Tests and the demo build one with [`Config::new`]: the flags'
+//! defaults, read from their declarations, on loopback port 0 for both listeners.
 
 use http::HeaderName;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Every default of the proxy, once: the flags (`default_value_t`, `default_value`) and
-/// [`Config::new`] read them from here. Durations are spelled as on the command line.
+/// The proxy's defaults that code and tests also name (the flags read them from here; the
+/// others are in their flag's declaration). Durations are spelled as on the command line.
 pub mod defaults {
     pub const RECORDS_MAX_BYTES: u64 = 256 << 20;
     pub const GRACE: &str = "30s";
@@ -24,8 +25,8 @@ pub mod defaults {
     pub const CONNECT_TIMEOUT: &str = "5s";
     pub const UPSTREAM_KEEPALIVE: &str = "4s";
     pub const MAX_HEADER_BYTES: usize = 64 << 10;
-    /// `--max-event-bytes`: as the replay's.
-    pub const MAX_EVENT_BYTES: usize = 16 << 20;
+    /// `--max-event-bytes`: the replay's too.
+    pub const MAX_EVENT_BYTES: usize = tokentap_core::sse::DEFAULT_MAX_EVENT_BYTES;
     pub const MAX_BODY_BYTES: u64 = 64 << 20;
     pub const SESSION_TTL: &str = "1h";
     pub const MAX_SESSIONS: usize = 100_000;
@@ -33,9 +34,9 @@ pub mod defaults {
     pub const MAX_SESSION_ID_BYTES: usize = 256;
 }
 
-/// `tokentap proxy` options.
+/// Everything the proxy runs with: the `tokentap proxy` options, each declared once.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Opts {
+pub struct Config {
     /// Address to serve clients on.
     #[arg(long, env = "TOKENTAP_PROXY_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
@@ -53,8 +54,11 @@ pub struct Opts {
     pub admin: SocketAddr,
     /// Directory for JSONL records (`records-<start>-<n>.jsonl`). Without it, records are only
     /// counted and summarised in /sessions.
-    #[arg(long, env = "TOKENTAP_PROXY_RECORDS")]
-    pub records: Option<PathBuf>,
+    #[arg(long = "records", env = "TOKENTAP_PROXY_RECORDS", value_name = "DIR")]
+    pub records_dir: Option<PathBuf>,
+    /// Also keep records in memory for [`crate::Proxy::records`] (tests, the demo).
+    #[arg(skip)]
+    pub keep_records: bool,
     /// Rotate record files after this many bytes.
     #[arg(long, env = "TOKENTAP_PROXY_RECORDS_MAX_BYTES", default_value_t = defaults::RECORDS_MAX_BYTES)]
     pub records_max_bytes: u64,
@@ -74,18 +78,22 @@ pub struct Opts {
     #[arg(
         long = "record-header",
         env = "TOKENTAP_PROXY_RECORD_HEADER",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_name = "NAME",
+        value_parser = header_name
     )]
-    pub record_headers: Vec<String>,
+    pub record_headers: Vec<HeaderName>,
     /// Header carrying the session id (repeatable; the first one present wins). The defaults
     /// after tokentap's own are what agents send: Claude Code's session header, Codex's.
     #[arg(
         long = "session-header",
         env = "TOKENTAP_PROXY_SESSION_HEADER",
         value_delimiter = ',',
-        default_value = DEFAULT_SESSION_HEADERS
+        value_name = "NAME",
+        default_value = DEFAULT_SESSION_HEADERS,
+        value_parser = header_name
     )]
-    pub session_headers: Vec<String>,
+    pub session_headers: Vec<HeaderName>,
     /// For a request that no session header names: the body fields that say which conversation
     /// it continues, the first present wins (`previous_response_id`: the session of that
     /// response; `prompt_cache_key`; `metadata.user_id`: the session in Claude Code's user id —
@@ -211,6 +219,10 @@ pub struct Opts {
     /// Largest request body accepted (413 above).
     #[arg(long, env = "TOKENTAP_PROXY_MAX_BODY_BYTES", default_value_t = defaults::MAX_BODY_BYTES)]
     pub max_body_bytes: u64,
+    /// Request bodies up to this size are parsed for `model`, `stream`, ... (bigger ones are
+    /// forwarded without being read).
+    #[arg(skip = 16usize << 20)]
+    pub sniff_limit: usize,
     /// Ask the server for usage the client did not ask for, and strip it from the response.
     #[arg(long, env = "TOKENTAP_PROXY_INJECT_USAGE")]
     pub inject_usage: bool,
@@ -249,67 +261,6 @@ pub struct Opts {
         default_value_t = defaults::MAX_SESSION_ID_BYTES,
         value_parser = session_id_bytes
     )]
-    pub max_session_id_bytes: usize,
-}
-
-/// Why options are unusable.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("--{flag} {name:?} is not a valid header name")]
-    HeaderName { flag: &'static str, name: String },
-}
-
-/// Everything the proxy runs with.
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub listen: SocketAddr,
-    pub admin: SocketAddr,
-    pub upstreams: Vec<String>,
-    pub upstream_ca: Option<PathBuf>,
-    pub records_dir: Option<PathBuf>,
-    pub records_max_bytes: u64,
-    /// Also keep records in memory for [`crate::Proxy::records`] (tests, demo).
-    pub keep_records: bool,
-    pub record_content: bool,
-    /// `--max-event-bytes`.
-    pub max_event_bytes: usize,
-    /// `--tokenizer`: the reference tokenizer folder.
-    pub tokenizer: Option<PathBuf>,
-    pub record_headers: Vec<HeaderName>,
-    pub session_headers: Vec<HeaderName>,
-    /// `--session-from-body`, `none` taken out.
-    pub session_from_body: Vec<BodySession>,
-    /// `--messages-input-tokens total`.
-    pub messages_input_total: bool,
-    pub tls: Option<(PathBuf, PathBuf)>,
-    pub grace: Duration,
-    pub upstream_timeout: Duration,
-    /// Longest silence inside a response body (zero: no limit).
-    pub upstream_idle_timeout: Duration,
-    pub header_timeout: Duration,
-    pub body_timeout: Duration,
-    pub max_connections: usize,
-    pub max_concurrent_streams: u32,
-    pub max_upstream_connections: usize,
-    pub upstream_queue_timeout: Duration,
-    pub connect_timeout: Duration,
-    /// Idle pooled upstream connections are closed after this long.
-    pub upstream_keepalive: Duration,
-    pub max_header_bytes: usize,
-    pub max_body_bytes: u64,
-    /// Request bodies up to this size are parsed for `model`, `stream`, ... (bigger ones are
-    /// forwarded without being read).
-    pub sniff_limit: usize,
-    pub inject_usage: bool,
-    pub inject_continuous_usage: bool,
-    /// `--inject-metrics`: ask for the engine's per-request timing (implies usage injection).
-    pub inject_metrics: bool,
-    pub preserve_host: bool,
-    pub via: bool,
-    pub upstream_client: UpstreamClient,
-    pub session_ttl: Duration,
-    pub max_sessions: usize,
-    pub max_session_bytes: u64,
     pub max_session_id_bytes: usize,
 }
 
@@ -376,6 +327,35 @@ impl Config {
         self.session_from_body
             .contains(&BodySession::MessagesPrefix)
     }
+
+    /// Some body field may name a session (`--session-from-body` is not `none`).
+    pub fn reads_session_from_body(&self) -> bool {
+        self.session_from_body
+            .iter()
+            .any(|b| *b != BodySession::None)
+    }
+
+    /// `--messages-input-tokens total`.
+    pub fn messages_input_total(&self) -> bool {
+        self.messages_input_tokens == MessagesInput::Total
+    }
+
+    /// Usage is asked of the server: `--inject-usage`, or `--inject-metrics` (the metrics ride
+    /// on the usage chunk).
+    pub fn injects_usage(&self) -> bool {
+        self.inject_usage || self.inject_metrics
+    }
+
+    /// `--tls-cert` and `--tls-key`, given together.
+    pub fn tls(&self) -> Option<(PathBuf, PathBuf)> {
+        self.tls_cert.clone().zip(self.tls_key.clone())
+    }
+}
+
+/// `--record-header`, `--session-header`: a header name (any case; kept lowercase).
+fn header_name(s: &str) -> Result<HeaderName, String> {
+    HeaderName::from_bytes(s.trim().as_bytes())
+        .map_err(|_| format!("{s:?} is not a valid header name"))
 }
 
 /// `--messages-input-tokens`.
@@ -402,121 +382,21 @@ fn session_id_bytes(s: &str) -> Result<usize, String> {
     }
 }
 
-/// A default duration of [`defaults`] (each one parses: a test says so).
-fn default(s: &str) -> Duration {
-    tokentap_core::duration::parse(s).unwrap_or_default()
-}
-
 impl Config {
-    /// Loopback port 0 for clients and admin, in front of `upstreams`, defaults otherwise.
+    /// The flags' own defaults, read from their declarations (the environment ignored), in
+    /// front of `upstreams`, with both listeners on loopback port 0.
     pub fn new<S: Into<String>>(upstreams: impl IntoIterator<Item = S>) -> Config {
-        Config {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            admin: SocketAddr::from(([127, 0, 0, 1], 0)),
-            upstreams: upstreams.into_iter().map(Into::into).collect(),
-            upstream_ca: None,
-            records_dir: None,
-            records_max_bytes: defaults::RECORDS_MAX_BYTES,
-            keep_records: false,
-            record_content: false,
-            max_event_bytes: defaults::MAX_EVENT_BYTES,
-            tokenizer: None,
-            record_headers: Vec::new(),
-            session_headers: DEFAULT_SESSION_HEADERS
-                .split(',')
-                .filter_map(|h| HeaderName::try_from(h.to_ascii_lowercase()).ok())
-                .collect(),
-            session_from_body: vec![
-                BodySession::PreviousResponseId,
-                BodySession::PromptCacheKey,
-                BodySession::MetadataUserId,
-            ],
-            messages_input_total: false,
-            tls: None,
-            grace: default(defaults::GRACE),
-            upstream_timeout: default(defaults::UPSTREAM_TIMEOUT),
-            upstream_idle_timeout: default(defaults::UPSTREAM_IDLE_TIMEOUT),
-            header_timeout: default(defaults::HEADER_TIMEOUT),
-            body_timeout: default(defaults::BODY_TIMEOUT),
-            max_connections: defaults::MAX_CONNECTIONS,
-            max_concurrent_streams: defaults::MAX_CONCURRENT_STREAMS,
-            max_upstream_connections: defaults::MAX_UPSTREAM_CONNECTIONS,
-            upstream_queue_timeout: default(defaults::UPSTREAM_QUEUE_TIMEOUT),
-            connect_timeout: default(defaults::CONNECT_TIMEOUT),
-            upstream_keepalive: default(defaults::UPSTREAM_KEEPALIVE),
-            max_header_bytes: defaults::MAX_HEADER_BYTES,
-            max_body_bytes: defaults::MAX_BODY_BYTES,
-            sniff_limit: 16 << 20,
-            inject_usage: false,
-            inject_continuous_usage: false,
-            inject_metrics: false,
-            preserve_host: false,
-            via: false,
-            upstream_client: UpstreamClient::Direct,
-            session_ttl: default(defaults::SESSION_TTL),
-            max_sessions: defaults::MAX_SESSIONS,
-            max_session_bytes: defaults::MAX_SESSION_BYTES,
-            max_session_id_bytes: defaults::MAX_SESSION_ID_BYTES,
-        }
-    }
-
-    /// Validates command-line options.
-    pub fn from_opts(o: &Opts) -> Result<Config, ConfigError> {
-        let names = |flag: &'static str, v: &[String]| {
-            v.iter()
-                .map(|n| {
-                    HeaderName::from_bytes(n.trim().as_bytes()).map_err(|_| {
-                        ConfigError::HeaderName {
-                            flag,
-                            name: n.clone(),
-                        }
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()
-        };
-        let mut c = Config::new(o.upstreams.clone());
-        c.listen = o.listen;
-        c.admin = o.admin;
-        c.upstream_ca = o.upstream_ca.clone();
-        c.records_dir = o.records.clone();
-        c.records_max_bytes = o.records_max_bytes;
-        c.record_content = o.record_content;
-        c.max_event_bytes = o.max_event_bytes;
-        c.tokenizer = o.tokenizer.clone();
-        c.record_headers = names("record-header", &o.record_headers)?;
-        c.session_headers = names("session-header", &o.session_headers)?;
-        c.session_from_body = o
-            .session_from_body
-            .iter()
-            .copied()
-            .filter(|b| *b != BodySession::None)
-            .collect();
-        c.messages_input_total = o.messages_input_tokens == MessagesInput::Total;
-        c.tls = o.tls_cert.clone().zip(o.tls_key.clone());
-        c.grace = o.grace;
-        c.upstream_timeout = o.upstream_timeout;
-        c.upstream_idle_timeout = o.upstream_idle_timeout;
-        c.header_timeout = o.header_timeout;
-        c.body_timeout = o.body_timeout;
-        c.max_connections = o.max_connections;
-        c.max_concurrent_streams = o.max_concurrent_streams;
-        c.max_upstream_connections = o.max_upstream_connections;
-        c.upstream_queue_timeout = o.upstream_queue_timeout;
-        c.connect_timeout = o.connect_timeout;
-        c.upstream_keepalive = o.upstream_keepalive;
-        c.max_header_bytes = o.max_header_bytes;
-        c.max_body_bytes = o.max_body_bytes;
-        c.inject_usage = o.inject_usage || o.inject_metrics;
-        c.inject_continuous_usage = o.inject_continuous_usage;
-        c.inject_metrics = o.inject_metrics;
-        c.preserve_host = o.preserve_host;
-        c.via = o.via;
-        c.upstream_client = o.upstream_client;
-        c.session_ttl = o.session_ttl;
-        c.max_sessions = o.max_sessions;
-        c.max_session_bytes = o.max_session_bytes;
-        c.max_session_id_bytes = o.max_session_id_bytes;
-        Ok(c)
+        use clap::{Args as _, FromArgMatches as _};
+        // Invariant: with one upstream given, every option has a default or is optional.
+        let m = Config::augment_args(clap::Command::new("proxy"))
+            .mut_args(|a| a.env(None::<&str>))
+            .try_get_matches_from(["proxy", "--upstream", "http://127.0.0.1:1"])
+            .expect("the options parse with an upstream");
+        let mut c = Config::from_arg_matches(&m).expect("the options parse with an upstream");
+        c.upstreams = upstreams.into_iter().map(Into::into).collect();
+        c.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        c.admin = SocketAddr::from(([127, 0, 0, 1], 0));
+        c
     }
 }
 
@@ -528,16 +408,20 @@ mod tests {
     #[derive(Parser)]
     struct Cli {
         #[command(flatten)]
-        o: Opts,
+        o: Config,
     }
 
     #[test]
     fn a_bad_header_name_names_its_flag() {
         for flag in ["--record-header", "--session-header"] {
-            let cli =
-                Cli::try_parse_from(["x", "--upstream", "http://a:1", flag, "bad header"]).unwrap();
-            let e = Config::from_opts(&cli.o).err().unwrap().to_string();
-            assert!(e.starts_with(&format!("{flag} \"bad header\"")), "{e}");
+            let e = Cli::try_parse_from(["x", "--upstream", "http://a:1", flag, "bad header"])
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                e.contains(flag) && e.contains("\"bad header\" is not a valid header name"),
+                "{e}"
+            );
         }
     }
 
@@ -557,18 +441,15 @@ mod tests {
             "7",
         ])
         .unwrap();
-        let c = Config::from_opts(&cli.o).unwrap();
+        let c = cli.o;
         assert_eq!(c.header_timeout, Duration::from_secs(60));
         assert_eq!(c.upstream_keepalive, Duration::from_millis(1500));
         assert_eq!(c.session_ttl, Duration::from_secs(7200));
         assert_eq!(c.grace, Duration::from_secs(7));
         // The defaults still parse as seconds.
-        let d = Config::from_opts(
-            &Cli::try_parse_from(["x", "--upstream", "http://a:1"])
-                .unwrap()
-                .o,
-        )
-        .unwrap();
+        let d = Cli::try_parse_from(["x", "--upstream", "http://a:1"])
+            .unwrap()
+            .o;
         assert_eq!(d.header_timeout, Duration::from_secs(30));
         assert!(Cli::try_parse_from(["x", "--upstream", "http://a:1", "--grace", "soon"]).is_err());
         // Every default of `defaults` is what the command line gives with no flag.
@@ -630,7 +511,7 @@ mod tests {
             "2.5",
         ])
         .unwrap();
-        let c = Config::from_opts(&cli.o).unwrap();
+        let c = cli.o;
         assert_eq!(c.upstreams, ["http://a:1", "http://b:2"]);
         assert_eq!(c.session_headers.len(), 2);
         assert_eq!(c.grace, Duration::from_millis(2500));

@@ -36,24 +36,32 @@ pub struct Ledger {
     cutting: AtomicBool,
 }
 
+/// What a ledger is made of besides its settings.
+pub struct Parts {
+    pub writer: Writer,
+    pub sessions: Sessions,
+    pub metrics: Metrics,
+    /// The tokenizer stage (`--tokenizer`).
+    pub tokens: Option<Stage>,
+}
+
 impl Ledger {
-    pub fn new(
-        writer: Writer,
-        sessions: Sessions,
-        metrics: Metrics,
-        tokens: Option<Stage>,
-        record_content: bool,
-        max_event_bytes: usize,
-        max_session_id_bytes: usize,
-    ) -> Ledger {
+    /// The ledger of a proxy configured by `cfg`, over its parts.
+    pub fn new(cfg: &crate::Config, parts: Parts) -> Ledger {
+        let Parts {
+            writer,
+            sessions,
+            metrics,
+            tokens,
+        } = parts;
         Ledger {
             writer,
             sessions,
             metrics,
             tokens,
-            record_content,
-            max_event_bytes,
-            max_session_id_bytes,
+            record_content: cfg.record_content,
+            max_event_bytes: cfg.max_event_bytes,
+            max_session_id_bytes: cfg.max_session_id_bytes,
             live: AtomicUsize::new(0),
             idle: Notify::new(),
             cutting: AtomicBool::new(false),

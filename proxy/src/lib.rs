@@ -76,7 +76,7 @@ pub mod sniff;
 pub mod tokens;
 pub mod upstream;
 
-pub use config::{Config, Opts};
+pub use config::Config;
 
 use ledger::Ledger;
 use records::{Writer, WriterConfig};
@@ -151,7 +151,7 @@ pub struct Proxy {
 impl Proxy {
     /// Binds both listeners and starts serving.
     pub async fn start(cfg: Config) -> Result<Proxy, StartError> {
-        let tls = match &cfg.tls {
+        let tls = match &cfg.tls() {
             Some((c, k)) => Some(server::tls_acceptor(c, k)?),
             None => None,
         };
@@ -219,7 +219,7 @@ impl Proxy {
 
     /// `http://ADDR` (or `https://` with TLS).
     pub fn base_url(&self) -> String {
-        let scheme = if self.shared.cfg.tls.is_some() {
+        let scheme = if self.shared.cfg.tls().is_some() {
             "https"
         } else {
             "http"
@@ -327,11 +327,7 @@ pub fn shared(cfg: Config) -> Result<Arc<Shared>, StartError> {
         }
         None => None,
     };
-    let sessions = sessions::Sessions::new(
-        cfg.session_ttl.as_nanos().min(u64::MAX as u128) as u64,
-        cfg.max_sessions,
-        cfg.max_session_bytes,
-    );
+    let sessions = sessions::Sessions::new(sessions::Limits::of(&cfg));
     let metrics = metrics::Metrics::new();
     // Every known label set exported as 0 from the start, so a panel shows 0, not "No data".
     for u in &upstreams.list {
@@ -348,13 +344,13 @@ pub fn shared(cfg: Config) -> Result<Arc<Shared>, StartError> {
         timeout: cfg.upstream_timeout,
     };
     let ledger = Ledger::new(
-        writer,
-        sessions,
-        metrics,
-        tokens,
-        cfg.record_content,
-        cfg.max_event_bytes,
-        cfg.max_session_id_bytes,
+        &cfg,
+        ledger::Parts {
+            writer,
+            sessions,
+            metrics,
+            tokens,
+        },
     );
     Ok(Arc::new(Shared {
         cfg,
@@ -378,8 +374,7 @@ impl Drop for Proxy {
 /// `tokentap proxy`: starts, prints `listening on http://ADDR` and `admin on http://ADDR` as
 /// the first two stdout lines, serves until `shutdown` resolves, then drains within `--grace`,
 /// says on stderr what it saw and wrote, and fails (exit 1) when any record was lost.
-pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-    let cfg = Config::from_opts(&opts)?;
+pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let grace = cfg.grace;
     let proxy = Proxy::start(cfg).await?;
     // Status lines: a closed stdout (a supervisor that stopped reading) must not stop the

@@ -118,7 +118,7 @@ pub async fn handle(
     shared.ledger.metrics.requests_seen.inc();
     let route = Route::of(req.uri().path());
     let mut tap = Tap::new(shared.ledger.enter(), anchor, route);
-    tap.set_api(route.api(shared.cfg.messages_input_total));
+    tap.set_api(route.api(shared.cfg.messages_input_total()));
     let mut session = identify(&shared, &mut tap, route, &req);
     if let Err(e) = check_limits(&shared.cfg, &req) {
         return Ok(reject(&mut tap, e));
@@ -128,7 +128,7 @@ pub async fn handle(
     let body_session = session.is_none()
         && (route.has_body_session()
             || (route == Route::Chat && shared.cfg.groups_chat_by_prefix()))
-        && !shared.cfg.session_from_body.is_empty();
+        && shared.cfg.reads_session_from_body();
     let out = match prepare_body(&shared, &mut tap, route, parts, headers, body, body_session).await
     {
         Ok(out) => out,
@@ -307,7 +307,7 @@ async fn prepare_body(
     tap.set_cell(cell.clone());
     let mut plan = None;
     // The Responses and Messages APIs always report usage: nothing to inject.
-    let inject = cfg.inject_usage && route.is_llm() && !route.has_body_session();
+    let inject = cfg.injects_usage() && route.is_llm() && !route.has_body_session();
     let body = if inject || whole {
         let b = read_limited(body, cfg.max_body_bytes, cfg.body_timeout).await?;
         let mut info = ReqInfo::parse(&b).unwrap_or_default();

@@ -292,8 +292,36 @@ fn extra_bytes(t: Option<&TurnSummary>) -> u64 {
         .map_or(0, |u| u.len() as u64)
 }
 
+/// The session table's bounds: `--session-ttl`, `--max-sessions`, `--max-session-bytes`.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// A session idle this long is forgotten, ns.
+    pub ttl_ns: u64,
+    /// Most sessions kept.
+    pub max: usize,
+    /// Most bytes the table holds, each entry at its measured heap cost.
+    pub max_bytes: u64,
+}
+
+impl Limits {
+    /// The proxy's configured bounds.
+    pub fn of(cfg: &crate::Config) -> Limits {
+        Limits {
+            ttl_ns: cfg.session_ttl.as_nanos().min(u64::MAX as u128) as u64,
+            max: cfg.max_sessions,
+            max_bytes: cfg.max_session_bytes,
+        }
+    }
+}
+
 impl Sessions {
-    pub fn new(ttl_ns: u64, max: usize, max_bytes: u64) -> Self {
+    pub fn new(
+        Limits {
+            ttl_ns,
+            max,
+            max_bytes,
+        }: Limits,
+    ) -> Self {
         Sessions {
             map: DashMap::new(),
             ttl_ns,
@@ -601,11 +629,11 @@ mod tests {
     #[test]
     fn unknown_previous_ids_stay_under_the_byte_bound_at_the_defaults() {
         use crate::config::defaults;
-        let t = Sessions::new(
-            u64::MAX / 2,
-            defaults::MAX_SESSIONS,
-            defaults::MAX_SESSION_BYTES,
-        );
+        let t = Sessions::new(Limits {
+            ttl_ns: u64::MAX / 2,
+            max: defaults::MAX_SESSIONS,
+            max_bytes: defaults::MAX_SESSION_BYTES,
+        });
         let rec: TurnRecord = serde_json::from_value(serde_json::json!({
             "v": 1, "origin": "proxy", "status": "ok", "turn_index": 0, "start_mono_ns": 0,
             "anchor": {"wall_ns": 0, "mono_ns": 0}, "measured": {}
@@ -636,7 +664,11 @@ mod tests {
 
     #[test]
     fn numbers_turns_and_bounds_size() {
-        let t = Sessions::new(u64::MAX / 2, 32, u64::MAX);
+        let t = Sessions::new(Limits {
+            ttl_ns: u64::MAX / 2,
+            max: 32,
+            max_bytes: u64::MAX,
+        });
         assert_eq!(t.start_turn("a"), 0);
         assert_eq!(t.start_turn("a"), 1);
         let mut r = TurnRecord::new(Origin::Proxy, Anchor::now());
@@ -662,7 +694,11 @@ mod tests {
         assert_eq!(cap_id("short".into(), 256), ("short".to_string(), false));
 
         // 1 MB of table for ids of 10 KB: about a hundred sessions, never more than the bound.
-        let t = Sessions::new(u64::MAX / 2, 1_000_000, 1 << 20);
+        let t = Sessions::new(Limits {
+            ttl_ns: u64::MAX / 2,
+            max: 1_000_000,
+            max_bytes: 1 << 20,
+        });
         for i in 0..2_000 {
             let id = format!("{i:05}{}", "x".repeat(10_000));
             t.start_turn(&id);
@@ -676,7 +712,11 @@ mod tests {
         assert!(t.len() < 110 && t.len() > 50, "{}", t.len());
         assert!(t.evictions.load(Ordering::Relaxed) >= 1_890);
         // The byte count is exact: evicting everything brings it back to 0.
-        let all = Sessions::new(0, 1_000_000, 1 << 20);
+        let all = Sessions::new(Limits {
+            ttl_ns: 0,
+            max: 1_000_000,
+            max_bytes: 1 << 20,
+        });
         all.start_turn("a");
         all.end_turn("a", &TurnRecord::new(Origin::Proxy, Anchor::now()));
         all.sweep();
@@ -685,7 +725,11 @@ mod tests {
 
     #[test]
     fn pages_walk_the_table_in_id_order() {
-        let t = Sessions::new(u64::MAX / 2, 1000, u64::MAX);
+        let t = Sessions::new(Limits {
+            ttl_ns: u64::MAX / 2,
+            max: 1000,
+            max_bytes: u64::MAX,
+        });
         for i in 0..25 {
             t.start_turn(&format!("s{i:02}"));
         }
@@ -705,7 +749,11 @@ mod tests {
 
     #[test]
     fn chat_conversations_are_followed_by_their_prefix() {
-        let t = Sessions::new(u64::MAX, 100, u64::MAX);
+        let t = Sessions::new(Limits {
+            ttl_ns: u64::MAX,
+            max: 100,
+            max_bytes: u64::MAX,
+        });
         let p = |msgs: &[&str]| {
             let body = serde_json::json!({ "messages": msgs.iter().map(|m| serde_json::json!({"role": "user", "content": m})).collect::<Vec<_>>() });
             crate::sniff::message_prefixes(body.to_string().as_bytes())
@@ -751,7 +799,11 @@ mod tests {
 
     #[test]
     fn ttl_sweep_spares_in_flight() {
-        let t = Sessions::new(0, 10, u64::MAX);
+        let t = Sessions::new(Limits {
+            ttl_ns: 0,
+            max: 10,
+            max_bytes: u64::MAX,
+        });
         t.start_turn("busy");
         t.start_turn("idle");
         t.end_turn("idle", &TurnRecord::new(Origin::Proxy, Anchor::now()));

@@ -310,7 +310,7 @@ async fn cut_after_grace(c: TestClient) {
 #[derive(Parser)]
 struct Cli {
     #[command(flatten)]
-    o: tokentap_proxy::Opts,
+    o: tokentap_proxy::Config,
 }
 
 #[tokio::test]

@@ -181,7 +181,8 @@ async fn tls_with_alpn_h2_downstream_and_an_https_upstream() {
     let behind = sim(rich()).await;
     // Inner proxy serves TLS in front of the sim...
     let mut inner_cfg = proxy_cfg(&[behind.base_url()]);
-    inner_cfg.tls = Some((certs().join("server.pem"), certs().join("server.key")));
+    inner_cfg.tls_cert = Some(certs().join("server.pem"));
+    inner_cfg.tls_key = Some(certs().join("server.key"));
     let inner = proxy(inner_cfg).await;
     // ...and the outer proxy reaches it over https, trusting the test CA.
     let mut outer_cfg = proxy_cfg(&[format!("https://localhost:{}", inner.addr().port())]);

@@ -297,7 +297,7 @@ pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(86_400);
 
 /// `--max-event-bytes` default: 16 MiB, far above any real chunk (a full 8k-token response in
 /// one event is under 100 KB).
-pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 << 20;
+pub const DEFAULT_MAX_EVENT_BYTES: usize = tokentap_core::sse::DEFAULT_MAX_EVENT_BYTES;
 
 /// Which HTTP versions a run speaks: `--http1` / `--http2`, one value (`config.json` keeps the
 /// two flags as `http1` and `http2`).
