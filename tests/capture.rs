@@ -270,7 +270,7 @@ async fn responses_and_messages_sessions_become_chat_trajectories() {
     let claude_bodies = find("claude-1");
     assert_eq!(claude_bodies.len(), 3);
     for (i, b) in sent_messages.iter().enumerate() {
-        let w = want(Api::Messages { input_total: false }, b);
+        let w = want(Api::Messages, b);
         assert_eq!(messages_of(&claude_bodies[i]), w, "Messages turn {i}");
     }
     let codex = find("codex-7");

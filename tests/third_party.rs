@@ -1728,7 +1728,7 @@ async fn agent_through_proxy_to_sim(agent: &'static str) {
     let last = recs.last().unwrap();
     let api = match last.route.as_deref() {
         Some("/v1/responses") => tokentap_core::events::Api::Responses,
-        _ => tokentap_core::events::Api::Messages { input_total: false },
+        _ => tokentap_core::events::Api::Messages,
     };
     let sent = last.content.as_ref().expect("content")["request"].clone();
     let (system, messages) = as_captured(api, &sent);

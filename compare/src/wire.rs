@@ -159,12 +159,10 @@ fn read_file(path: &Path, source: usize, out: &mut Vec<WireTurn>) -> Result<usiz
 /// files, replay records used as a wire).
 fn is_completion(r: &TurnRecord) -> bool {
     match &r.route {
-        Some(route) => route.split('?').next().is_some_and(|p| {
-            let p = p.trim_end_matches('/');
-            ["completions", "/responses", "/messages"]
-                .iter()
-                .any(|end| p.ends_with(end))
-        }),
+        Some(route) => route
+            .split('?')
+            .next()
+            .is_some_and(|p| tokentap_core::api::Api::of_path(p.trim_end_matches('/')).is_some()),
         None => true,
     }
 }

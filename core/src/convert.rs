@@ -56,9 +56,9 @@ impl Converted {
 /// A chat, Responses or Messages request body in chat form.
 pub fn request(api: Api, body: &Value) -> Converted {
     let mut c = match api {
-        Api::Chat => chat_request(body),
+        Api::Chat | Api::Completions => chat_request(body),
         Api::Responses => responses_request(body),
-        Api::Messages { .. } => messages_request(body),
+        Api::Messages => messages_request(body),
     };
     c.params = params(api, body);
     c
@@ -99,9 +99,9 @@ fn params(api: Api, body: &Value) -> Map<String, Value> {
         }
     };
     match api {
-        Api::Chat => CHAT_PARAMS.iter().for_each(|k| put(k, k)),
+        Api::Chat | Api::Completions => CHAT_PARAMS.iter().for_each(|k| put(k, k)),
         Api::Responses => RESPONSES.iter().for_each(|(f, t)| put(f, t)),
-        Api::Messages { .. } => MESSAGES.iter().for_each(|(f, t)| put(f, t)),
+        Api::Messages => MESSAGES.iter().for_each(|(f, t)| put(f, t)),
     }
     out
 }
@@ -115,7 +115,7 @@ fn chat_tool_choice(api: Api, v: &Value) -> Option<Value> {
             Some(v.clone())
         }
         (Api::Chat, Value::Object(_)) => Some(v.clone()),
-        (Api::Messages { .. }, Value::Object(o)) => match o.get("type").and_then(Value::as_str) {
+        (Api::Messages, Value::Object(o)) => match o.get("type").and_then(Value::as_str) {
             Some("auto") => Some("auto".into()),
             Some("any") => Some("required".into()),
             Some("none") => Some("none".into()),
@@ -484,7 +484,7 @@ pub fn assistant(content: String, reasoning: String, calls: Vec<Value>) -> Value
 pub fn response(api: Api, body: &Value, dropped: &mut BTreeMap<String, u64>) -> Option<Value> {
     let mut out = Converted::default();
     let msg = match api {
-        Api::Chat => {
+        Api::Chat | Api::Completions => {
             let m = body.get("choices")?.get(0)?.get("message")?;
             let mut content = String::new();
             if let Some(c) = m.get("content").filter(|c| !c.is_null()) {
@@ -512,7 +512,7 @@ pub fn response(api: Api, body: &Value, dropped: &mut BTreeMap<String, u64>) -> 
             out.dropped.append(&mut conv.dropped);
             merge_assistants(conv.messages, reasoning)
         }
-        Api::Messages { .. } => assistant_blocks(body.get("content")?.as_array()?, &mut out),
+        Api::Messages => assistant_blocks(body.get("content")?.as_array()?, &mut out),
     };
     for (k, v) in out.dropped {
         *dropped.entry(k).or_default() += v;
@@ -566,9 +566,9 @@ impl Assembled {
         };
         self.events += 1;
         match api {
-            Api::Chat => self.take_chat(&v),
+            Api::Chat | Api::Completions => self.take_chat(&v),
             Api::Responses => self.take_responses(&v),
-            Api::Messages { .. } => self.take_messages(&v),
+            Api::Messages => self.take_messages(&v),
         }
     }
 
@@ -750,7 +750,7 @@ mod tests {
             ],
             "tools": [{"name": "bash", "input_schema": {"type": "object"}}]
         });
-        let c = request(Api::Messages { input_total: false }, &body);
+        let c = request(Api::Messages, &body);
         assert_eq!(c.messages[0], json!({"role": "system", "content": "sys"}));
         assert_eq!(
             c.messages[2],
@@ -766,7 +766,7 @@ mod tests {
     #[test]
     fn streams_reassembled() {
         let mut a = Assembled::default();
-        let api = Api::Messages { input_total: false };
+        let api = Api::Messages;
         for e in [
             r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#,

@@ -23,18 +23,26 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::fmt;
 
-/// Which API's JSON a response body speaks.
+pub use crate::api::Api;
+
+/// How to read a response body: its API, and what the Messages API's `usage.input_tokens`
+/// counts there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Api {
-    /// `/v1/chat/completions` and `/v1/completions` (`choices[]`).
-    #[default]
-    Chat,
-    /// The OpenAI Responses API, `/v1/responses`.
-    Responses,
-    /// The Anthropic Messages API, `/v1/messages`. `input_total`: the server's `input_tokens`
-    /// is the whole prompt (SGLang; vLLM before it followed Anthropic), not Anthropic's count of
-    /// the prompt tokens neither read from nor written to the cache.
-    Messages { input_total: bool },
+pub struct Dialect {
+    pub api: Api,
+    /// Messages: the server's `input_tokens` is the whole prompt (SGLang; vLLM before it
+    /// followed Anthropic), not Anthropic's count of the prompt tokens neither read from nor
+    /// written to the cache (the proxy's `--messages-input-tokens total`).
+    pub messages_input_total: bool,
+}
+
+impl From<Api> for Dialect {
+    fn from(api: Api) -> Dialect {
+        Dialect {
+            api,
+            messages_input_total: false,
+        }
+    }
 }
 
 /// One event (or whole body) read.
@@ -47,11 +55,11 @@ pub struct Event<'a> {
     pub detail: Option<&'a RawValue>,
 }
 
-impl Api {
+impl Dialect {
     /// Reads one SSE `data` payload, or a whole non-streaming body, of this API.
     pub fn parse(self, data: &[u8]) -> Result<Event<'_>, serde_json::Error> {
-        match self {
-            Api::Chat => {
+        match self.api {
+            Api::Chat | Api::Completions => {
                 let (info, id) = ChunkInfo::parse_with_id(data)?;
                 Ok(Event {
                     info,
@@ -60,7 +68,7 @@ impl Api {
                 })
             }
             Api::Responses => responses(data),
-            Api::Messages { input_total } => messages(data, input_total),
+            Api::Messages => messages(data, self.messages_input_total),
         }
     }
 }
@@ -518,12 +526,10 @@ mod tests {
     use super::*;
 
     fn r(s: &str) -> Event<'_> {
-        Api::Responses.parse(s.as_bytes()).unwrap()
+        Dialect::from(Api::Responses).parse(s.as_bytes()).unwrap()
     }
     fn m(s: &str) -> Event<'_> {
-        Api::Messages { input_total: false }
-            .parse(s.as_bytes())
-            .unwrap()
+        Dialect::from(Api::Messages).parse(s.as_bytes()).unwrap()
     }
 
     #[test]
@@ -597,7 +603,7 @@ mod tests {
         assert_eq!(body.id.map(RawValue::get), Some("\"resp_3\""));
         let err = r(r#"{"error":{"message":"bad model","type":"invalid_request_error"}}"#);
         assert!(err.info.error);
-        assert!(Api::Responses
+        assert!(Dialect::from(Api::Responses)
             .parse(b"{\"type\":\"response.output_text.delta\",")
             .is_err());
     }
@@ -614,7 +620,7 @@ mod tests {
             u.completion_tokens, None,
             "message_start's output count is a placeholder"
         );
-        let total = Api::Messages { input_total: true }
+        let total = Dialect { api: Api::Messages, messages_input_total: true }
             .parse(br#"{"type":"message_start","message":{"usage":{"input_tokens":25,"cache_read_input_tokens":20}}}"#)
             .unwrap();
         let u = total.info.usage.unwrap();

@@ -22,6 +22,7 @@
 //!   and bodies ([`events::Api`] says which API a response speaks).
 //! - [`timeline`]: the per-turn token timeline of docs/benchmark.md#metrics (TTFB, TTFT, per-chunk
 //!   instants and token counts, ITL per token, inter-chunk latency, TPOT, E2E).
+//! - [`api`]: which API a request speaks (chat, completions, Responses, Messages), one enum.
 //! - [`jsonl`]: JSONL read a line at a time, one line bounded (every file reader uses it).
 //! - [`linefile`]: JSONL written in whole lines, a failed write cut back and counted (the
 //!   proxy's records, the replay's `records.jsonl`, `merge`'s).
@@ -53,6 +54,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod body;
 pub mod chunk;
 pub mod clock;

@@ -24,7 +24,7 @@
 
 use crate::chunk::{ChunkInfo, EngineMetrics, FinishReason, Usage};
 use crate::clock::MonoNs;
-use crate::events::Api;
+use crate::events::Dialect;
 use serde::{Deserialize, Serialize};
 
 crate::vocabulary! {
@@ -248,7 +248,7 @@ impl Measured {
 #[derive(Debug)]
 pub struct Timeline {
     start: MonoNs,
-    api: Api,
+    dialect: Dialect,
     m: Measured,
     /// Last cumulative `completion_tokens` seen on a chunk with choices.
     cumulative: u64,
@@ -263,7 +263,7 @@ impl Timeline {
     pub fn new(start: MonoNs, expected_chunks: usize) -> Self {
         Timeline {
             start,
-            api: Api::Chat,
+            dialect: Dialect::default(),
             m: Measured {
                 chunks: Vec::with_capacity(expected_chunks.min(1 << 16)),
                 ..Default::default()
@@ -276,8 +276,8 @@ impl Timeline {
     }
 
     /// Reads the events of `api` (chat completions by default).
-    pub fn with_api(mut self, api: Api) -> Self {
-        self.api = api;
+    pub fn with_api(mut self, dialect: impl Into<Dialect>) -> Self {
+        self.dialect = dialect.into();
         self
     }
 
@@ -332,7 +332,7 @@ impl Timeline {
     /// Returns the parsed info, or `None` if it was malformed.
     #[inline]
     pub fn on_data(&mut self, t: MonoNs, data: &[u8]) -> Option<ChunkInfo> {
-        match self.api.parse(data) {
+        match self.dialect.parse(data) {
             Ok(ev) => {
                 self.on_event_ids(&ev);
                 self.on_chunk(t, &ev.info);
@@ -354,7 +354,9 @@ impl Timeline {
             (None, id) => self.m.response_id = id,
             // One response per stream in these APIs: another id is a second response.
             (Some(first), Some(id))
-                if *first != id && self.api != Api::Chat && self.m.second_response.is_none() =>
+                if *first != id
+                    && self.dialect.api.has_own_events()
+                    && self.m.second_response.is_none() =>
             {
                 self.m.second_response = Some(id)
             }
@@ -421,7 +423,7 @@ impl Timeline {
 
     /// A whole non-streaming JSON body (already fed to [`Timeline::on_bytes`]).
     pub fn on_json_body(&mut self, body: &[u8]) {
-        match self.api.parse(body) {
+        match self.dialect.parse(body) {
             Ok(ev) => {
                 self.on_event_ids(&ev);
                 let info = ev.info;

@@ -48,7 +48,7 @@ macro_rules! vocabulary {
             pub const ALL: [$name; [$(stringify!($variant)),+].len()] = [$($name::$variant),+];
 
             /// The name written in files and used as a metric label.
-            pub fn as_str(self) -> &'static str {
+            pub const fn as_str(self) -> &'static str {
                 match self {
                     $($name::$variant => $text,)+
                 }

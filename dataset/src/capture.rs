@@ -463,7 +463,7 @@ fn on_turn(
         *report.dropped.entry(k.clone()).or_default() += v;
         *s.report.dropped.entry(k.clone()).or_default() += v;
     }
-    let responses = rec.route.as_deref() == Some("/v1/responses");
+    let responses = rec.route.as_deref().and_then(Api::parse) == Some(Api::Responses);
     add_turn(s, turn, rec.previous_response(), responses, report, spill);
     if let Some(t) = s.cur.as_mut() {
         t.end_turn(spill);
@@ -547,11 +547,9 @@ fn read_records(
 
 /// The record as a turn, or why not (counted).
 fn turn_of(rec: &TurnRecord, report: &mut Report, with_content: &mut u64) -> Option<Turn> {
-    let api = match rec.route.as_deref() {
-        Some("/v1/chat/completions") => Api::Chat,
-        Some("/v1/responses") => Api::Responses,
-        Some("/v1/messages") => Api::Messages { input_total: false },
-        Some("/v1/completions") => {
+    let api = match rec.route.as_deref().and_then(Api::parse) {
+        Some(a @ (Api::Chat | Api::Responses | Api::Messages)) => a,
+        Some(Api::Completions) => {
             report.skip("a /v1/completions request (a prompt string, no conversation)");
             return None;
         }

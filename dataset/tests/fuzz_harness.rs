@@ -62,9 +62,6 @@ fn responses_events_seeds_and_mutations() {
 #[test]
 fn messages_events_seeds_and_mutations() {
     run("messages_events", |d| {
-        harness::api_events(
-            tokentap_core::events::Api::Messages { input_total: false },
-            d,
-        )
+        harness::api_events(tokentap_core::events::Api::Messages, d)
     });
 }

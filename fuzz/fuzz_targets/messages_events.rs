@@ -8,4 +8,4 @@ mod harness;
 
 use tokentap_core::events::Api;
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::api_events(Api::Messages { input_total: false }, data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::api_events(Api::Messages, data));

@@ -71,7 +71,11 @@ fn metered<'a>(
     shared: &std::sync::Arc<tokentap_proxy::shared::Shared>,
     f: &'a [Bytes],
 ) -> MeteredBody<VecBody<std::iter::Cloned<std::slice::Iter<'a, Bytes>>>> {
-    let mut tap = Tap::new(shared.ledger.enter(), Anchor::now(), Route::Chat);
+    let mut tap = Tap::new(
+        shared.ledger.enter(),
+        Anchor::now(),
+        Route::Api(tokentap_core::api::Api::Chat),
+    );
     tap.on_headers(clock::now(), 200, true, false);
     MeteredBody::new(VecBody(f.iter().cloned()), tap, None)
 }

@@ -65,9 +65,9 @@ static TEXT_JOIN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 fn api() -> (&'static str, tokentap_core::events::Api) {
     use tokentap_core::events::Api;
     match API.load(std::sync::atomic::Ordering::Relaxed) {
-        1 => ("/v1/responses", Api::Responses),
-        2 => ("/v1/messages", Api::Messages { input_total: false }),
-        _ => ("/v1/chat/completions", Api::Chat),
+        1 => (Api::Responses.as_str(), Api::Responses),
+        2 => (Api::Messages.as_str(), Api::Messages),
+        _ => (Api::Chat.as_str(), Api::Chat),
     }
 }
 
@@ -344,8 +344,10 @@ impl Slot {
             let at = r.at;
             decoder.feed(input, |d| {
                 framer.feed(d, |ev| {
-                    let text =
-                        !ev.is_done() && parser.parse(ev.data).is_ok_and(|e| e.info.carries_text());
+                    let text = !ev.is_done()
+                        && tokentap_core::events::Dialect::from(parser)
+                            .parse(ev.data)
+                            .is_ok_and(|e| e.info.carries_text());
                     if seen.first_text.is_none() && text {
                         seen.first_text = Some(seen.events.len());
                     }

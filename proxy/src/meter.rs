@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokentap_core::clock::{self, Anchor, MonoNs};
-use tokentap_core::events::Api;
+use tokentap_core::events::{Api, Dialect};
 use tokentap_core::record::{ErrorKind, ErrorSource, Origin, Status, TurnError, TurnRecord};
 use tokentap_core::sse::Framer;
 use tokentap_core::timeline::Timeline;
@@ -63,7 +63,7 @@ pub struct Tap {
     rec: Box<TurnRecord>,
     route: Route,
     /// Whose events the response speaks.
-    api: Api,
+    dialect: Dialect,
     /// A Responses API request with no session yet: its session is named by its own response
     /// id (the first turn of a `previous_response_id` chain).
     session_from_response: bool,
@@ -103,7 +103,7 @@ impl Tap {
             ledger,
             rec,
             route,
-            api: route.api(false),
+            dialect: route.dialect(false),
             session_from_response: false,
             claim: None,
             cell: None,
@@ -130,9 +130,9 @@ impl Tap {
         self.rec.start_mono_ns
     }
 
-    /// The response speaks `api` (the route's, with the configured Messages usage).
-    pub fn set_api(&mut self, api: Api) {
-        self.api = api;
+    /// The response speaks `dialect` (the route's API, with the configured Messages usage).
+    pub fn set_dialect(&mut self, dialect: Dialect) {
+        self.dialect = dialect;
     }
 
     /// The request has no session yet: name it by its own response id when one comes.
@@ -169,7 +169,7 @@ impl Tap {
             self.rec.start_mono_ns,
             if measure && sse { expected } else { 0 },
         )
-        .with_api(self.api);
+        .with_api(self.dialect);
         tl.on_headers(t);
         self.timeline = Some(tl);
         self.rec.http_status = Some(status);
@@ -277,7 +277,7 @@ impl Tap {
         status: Status,
         m: &tokentap_core::timeline::Measured,
     ) -> Option<TurnError> {
-        if status != Status::Ok || api == Api::Chat {
+        if status != Status::Ok || !api.has_own_events() {
             return None;
         }
         let (end, name) = match api {
@@ -351,7 +351,8 @@ impl Tap {
             }
             rec.measured = tl.finish(end);
             rec.oversized_events = (self.oversized > 0).then_some(self.oversized);
-            if let Some(e) = Self::stream_failure(self.api, self.sse, status, &rec.measured) {
+            if let Some(e) = Self::stream_failure(self.dialect.api, self.sse, status, &rec.measured)
+            {
                 (status, err) = (Status::Failed, Some(e));
             }
             if rec.measured.e2e_ns.is_none() {
@@ -376,7 +377,7 @@ impl Tap {
         let frames = self.content.take();
         let request = self.cell.as_ref().and_then(|c| c.content.get());
         if let Some(frames) = frames.as_ref().filter(|_| ledger.record_content) {
-            rec.content = Some(crate::content::build(self.api, request, frames));
+            rec.content = Some(crate::content::build(self.dialect.api, request, frames));
         } else if self.content_omitted && ledger.record_content {
             rec.content = Some(crate::content::omitted(request, ledger.max_event_bytes));
         }
@@ -391,7 +392,7 @@ impl Tap {
             if self.route.is_llm() {
                 ledger.sessions.end_turn(id, rec);
             }
-            if let (Route::Responses, Some(resp)) =
+            if let (Route::Api(tokentap_core::api::Api::Responses), Some(resp)) =
                 (self.route, rec.measured.response_id.as_deref())
             {
                 ledger.sessions.link(resp, id);
@@ -411,7 +412,7 @@ impl Tap {
             request: self.cell.as_ref().and_then(|c| c.content.get().cloned()),
             response: frames.unwrap_or_default(),
             sse,
-            chat: self.api == Api::Chat,
+            chat: self.dialect.api.is_chat_form(),
         };
         ledger.submit(job, self.route.is_llm());
         self.ledger.leave();

@@ -106,7 +106,7 @@ impl Metrics {
         // Exported from the first scrape: a model's own series appear with its first turn, and
         // a request that names no model is counted as `unknown`.
         turn.streams_without_usage
-            .with_label_values(&["unknown", Route::Chat.label()]);
+            .with_label_values(&["unknown", Route::Api(tokentap_core::api::Api::Chat).label()]);
         let chunk_processing = chunk_processing_histogram(&r);
         Metrics {
             requests: req,
@@ -315,11 +315,16 @@ mod tests {
         r.measured.cached_tokens = Some(4);
         r.measured.output_tokens = Some(3);
         r.measured.reasoning_tokens = Some(1);
-        m.observe_turn(&r, Route::Responses.label(), true);
+        m.observe_turn(
+            &r,
+            Route::Api(tokentap_core::api::Api::Responses).label(),
+            true,
+        );
         let text = String::from_utf8(m.render()).unwrap();
         // The names as TurnSeries registers them.
         let r = prometheus::Registry::new();
-        TurnSeries::register(&r).preset("m", Route::Responses.label());
+        TurnSeries::register(&r)
+            .preset("m", Route::Api(tokentap_core::api::Api::Responses).label());
         let names: Vec<String> = r.gather().iter().map(|f| f.name().to_string()).collect();
         assert_eq!(names.len(), 13, "{names:?}");
         for name in &names {

@@ -1,60 +1,50 @@
-//! Which measured route a request path is.
+//! Which measured route a request path is: one of the APIs (`tokentap_core::api::Api`), or
+//! another path.
 
-use tokentap_core::events::Api;
+use tokentap_core::api::Api;
+use tokentap_core::events::Dialect;
 
-/// The routes the proxy measures; everything else is forwarded and recorded with status and
-/// E2E only. Also the `route` metric label (bounded).
+/// The routes the proxy measures — the APIs; everything else is forwarded and recorded with
+/// status and E2E only. Also the `route` metric label (bounded).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
-    Chat,
-    Completions,
-    /// The OpenAI Responses API (`POST …/v1/responses`; not `GET …/v1/responses/{id}`).
-    Responses,
-    /// The Anthropic Messages API (`POST …/v1/messages`; not `…/v1/messages/count_tokens`).
-    Messages,
+    Api(Api),
     Other,
 }
 
 impl Route {
     pub fn of(path: &str) -> Route {
-        if path.ends_with("/v1/chat/completions") {
-            Route::Chat
-        } else if path.ends_with("/v1/completions") {
-            Route::Completions
-        } else if path.ends_with("/v1/responses") {
-            Route::Responses
-        } else if path.ends_with("/v1/messages") {
-            Route::Messages
-        } else {
-            Route::Other
-        }
+        Api::of_path(path).map_or(Route::Other, Route::Api)
     }
 
     pub fn is_llm(self) -> bool {
         self != Route::Other
     }
 
-    /// The API whose events the response speaks; `input_total` is `--messages-input-tokens
-    /// total`.
-    pub fn api(self, input_total: bool) -> Api {
+    /// The API, if the route is one.
+    pub fn api(self) -> Option<Api> {
         match self {
-            Route::Responses => Api::Responses,
-            Route::Messages => Api::Messages { input_total },
-            _ => Api::Chat,
+            Route::Api(a) => Some(a),
+            Route::Other => None,
+        }
+    }
+
+    /// How its response is read; `messages_input_total` is `--messages-input-tokens total`.
+    pub fn dialect(self, messages_input_total: bool) -> Dialect {
+        Dialect {
+            api: self.api().unwrap_or_default(),
+            messages_input_total,
         }
     }
 
     /// The route reads a session from the request body when no session header names one.
     pub fn has_body_session(self) -> bool {
-        matches!(self, Route::Responses | Route::Messages)
+        self.api().is_some_and(Api::has_own_events)
     }
 
     pub fn label(self) -> &'static str {
         match self {
-            Route::Chat => "/v1/chat/completions",
-            Route::Completions => "/v1/completions",
-            Route::Responses => "/v1/responses",
-            Route::Messages => "/v1/messages",
+            Route::Api(a) => a.as_str(),
             Route::Other => "other",
         }
     }
@@ -66,10 +56,14 @@ mod tests {
 
     #[test]
     fn routes() {
-        assert_eq!(Route::of("/v1/chat/completions"), Route::Chat);
-        assert_eq!(Route::of("/prefix/v1/responses"), Route::Responses);
+        assert_eq!(Route::of("/v1/chat/completions"), Route::Api(Api::Chat));
+        assert_eq!(
+            Route::of("/prefix/v1/responses"),
+            Route::Api(Api::Responses)
+        );
         assert_eq!(Route::of("/v1/responses/resp_1"), Route::Other);
-        assert_eq!(Route::of("/v1/messages"), Route::Messages);
+        assert_eq!(Route::of("/v1/messages"), Route::Api(Api::Messages));
         assert_eq!(Route::of("/v1/messages/count_tokens"), Route::Other);
+        assert_eq!(Route::Api(Api::Completions).label(), "/v1/completions");
     }
 }

@@ -118,7 +118,7 @@ pub async fn handle(
     shared.ledger.metrics.requests_seen.inc();
     let route = Route::of(req.uri().path());
     let mut tap = Tap::new(shared.ledger.enter(), anchor, route);
-    tap.set_api(route.api(shared.cfg.messages_input_total()));
+    tap.set_dialect(route.dialect(shared.cfg.messages_input_total()));
     let mut session = identify(&shared, &mut tap, route, &req);
     if let Err(e) = check_limits(&shared.cfg, &req) {
         return Ok(reject(&mut tap, e));
@@ -127,7 +127,8 @@ pub async fn handle(
     let headers = forward_headers(&shared.cfg, std::mem::take(&mut parts.headers), &parts.uri);
     let body_session = session.is_none()
         && (route.has_body_session()
-            || (route == Route::Chat && shared.cfg.groups_chat_by_prefix()))
+            || (route == Route::Api(tokentap_core::api::Api::Chat)
+                && shared.cfg.groups_chat_by_prefix()))
         && shared.cfg.reads_session_from_body();
     let out = match prepare_body(&shared, &mut tap, route, parts, headers, body, body_session).await
     {
@@ -152,7 +153,7 @@ fn session_of_body(shared: &Shared, tap: &mut Tap, route: Route, cell: &ReqCell)
         .iter()
         .find_map(|b| b.session(info, sessions));
     let Some(id) = found else {
-        if route == Route::Responses {
+        if route == Route::Api(tokentap_core::api::Api::Responses) {
             tap.session_from_response();
         }
         return None;
@@ -312,7 +313,7 @@ async fn prepare_body(
         let b = read_limited(body, cfg.max_body_bytes, cfg.body_timeout).await?;
         let mut info = ReqInfo::parse(&b).unwrap_or_default();
         info.bytes = b.len() as u64;
-        if whole && route == Route::Chat {
+        if whole && route == Route::Api(tokentap_core::api::Api::Chat) {
             info.prefixes = crate::sniff::message_prefixes(&b);
         }
         let _ = cell.info.set(info);

@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 use serde_json::{json, Value};
+use tokentap_core::api::Api;
 use tokentap_core::record::{Status, TurnRecord};
 use tokentap_core::timeline::TokenSource;
 use tokentap_sim::{ChunkKind, SimConfig};
@@ -13,18 +14,16 @@ use tokentap_testkit::proxy::*;
 /// Loopback plus two wake-ups on a loaded 2-core debug build (see `measure.rs`).
 const TOL_NS: u64 = 20_000_000;
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Api {
-    Responses,
-    Messages,
+/// The requests of the two APIs with events of their own, as these tests send them.
+trait Sample: Copy {
+    fn path(self) -> &'static str;
+    fn body(self, stream: bool, max: u64, extra: Value) -> Bytes;
+    fn id_prefix(self) -> &'static str;
 }
 
-impl Api {
+impl Sample for Api {
     fn path(self) -> &'static str {
-        match self {
-            Api::Responses => "/v1/responses",
-            Api::Messages => "/v1/messages",
-        }
+        self.as_str()
     }
 
     /// The same conversation as `testkit::body::chat`: a system prompt and one user message.
@@ -44,6 +43,7 @@ impl Api {
                 "max_tokens": max,
                 "stream": stream,
             }),
+            Api::Chat | Api::Completions => unreachable!("chat-form requests are testkit's"),
         };
         for (k, x) in extra.as_object().into_iter().flatten() {
             v[k] = x.clone();
@@ -55,6 +55,7 @@ impl Api {
         match self {
             Api::Responses => "resp_sim",
             Api::Messages => "msg_sim",
+            Api::Chat | Api::Completions => "chatcmpl-sim",
         }
     }
 }

@@ -32,7 +32,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// The route of every replay request (its series' `route` label).
-const CHAT_ROUTE: &str = "/v1/chat/completions";
+const CHAT_ROUTE: &str = tokentap_core::api::Api::Chat.as_str();
 
 /// The client-side registry.
 pub struct ClientMetrics {

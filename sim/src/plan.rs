@@ -24,16 +24,9 @@ use tokentap_core::text::{filler, REASONING_PREAMBLE};
 use tokentap_core::tokenize::{self, BYTES_PER_TOKEN};
 use tokentap_core::wire::{ChatRequest, FunctionCall, StreamOptions, ToolCall};
 
-/// Which API route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Api {
-    Chat,
-    Completions,
-    /// The OpenAI Responses API: the request served in chat form, the events its own.
-    Responses,
-    /// The Anthropic Messages API, likewise.
-    Messages,
-}
+/// Which API a request speaks (the Responses and Messages APIs: served in chat form, the events
+/// their own).
+pub(crate) use tokentap_core::api::Api;
 
 /// `POST /v1/completions` body: only the fields the sim reads.
 #[derive(Debug, Clone, Deserialize)]

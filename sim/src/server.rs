@@ -352,23 +352,19 @@ enum Route {
 }
 
 fn route(method: &Method, path: &str) -> Route {
+    let not_allowed =
+        || Route::Refused(StatusCode::METHOD_NOT_ALLOWED, "method not allowed".into());
+    if let Some(api) = Api::parse(path) {
+        return if method == Method::POST {
+            Route::Api(api)
+        } else {
+            not_allowed()
+        };
+    }
     match (method, path) {
-        (&Method::POST, "/v1/chat/completions") => Route::Api(Api::Chat),
-        (&Method::POST, "/v1/completions") => Route::Api(Api::Completions),
-        (&Method::POST, "/v1/responses") => Route::Api(Api::Responses),
-        (&Method::POST, "/v1/messages") => Route::Api(Api::Messages),
         (&Method::GET, "/health") => Route::Health,
         (&Method::GET, "/v1/models") => Route::Models,
-        (
-            _,
-            "/health"
-            | "/metrics"
-            | "/v1/models"
-            | "/v1/chat/completions"
-            | "/v1/completions"
-            | "/v1/responses"
-            | "/v1/messages",
-        ) => Route::Refused(StatusCode::METHOD_NOT_ALLOWED, "method not allowed".into()),
+        (_, "/health" | "/metrics" | "/v1/models") => not_allowed(),
         _ => Route::Refused(StatusCode::NOT_FOUND, format!("no route for {path}")),
     }
 }
@@ -426,11 +422,7 @@ async fn read_request(
 /// `previous_response_id` is accepted and not looked up: the sim stores no responses, so the
 /// prompt is the request's own input.
 fn in_chat_form(api: Api, v: &serde_json::Value) -> serde_json::Value {
-    let core_api = match api {
-        Api::Responses => tokentap_core::events::Api::Responses,
-        _ => tokentap_core::events::Api::Messages { input_total: false },
-    };
-    let c = tokentap_core::convert::request(core_api, v);
+    let c = tokentap_core::convert::request(api, v);
     let mut r = serde_json::json!({"messages": c.messages});
     for k in ["model", "stream", "include_metrics"] {
         if let Some(x) = v.get(k).filter(|x| !x.is_null()) {
