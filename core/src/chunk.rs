@@ -11,32 +11,27 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::fmt;
 
-/// Why a response ended, as the server said.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FinishReason {
-    Stop,
-    Length,
-    ToolCalls,
-    ContentFilter,
-    /// The legacy `function_call` (the reference counts it separately).
-    FunctionCall,
-    /// Anything else a server sends (`abort`, ...).
-    Other,
+crate::vocabulary! {
+    /// Why a response ended, as the server said.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum FinishReason {
+        /// A natural end, or a stop sequence.
+        Stop = "stop",
+        /// The token budget ran out.
+        Length = "length",
+        /// The model called tools.
+        ToolCalls = "tool_calls",
+        /// The server's content filter cut it.
+        ContentFilter = "content_filter",
+        /// The legacy `function_call` (the reference counts it separately).
+        FunctionCall = "function_call",
+        /// Anything else a server sends (`abort`, ...).
+        Other = "other",
+    }
 }
 
 impl FinishReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FinishReason::Stop => "stop",
-            FinishReason::Length => "length",
-            FinishReason::ToolCalls => "tool_calls",
-            FinishReason::ContentFilter => "content_filter",
-            FinishReason::FunctionCall => "function_call",
-            FinishReason::Other => "other",
-        }
-    }
-
     fn from_raw(raw: &[u8]) -> Option<Self> {
         Some(match raw {
             b"null" => return None,

@@ -158,59 +158,38 @@ impl TurnError {
     }
 }
 
-/// Which clock stamped the response's arrival instants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RxClock {
-    /// The kernel's software receive timestamp (`SO_TIMESTAMPNS`): when the bytes reached the
-    /// host, independent of when the reading thread ran.
-    Kernel,
-    /// The reading thread, right after the read returned.
-    User,
-}
-
-impl RxClock {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RxClock::Kernel => "kernel",
-            RxClock::User => "user",
-        }
+crate::vocabulary! {
+    /// Which clock stamped the response's arrival instants.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum RxClock {
+        /// The kernel's software receive timestamp (`SO_TIMESTAMPNS`): when the bytes reached
+        /// the host, independent of when the reading thread ran.
+        Kernel = "kernel",
+        /// The reading thread, right after the read returned.
+        User = "user",
     }
 }
 
-/// Where a reference token count (OSL, TPOT denominator, ISL) came from
-/// (docs/benchmark.md#reference-tokens).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CountSource {
-    /// The model's tokenizer through its chat template, as the reference counts: the
-    /// benchmark's own number.
-    Tokenizer,
-    /// The chat template failed; the reference's text fallback was counted (as it would be).
-    TokenizerFallback,
-    /// The server's usage (`completion_tokens`, `prompt_tokens`): not the reference's count.
-    Usage,
-    /// One token per text chunk: nothing better was available.
-    Chunks,
+crate::vocabulary! {
+    /// Where a reference token count (OSL, TPOT denominator, ISL) came from
+    /// (docs/benchmark.md#reference-tokens).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum CountSource {
+        /// The model's tokenizer through its chat template, as the reference counts: the
+        /// benchmark's own number.
+        Tokenizer = "tokenizer",
+        /// The chat template failed; the reference's text fallback was counted (as it would be).
+        TokenizerFallback = "tokenizer_fallback",
+        /// The server's usage (`completion_tokens`, `prompt_tokens`): not the reference's count.
+        Usage = "usage",
+        /// One token per text chunk: nothing better was available.
+        Chunks = "chunks",
+    }
 }
 
 impl CountSource {
-    pub const ALL: [CountSource; 4] = [
-        CountSource::Tokenizer,
-        CountSource::TokenizerFallback,
-        CountSource::Usage,
-        CountSource::Chunks,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CountSource::Tokenizer => "tokenizer",
-            CountSource::TokenizerFallback => "tokenizer_fallback",
-            CountSource::Usage => "usage",
-            CountSource::Chunks => "chunks",
-        }
-    }
-
     /// The reference tokenizer produced it (directly or through its fallback).
     pub fn is_reference(self) -> bool {
         matches!(

@@ -73,3 +73,31 @@ macro_rules! vocabulary {
         }
     };
 }
+
+#[cfg(test)]
+mod tests {
+    /// A vocabulary that is also written by serde is written by its one name: the serde name of
+    /// every value is its `as_str`, and it reads back.
+    fn serde_is_the_name<T>(all: &[T], name: fn(&T) -> &'static str)
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+    {
+        for v in all {
+            let text = serde_json::to_string(v).unwrap();
+            assert_eq!(text, format!("\"{}\"", name(v)), "{v:?}");
+            assert_eq!(&serde_json::from_str::<T>(&text).unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn serde_names_are_the_vocabularys() {
+        use crate::chunk::FinishReason;
+        use crate::record::{CountSource, RxClock, Status};
+        use crate::timeline::TokenSource;
+        serde_is_the_name(&Status::ALL, |v| v.as_str());
+        serde_is_the_name(&RxClock::ALL, |v| v.as_str());
+        serde_is_the_name(&CountSource::ALL, |v| v.as_str());
+        serde_is_the_name(&FinishReason::ALL, |v| v.as_str());
+        serde_is_the_name(&TokenSource::ALL, |v| v.as_str());
+    }
+}

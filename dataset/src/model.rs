@@ -7,23 +7,20 @@
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 
-/// Role of a row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Role {
-    User,
-    Assistant,
-    Tool,
+tokentap_core::vocabulary! {
+    /// Role of a row.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Role {
+        /// A user message: becomes a request.
+        User = "user",
+        /// The model's recorded answer: replayed as history, never sent as a request.
+        Assistant = "assistant",
+        /// A tool's result: becomes a request.
+        Tool = "tool",
+    }
 }
 
 impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            Role::Tool => "tool",
-        }
-    }
-
     /// `user` and `tool` rows become requests.
     pub fn is_client(self) -> bool {
         !matches!(self, Role::Assistant)

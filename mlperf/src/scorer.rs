@@ -88,11 +88,15 @@ pub const ALIASES: &[(&str, &str)] = &[
 /// `_SHELL_WRAPPERS`.
 pub const WRAPPERS: &[&str] = &["env", "time", "nice", "sudo", "exec", "command"];
 
-/// Coding or workflow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Domain {
-    Coding,
-    Workflow,
+tokentap_core::vocabulary! {
+    /// Coding or workflow.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Domain {
+        /// A coding trajectory (any conversation id but `sim_<digits>`).
+        Coding = "coding",
+        /// A workflow trajectory (`sim_<digits>`).
+        Workflow = "workflow",
+    }
 }
 
 impl Domain {
@@ -105,13 +109,6 @@ impl Domain {
         match id.strip_prefix("sim_") {
             Some(rest) if !rest.is_empty() && rest.chars().all(is_py_digit) => Domain::Workflow,
             _ => Domain::Coding,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Domain::Coding => "coding",
-            Domain::Workflow => "workflow",
         }
     }
 }

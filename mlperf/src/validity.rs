@@ -103,27 +103,24 @@ pub fn min_duration_s(concurrency: u64) -> f64 {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Pass,
-    Fail,
-    /// Reported as the official checker reports it, as a warning: it does not make the point
-    /// invalid (a point shorter than the minimum duration).
-    Warn,
-    NotEvaluated,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Pass => "pass",
-            Status::Fail => "fail",
-            Status::Warn => "warn",
-            Status::NotEvaluated => "not_evaluated",
-        }
+tokentap_core::vocabulary! {
+    /// A rule's outcome.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Status {
+        /// The rule holds.
+        Pass = "pass",
+        /// The rule fails: the point is invalid.
+        Fail = "fail",
+        /// Reported as the official checker reports it, as a warning: it does not make the
+        /// point invalid (a point shorter than the minimum duration).
+        Warn = "warn",
+        /// A fact the rule needs is missing (the OSL gate without a tokenizer).
+        NotEvaluated = "not_evaluated",
     }
 }
+
+impl Status {}
 
 /// Rule ids of the official submission checker (`endpoints-submission-cli`) for the rules it
 /// and tokentap both evaluate; the other rules of a point come from the reference README

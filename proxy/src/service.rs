@@ -66,21 +66,14 @@ pub fn session_of(
     Some((out, Some(SessionIdNote::NonUtf8)))
 }
 
-/// How a session id was taken from its header, when not as plain ASCII.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SessionIdNote {
-    /// UTF-8 beyond ASCII: kept byte-exact.
-    NonAscii,
-    /// Not UTF-8: the invalid bytes percent-encoded.
-    NonUtf8,
-}
-
-impl SessionIdNote {
-    pub fn label(self) -> &'static str {
-        match self {
-            SessionIdNote::NonAscii => "non_ascii",
-            SessionIdNote::NonUtf8 => "non_utf8",
-        }
+tokentap_core::vocabulary! {
+    /// How a session id was taken from its header, when not as plain ASCII.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum SessionIdNote {
+        /// UTF-8 beyond ASCII: kept byte-exact.
+        NonAscii = "non_ascii",
+        /// Not UTF-8: the invalid bytes percent-encoded.
+        NonUtf8 = "non_utf8",
     }
 }
 
@@ -186,7 +179,7 @@ fn identify(
     let session = session_of(&cfg.session_headers, req.headers()).map(|(id, note)| {
         let unusual = |kind: &str| metrics.session_ids_unusual.with_label_values(&[kind]).inc();
         if let Some(n) = note {
-            unusual(n.label());
+            unusual(n.as_str());
         }
         let (id, cut) = crate::sessions::cap_id(id, cfg.max_session_id_bytes);
         if cut {

@@ -135,20 +135,15 @@ pub struct ModesConfig {
     pub tokens_per_chunk: u32,
 }
 
-/// `delta.reasoning_content` (SGLang, older vLLM) or `delta.reasoning` (newer vLLM).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum ReasoningField {
-    ReasoningContent,
-    Reasoning,
-}
-
-impl ReasoningField {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReasoningField::ReasoningContent => "reasoning_content",
-            ReasoningField::Reasoning => "reasoning",
-        }
+tokentap_core::vocabulary! {
+    /// Where the reasoning text streams.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ReasoningField {
+        /// `delta.reasoning_content` (SGLang, older vLLM).
+        ReasoningContent = "reasoning_content",
+        /// `delta.reasoning` (newer vLLM).
+        Reasoning = "reasoning",
     }
 }
 
