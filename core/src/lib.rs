@@ -39,7 +39,7 @@
 //! - [`tokenize`]: the deterministic stand-in tokenizer (4 bytes per token).
 //! - [`vocabulary`]: `vocabulary!`, closed name lists (error kinds, statuses, token sources)
 //!   declared once with their names and meanings.
-//! - [`body`]: `Either`, one of two HTTP bodies as one body type (proxy and sim).
+//! - [`either`]: `Either`, one of two HTTP bodies as one body type (proxy and sim).
 //! - [`tls`]: TLS client settings (crypto provider, roots, `--insecure`) for replay and proxy.
 //!
 //! ## Data flow
@@ -55,11 +55,11 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
-pub mod body;
 pub mod chunk;
 pub mod clock;
 pub mod convert;
 pub mod duration;
+pub mod either;
 pub mod error;
 pub mod events;
 pub mod http1;

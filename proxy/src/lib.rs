@@ -45,7 +45,7 @@
 //!
 //! ## Measured cost
 //! Per chunk in-process: ≈1.6 µs for the metered body (framer + timeline + chunk parse), zero
-//! allocations on the steady path (`benches/body.rs`). End to end on a 2-vCPU VM, side by side
+//! allocations on the steady path (`benches/chunk.rs`). End to end on a 2-vCPU VM, side by side
 //! with nginx: about nginx's CPU per chunk (5–11 µs under load) and chunk rate, ≈47 KiB per
 //! in-flight stream (`examples/proxy_overhead.rs`; the tables: docs/benchmarks.md).
 //!

@@ -14,7 +14,7 @@
 //!
 //! The chunk instant is read just before the frame is handed back to hyper, which writes it to
 //! the client socket in the same poll of the connection task: "forwarded to the client" within
-//! the cost of the framer and the chunk parse (≈1 µs, see `benches/body.rs`).
+//! the cost of the framer and the chunk parse (≈1 µs, see `benches/chunk.rs`).
 //!
 //! Exactly one record per request, whatever happens: [`Tap::finish`] runs once, at the end of
 //! the stream, on an error, or from `Drop` — a tap dropped before its end was cut off by the
@@ -657,7 +657,7 @@ where
 // request and polled in place, never moved per chunk, so boxing would only add an allocation.
 //
 // `Left`: the upstream's response, metered; `Right`: an answer of the proxy's own (an error).
-pub type ProxyBody = tokentap_core::body::Either<MeteredBody<UpstreamBody>, Full<Bytes>>;
+pub type ProxyBody = tokentap_core::either::Either<MeteredBody<UpstreamBody>, Full<Bytes>>;
 
 impl<E: std::error::Error + 'static> From<Infallible> for BodyError<E> {
     fn from(never: Infallible) -> Self {

@@ -33,8 +33,8 @@ use hyper::body::Incoming;
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokentap_core::body::Either;
 use tokentap_core::clock::{self, Anchor};
+use tokentap_core::either::Either;
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
 use crate::route::Route;

@@ -26,7 +26,7 @@ impl Sample for Api {
         self.as_str()
     }
 
-    /// The same conversation as `testkit::body::chat`: a system prompt and one user message.
+    /// The same conversation as `testkit::requests::chat`: a system prompt and one user message.
     fn body(self, stream: bool, max: u64, extra: Value) -> Bytes {
         let mut v = match self {
             Api::Responses => json!({

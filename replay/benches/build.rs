@@ -18,7 +18,7 @@
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
 use std::time::Duration;
 use tokentap_dataset::Dataset;
-use tokentap_replay::body::{BodyBuilder, RequestSettings};
+use tokentap_replay::request::{BodyBuilder, RequestSettings};
 
 /// A trajectory of `turns` tool turns whose history before the last one is about `context`
 /// bytes (at least ~250 bytes of message JSON per turn).

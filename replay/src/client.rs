@@ -30,9 +30,9 @@
 //! time of the newest TCP segment the TLS layer consumed for it (see [`crate::rx`]), so TLS
 //! decryption shows in the read lag, not in TTFT.
 
-use crate::body::RequestBody;
 use crate::config::Endpoint;
 pub use crate::config::Protocols;
+use crate::request::RequestBody;
 use crate::response::{broke, conclude, date_secs, internal, upstream, Ctx, Sink, Stale};
 pub use crate::response::{Capture, Exchange, RxReport, Scratch, TurnOpts};
 use crate::rx::{Read, RxStream};

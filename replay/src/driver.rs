@@ -25,11 +25,11 @@
 //! `aborted` record; "cancel" (shutdown only) also drops the in-flight request, whose record is
 //! `cancelled` with whatever had arrived.
 
-use crate::body::{BodyBuilder, RequestSettings};
 use crate::client::{self, Conn, Exchange, Scratch, Target};
 use crate::config::RunConfig;
 use crate::post::Job;
 use crate::progress::Counters;
+use crate::request::{BodyBuilder, RequestSettings};
 use crate::salt::Tag;
 use http::HeaderValue;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};

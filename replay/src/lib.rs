@@ -9,7 +9,7 @@
 //! - [`config`]: [`RunConfig`], every option declared once (flags, defaults, `config.json`
 //!   keys), resolved (presets under the flags, seed set, timeout) and checked; [`Opts`] adds
 //!   the run's `--concurrency`. Written to `config.json` and embedded in `summary.json`.
-//! - [`body`]: byte-compatible request bodies built incrementally (each history message
+//! - [`request`]: byte-compatible request bodies built incrementally (each history message
 //!   serialized once per trajectory; the body is a list of shared segments).
 //! - [`salt`]: BLAKE2b-2 salt tags (docs/benchmark.md#salting).
 //! - [`merge`]: `tokentap merge` — the shards of one run joined into that run.
@@ -55,7 +55,6 @@
 //! docs/benchmarks.md.
 #![forbid(unsafe_code)]
 
-pub mod body;
 pub mod client;
 pub mod collector;
 pub mod config;
@@ -69,6 +68,7 @@ pub mod models;
 mod phase;
 mod post;
 pub mod progress;
+pub mod request;
 mod response;
 pub mod rx;
 pub mod salt;

@@ -14,8 +14,8 @@
 //! The pool drains completely before the run's files are written: a run stopped with Ctrl-C
 //! still has every count and score of the turns it recorded.
 
-use crate::body::RequestBody;
 use crate::collector::{Msg, RefTurn, ReplayRecord};
+use crate::request::RequestBody;
 use parking_lot::Mutex;
 use std::sync::mpsc;
 use std::sync::Arc;

@@ -34,7 +34,7 @@
 //! - `plan`: per request, all decisions — output length, text, mode, fault, cache result.
 //! - `tools`: which offered tool a call goes to, and arguments its JSON schema accepts.
 //! - `frame`: SSE event and JSON body formatting (pre-formatted heads, no serde per chunk).
-//! - `body`: the response body, an `http_body::Body` that walks the plan on an absolute
+//! - `stream`: the response body, an `http_body::Body` that walks the plan on an absolute
 //!   schedule and stamps every frame as it hands it to hyper.
 //! - `server`: [`SimServer`], accept loop, routing, shutdown.
 //! - `shared`: the state every connection shares (config, the engine requests contend for: prefix
@@ -102,7 +102,6 @@
 #![forbid(unsafe_code)]
 
 pub mod answers;
-mod body;
 pub mod cache;
 mod cli;
 pub mod config;
@@ -114,10 +113,11 @@ pub mod render;
 mod rng;
 mod server;
 mod shared;
+mod stream;
 mod tools;
 
 pub use answers::Answers;
-pub use body::SimBodyError;
+pub use stream::SimBodyError;
 pub use cli::{run, run_with, Opts, Preset};
 pub use config::{
     CacheConfig, ConfigError, EngineFlavor, FaultConfig, ModesConfig, OutputConfig, ReasoningField,

@@ -7,10 +7,10 @@
 //! logged `finished: false`), then flush the JSONL log.
 
 use crate::answers::Answers;
-use crate::body::{SimBody, SimBodyError};
 use crate::config::SimConfig;
 use crate::plan::{self, Api, FaultKind, Parsed};
 use crate::shared::Shared;
+use crate::stream::{SimBody, SimBodyError};
 use crate::RequestLog;
 use bytes::Bytes;
 use http::{header, Method, Request, Response, StatusCode};
@@ -24,8 +24,8 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokentap_core::body::Either;
 use tokentap_core::clock::Anchor;
+use tokentap_core::either::Either;
 use tokentap_core::wire::ErrorBody;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;

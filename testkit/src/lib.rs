@@ -6,7 +6,7 @@
 //! - [`client`]: one stamping client — every response frame is stamped with
 //!   [`tokentap_core::clock::now`] as it arrives, over hyper-util's pooled client ([`client::send`])
 //!   or one hyper connection per request ([`client::open`], [`client::send_once`]).
-//! - [`body`]: the chat request bodies and request builders.
+//! - [`requests`]: the chat request bodies and request builders.
 //! - [`topology`]: the sim ← proxy ← replay topology builder ([`topology::Stack`]) and its parts.
 //! - [`upstreams`]: raw-TCP upstreams for faults the sim cannot produce (refuse, close before the
 //!   head, never answer, split events).
@@ -16,11 +16,11 @@
 //! Each crate's tests import one view: [`proxy`], [`sim`] or [`replay`] (`use
 //! tokentap_testkit::proxy::*;`), the names those tests have always used.
 
-pub mod body;
 pub mod client;
 pub mod data;
 pub mod fuzz;
 pub mod measure;
+pub mod requests;
 pub mod spawn;
 pub mod topology;
 pub mod upstreams;

@@ -1,7 +1,7 @@
 //! What the proxy's tests import (`use tokentap_testkit::proxy::*;`).
 
-pub use crate::body::{chat, mask_created, post, post_chat};
 pub use crate::client::{client, client_h2, send, Got, TestClient};
+pub use crate::requests::{chat, mask_created, post, post_chat};
 pub use crate::topology::{proxy, proxy_cfg, sim, sim_cfg, Stack};
 pub use crate::upstreams::{closing_upstream, dead_addr, silent_upstream, split_upstream};
 pub use crate::within;

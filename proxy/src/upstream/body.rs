@@ -4,7 +4,7 @@ use crate::sniff::{RequestTap, TapError};
 use bytes::Bytes;
 use http_body_util::Full;
 use std::convert::Infallible;
-use tokentap_core::body::Either;
+use tokentap_core::either::Either;
 
 /// The body sent upstream: the client's, tapped as it streams through, or a buffered one
 /// (rewritten by `--inject-usage`, and re-sendable to the next replica).

@@ -35,7 +35,7 @@ pub use tls::{provider, read_certs};
 use crate::error::chain;
 use http::{HeaderMap, Method, Request, Response, Uri, Version};
 use std::time::Duration;
-use tokentap_core::body::Either;
+use tokentap_core::either::Either;
 
 /// The upstream response body: from the direct HTTP/1.1 client, or from hyper-util's (the
 /// direct client's error type covers both).

@@ -8,7 +8,7 @@
 //! - After the benches, a counting global allocator reports allocations per chunk while
 //!   polling the middle of a metered stream (the steady path).
 //!
-//! Run: `cargo bench -p tokentap-proxy --bench body`
+//! Run: `cargo bench -p tokentap-proxy --bench chunk`
 //!
 //! Results (the runs, their dates and the machine): docs/benchmarks.md, "Proxy, per chunk".
 
