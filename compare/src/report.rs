@@ -59,29 +59,12 @@ impl Tolerance {
     }
 }
 
-/// Order statistics of client − wire over the compared turns.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Dist {
-    pub min: f64,
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-    pub max: f64,
-    pub mean: f64,
-}
+/// Order statistics of client − wire over the compared turns (and of the TTFT split).
+pub use tokentap_core::stats::Dist;
 
-impl Dist {
-    /// The distribution of `s`, or `None` without samples.
-    fn of(mut s: Samples) -> Option<Dist> {
-        s.percentiles().map(|p| Dist {
-            min: p.min,
-            p50: p.p50,
-            p90: p.p90,
-            p99: p.p99,
-            max: p.max,
-            mean: p.mean,
-        })
-    }
+/// The distribution of `s`, or `None` without samples.
+fn dist_of(mut s: Samples) -> Option<Dist> {
+    s.dist()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -472,7 +455,7 @@ fn split_report(pairs: &[PairOut]) -> Option<TtftSplitReport> {
     if with.is_empty() {
         return None;
     }
-    let dist = |xs: Vec<f64>| Dist::of(xs.into_iter().collect());
+    let dist = |xs: Vec<f64>| dist_of(xs.into_iter().collect());
     Some(TtftSplitReport {
         turns: with.len(),
         queue_ms: dist(with.iter().map(|(_, s)| s.queue_ms).collect())?,
@@ -585,7 +568,7 @@ fn judge_metric(
     reasons: &mut Vec<String>,
     judged: &mut usize,
 ) -> MetricReport {
-    let diff = Dist::of(vals.iter().map(|(a, b, _)| a - b).collect());
+    let diff = dist_of(vals.iter().map(|(a, b, _)| a - b).collect());
     let beyond = vals
         .iter()
         .filter(|(a, b, _)| (a - b).abs() > s.tolerance.allowed(m, *b))

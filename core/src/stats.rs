@@ -21,6 +21,31 @@ pub struct Percentiles {
     pub p999: f64,
 }
 
+/// The order statistics a report shows of one quantity (from [`Percentiles`]): compare's
+/// differences and timings, the dataset's sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Dist {
+    pub min: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+impl From<Percentiles> for Dist {
+    fn from(p: Percentiles) -> Dist {
+        Dist {
+            min: p.min,
+            p50: p.p50,
+            p90: p.p90,
+            p99: p.p99,
+            max: p.max,
+            mean: p.mean,
+        }
+    }
+}
+
 /// Raw samples of one quantity.
 #[derive(Debug, Clone, Default)]
 pub struct Samples {
@@ -85,6 +110,11 @@ impl Samples {
     }
 
     /// All published statistics, or `None` with no samples.
+    /// The report's order statistics, or `None` without samples.
+    pub fn dist(&mut self) -> Option<Dist> {
+        self.percentiles().map(Dist::from)
+    }
+
     pub fn percentiles(&mut self) -> Option<Percentiles> {
         if self.v.is_empty() {
             return None;

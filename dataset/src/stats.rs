@@ -74,9 +74,9 @@ pub struct DomainStats {
     /// Recorded responses (never sent).
     pub assistant_turns: u64,
     /// Client turns per trajectory.
-    pub turns_per_trajectory: Option<Dist>,
+    pub turns_per_trajectory: Option<CountedDist>,
     /// Rows of every role per trajectory.
-    pub rows_per_trajectory: Option<Dist>,
+    pub rows_per_trajectory: Option<CountedDist>,
     /// Request size by client-turn index (see [`TURN_BUCKETS`]); empty buckets are left out.
     pub prompt_by_turn: Vec<TurnBucket>,
     /// Size of the first request of each trajectory (system prompt + tools + first user row).
@@ -85,7 +85,7 @@ pub struct DomainStats {
     pub final_context: Option<Size>,
     /// Growth of the request from one client turn to the next, in bytes (one sample per client
     /// turn after the first of its trajectory).
-    pub growth_per_turn_bytes: Option<Dist>,
+    pub growth_per_turn_bytes: Option<CountedDist>,
     /// `delay_seconds` of client rows that have one.
     pub delays: Delays,
     pub system_prompts: SystemPrompts,
@@ -93,32 +93,31 @@ pub struct DomainStats {
     pub assistant: Assistant,
 }
 
-/// Order statistics of one quantity (from [`Samples`], numpy `linear` percentiles).
+/// Order statistics of one quantity (core's [`tokentap_core::stats::Dist`], numpy `linear`
+/// percentiles) with its count and sum.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Dist {
+pub struct CountedDist {
     pub count: u64,
     pub sum: f64,
-    pub min: f64,
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-    pub max: f64,
-    pub mean: f64,
+    #[serde(flatten)]
+    pub of: tokentap_core::stats::Dist,
 }
 
-impl Dist {
+impl std::ops::Deref for CountedDist {
+    type Target = tokentap_core::stats::Dist;
+    fn deref(&self) -> &Self::Target {
+        &self.of
+    }
+}
+
+impl CountedDist {
     /// `None` when there are no samples.
-    fn of(col: &mut Col) -> Option<Dist> {
+    fn of(col: &mut Col) -> Option<CountedDist> {
         let p = col.samples.percentiles()?;
-        Some(Dist {
+        Some(CountedDist {
             count: p.count,
             sum: col.sum,
-            min: p.min,
-            p50: p.p50,
-            p90: p.p90,
-            p99: p.p99,
-            max: p.max,
-            mean: p.mean,
+            of: p.into(),
         })
     }
 }
@@ -126,8 +125,8 @@ impl Dist {
 /// A size in bytes and in stand-in tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Size {
-    pub bytes: Dist,
-    pub tokens: Dist,
+    pub bytes: CountedDist,
+    pub tokens: CountedDist,
 }
 
 /// Request sizes of the client turns whose index falls in `[from, to]`.
@@ -149,7 +148,7 @@ pub struct Delays {
     /// Client rows without one (no pause).
     pub missing: u64,
     /// Seconds; `None` without delays.
-    pub seconds: Option<Dist>,
+    pub seconds: Option<CountedDist>,
 }
 
 /// System prompts (message 0 of every request of a trajectory).
@@ -160,7 +159,7 @@ pub struct SystemPrompts {
     /// Distinct system prompt texts.
     pub distinct: u64,
     /// Bytes of each distinct prompt.
-    pub distinct_bytes: Option<Dist>,
+    pub distinct_bytes: Option<CountedDist>,
     /// The most shared prompts (up to 5), most trajectories first.
     pub top: Vec<SharedText>,
 }
@@ -181,9 +180,9 @@ pub struct Tools {
     /// Distinct tool sets (compact JSON text).
     pub distinct_sets: u64,
     /// Tool definitions per trajectory (trajectories with tools).
-    pub per_trajectory: Option<Dist>,
+    pub per_trajectory: Option<CountedDist>,
     /// Compact JSON bytes of the tool set per trajectory (trajectories with tools).
-    pub bytes: Option<Dist>,
+    pub bytes: Option<CountedDist>,
 }
 
 /// Recorded assistant turns (the response sizes a compatible run is compared with).
@@ -195,7 +194,7 @@ pub struct Assistant {
     pub with_reasoning: u64,
     pub with_intent_codes: u64,
     /// Stand-in tokens of content + reasoning + tool calls, per assistant row.
-    pub output_tokens: Option<Dist>,
+    pub output_tokens: Option<CountedDist>,
 }
 
 /// Raw samples plus their exact running sum (`Samples` only exposes the mean).
@@ -389,8 +388,8 @@ impl Acc {
     fn finish(mut self) -> DomainStats {
         let size = |(b, t): &mut (Col, Col)| {
             Some(Size {
-                bytes: Dist::of(b)?,
-                tokens: Dist::of(t)?,
+                bytes: CountedDist::of(b)?,
+                tokens: CountedDist::of(t)?,
             })
         };
         let prompt_by_turn = TURN_BUCKETS
@@ -416,21 +415,21 @@ impl Acc {
             user_turns: self.user_turns,
             tool_turns: self.tool_turns,
             assistant_turns: self.assistant_turns,
-            turns_per_trajectory: Dist::of(&mut self.turns_per_traj),
-            rows_per_trajectory: Dist::of(&mut self.rows_per_traj),
+            turns_per_trajectory: CountedDist::of(&mut self.turns_per_traj),
+            rows_per_trajectory: CountedDist::of(&mut self.rows_per_traj),
             prompt_by_turn,
             first_request: size(&mut self.first),
             final_context: size(&mut self.last),
-            growth_per_turn_bytes: Dist::of(&mut self.growth),
+            growth_per_turn_bytes: CountedDist::of(&mut self.growth),
             delays: Delays {
                 count: self.delays.samples.len() as u64,
                 missing: self.no_delay,
-                seconds: Dist::of(&mut self.delays),
+                seconds: CountedDist::of(&mut self.delays),
             },
             system_prompts: SystemPrompts {
                 trajectories_with: systems.iter().map(|(_, n)| n).sum(),
                 distinct: systems.len() as u64,
-                distinct_bytes: Dist::of(&mut distinct_bytes),
+                distinct_bytes: CountedDist::of(&mut distinct_bytes),
                 top: systems
                     .iter()
                     .take(5)
@@ -444,15 +443,15 @@ impl Acc {
             tools: Tools {
                 trajectories_with: self.tool_sets.values().sum(),
                 distinct_sets: self.tool_sets.len() as u64,
-                per_trajectory: Dist::of(&mut self.tools_count),
-                bytes: Dist::of(&mut self.tools_bytes),
+                per_trajectory: CountedDist::of(&mut self.tools_count),
+                bytes: CountedDist::of(&mut self.tools_bytes),
             },
             assistant: Assistant {
                 with_tool_calls: self.with_tool_calls,
                 with_parallel_tool_calls: self.with_parallel,
                 with_reasoning: self.with_reasoning,
                 with_intent_codes: self.with_intents,
-                output_tokens: Dist::of(&mut self.output_tokens),
+                output_tokens: CountedDist::of(&mut self.output_tokens),
             },
         }
     }
@@ -654,7 +653,7 @@ fn render_assistant(out: &mut String, d: &DomainStats) {
     );
 }
 
-fn line(out: &mut String, label: &str, d: Option<&Dist>, div: f64) {
+fn line(out: &mut String, label: &str, d: Option<&CountedDist>, div: f64) {
     let Some(d) = d else { return };
     let _ = writeln!(
         out,
@@ -707,7 +706,7 @@ type Cell = fn(&DomainStats) -> String;
 
 /// The comparison's rows: a name and how to show one dataset's value.
 pub fn comparison_rows() -> Vec<(&'static str, Cell)> {
-    fn d3(d: Option<&Dist>, div: f64) -> String {
+    fn d3(d: Option<&CountedDist>, div: f64) -> String {
         d.map_or("-".into(), |d| {
             format!(
                 "{:.0} / {:.0} / {:.0}",
@@ -717,7 +716,7 @@ pub fn comparison_rows() -> Vec<(&'static str, Cell)> {
             )
         })
     }
-    fn s3(d: Option<&Dist>) -> String {
+    fn s3(d: Option<&CountedDist>) -> String {
         d.map_or("-".into(), |d| {
             format!("{:.2} / {:.2} / {:.2}", d.p50, d.p90, d.max)
         })

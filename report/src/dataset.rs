@@ -32,7 +32,7 @@ pub fn comparison_html(a: &DatasetStats, b: &DatasetStats) -> String {
     }
     o.push_str("</table>");
     let growth =
-        |d: &DomainStats, q: fn(&tokentap_dataset::stats::Dist) -> f64| -> Vec<(f64, f64)> {
+        |d: &DomainStats, q: fn(&tokentap_dataset::stats::CountedDist) -> f64| -> Vec<(f64, f64)> {
             d.prompt_by_turn
                 .iter()
                 .map(|x| (x.from as f64, q(&x.size.tokens)))

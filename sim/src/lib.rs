@@ -117,13 +117,13 @@ mod stream;
 mod tools;
 
 pub use answers::Answers;
-pub use stream::SimBodyError;
 pub use cli::{run, run_with, Opts, Preset};
 pub use config::{
     CacheConfig, ConfigError, EngineFlavor, FaultConfig, ModesConfig, OutputConfig, ReasoningField,
     SimConfig, TimingConfig,
 };
 pub use server::SimServer;
+pub use stream::SimBodyError;
 
 use bytes::Bytes;
 use tokentap_core::clock::Anchor;
