@@ -175,7 +175,7 @@ fn a_time_only_join_never_mispairs() {
 #[test]
 fn a_guidellm_file_is_never_read_as_another_format() {
     let f = fixture("guidellm/c148.json");
-    for given in Format::READ.into_iter().filter(|f| *f != Format::Guidellm) {
+    for given in Format::read().filter(|f| *f != Format::Guidellm) {
         let e = formats::resolve(given, &f).unwrap_err().to_string();
         assert!(
             e.contains("this is a guidellm benchmarks.json: use --format guidellm"),

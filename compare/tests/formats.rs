@@ -236,7 +236,7 @@ fn every_file_of_another_format_is_refused_naming_it() {
     ];
     for (file, actual) in &files {
         assert_eq!(formats::resolve(Format::Auto, file).unwrap(), *actual);
-        for given in Format::READ.into_iter().filter(|f| f != actual) {
+        for given in Format::read().filter(|f| f != actual) {
             let e = formats::load(
                 given,
                 file,
@@ -261,7 +261,7 @@ fn every_file_of_another_format_is_refused_naming_it() {
     }
     // Not a client file at all: the proxy's records, AIPerf's summary.
     let wire = fixture("mlperf-wire.jsonl");
-    for given in Format::READ.into_iter().chain([Format::Auto]) {
+    for given in Format::read().chain([Format::Auto]) {
         let e = formats::resolve(given, &wire).unwrap_err().to_string();
         assert!(e.contains("give them as --wire"), "{e}");
     }

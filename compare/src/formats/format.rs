@@ -2,89 +2,95 @@
 
 use crate::client::Clock;
 
-/// `--format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Format {
+/// Declares the formats once, each with its doc (the `--help` line), its name (`--format`'s
+/// value, the JSON's `format`), its file as a person would name it and the clock its start
+/// instants are on. Adding a format: a line here, its reader in `formats::read`, its
+/// detection in `sniff`.
+macro_rules! formats {
+    ($(
+        $(#[doc = $doc:literal])+
+        $variant:ident = $name:literal, $file:literal, $clock:ident;
+    )+) => {
+        /// `--format`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+        #[serde(rename_all = "kebab-case")]
+        pub enum Format {
+            $($(#[doc = $doc])+ $variant,)+
+        }
+
+        impl Format {
+            /// Every format, `auto` first.
+            pub const ALL: [Format; [$(stringify!($variant)),+].len()] = [$(Format::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Format::$variant => $name,)+
+                }
+            }
+
+            /// The format's file as a person would name it.
+            pub fn file_name(self) -> &'static str {
+                match self {
+                    $(Format::$variant => $file,)+
+                }
+            }
+
+            /// The clock the format's start instants are on.
+            pub fn clock(self) -> Clock {
+                match self {
+                    $(Format::$variant => Clock::$clock,)+
+                }
+            }
+        }
+    };
+}
+
+formats! {
     /// Whichever of the formats below the file is, told from its first records.
-    Auto,
+    Auto = "auto", "a client file", Mono;
     /// tokentap replay `records.jsonl` (TurnRecord, origin replay).
-    Tokentap,
+    Tokentap = "tokentap", "a tokentap replay records.jsonl", Mono;
     /// MLPerf Endpoints `events.jsonl`.
-    Mlperf,
+    Mlperf = "mlperf", "an MLPerf Endpoints events.jsonl", Mono;
     /// NVIDIA AIPerf `profile_export.jsonl` (published percentiles from `profile_export_aiperf.json`
     /// beside it, when present).
-    Aiperf,
+    Aiperf = "aiperf", "an AIPerf profile_export.jsonl", Wall;
     /// kubernetes-sigs inference-perf `per_request_lifecycle_metrics.json`.
-    InferencePerf,
+    InferencePerf = "inference-perf", "an inference-perf per_request_lifecycle_metrics.json", Mono;
     /// guidellm `benchmarks.json` (`--output kind=json`): one verdict per benchmark level.
-    Guidellm,
+    Guidellm = "guidellm", "a guidellm benchmarks.json", Wall;
     /// `vllm bench serve --save-result --save-detailed` result (Python or Rust client).
-    VllmBench,
+    VllmBench = "vllm-bench", "a vllm bench serve result", Mono;
     /// SGLang `bench_serving --output-file F --output-details` JSONL (joined by output text).
-    SglangBench,
+    SglangBench = "sglang-bench", "an SGLang bench_serving result", Mono;
     /// vLLM's multi-turn benchmark `--stats-json-output` (one object per request).
-    VllmMultiTurn,
+    VllmMultiTurn = "vllm-multi-turn", "a vLLM multi-turn benchmark --stats-json-output file", Mono;
     /// Claude Code's `-p --output-format json` result or `stream-json` events: its usage and
     /// API time, per session.
-    ClaudeCode,
+    ClaudeCode = "claude-code", "Claude Code's --output-format json or stream-json output", Wall;
     /// The Codex CLI's `exec --json` events: its usage, per session.
-    Codex,
+    Codex = "codex", "the Codex CLI's exec --json events", Wall;
 }
 
 impl Format {
     /// The formats a file can be read in (all but `auto`).
-    pub const READ: [Format; 10] = [
-        Format::Tokentap,
-        Format::Mlperf,
-        Format::Aiperf,
-        Format::InferencePerf,
-        Format::Guidellm,
-        Format::VllmBench,
-        Format::SglangBench,
-        Format::VllmMultiTurn,
-        Format::ClaudeCode,
-        Format::Codex,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Format::Auto => "auto",
-            Format::Tokentap => "tokentap",
-            Format::Mlperf => "mlperf",
-            Format::Aiperf => "aiperf",
-            Format::InferencePerf => "inference-perf",
-            Format::Guidellm => "guidellm",
-            Format::VllmBench => "vllm-bench",
-            Format::SglangBench => "sglang-bench",
-            Format::VllmMultiTurn => "vllm-multi-turn",
-            Format::ClaudeCode => "claude-code",
-            Format::Codex => "codex",
-        }
+    pub fn read() -> impl Iterator<Item = Format> {
+        Format::ALL.into_iter().filter(|f| *f != Format::Auto)
     }
+}
 
-    /// The format's file as a person would name it.
-    pub fn file_name(self) -> &'static str {
-        match self {
-            Format::Auto => "a client file",
-            Format::Tokentap => "a tokentap replay records.jsonl",
-            Format::Mlperf => "an MLPerf Endpoints events.jsonl",
-            Format::Aiperf => "an AIPerf profile_export.jsonl",
-            Format::InferencePerf => "an inference-perf per_request_lifecycle_metrics.json",
-            Format::Guidellm => "a guidellm benchmarks.json",
-            Format::VllmBench => "a vllm bench serve result",
-            Format::SglangBench => "an SGLang bench_serving result",
-            Format::VllmMultiTurn => "a vLLM multi-turn benchmark --stats-json-output file",
-            Format::ClaudeCode => "Claude Code's --output-format json or stream-json output",
-            Format::Codex => "the Codex CLI's exec --json events",
-        }
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
 
-    /// The clock the format's start instants are on.
-    pub fn clock(self) -> Clock {
-        match self {
-            Format::Aiperf | Format::Guidellm | Format::ClaudeCode | Format::Codex => Clock::Wall,
-            _ => Clock::Mono,
+    /// `--format`'s spelling of each format is its name.
+    #[test]
+    fn the_flag_value_is_the_name() {
+        for f in Format::ALL {
+            let v = f.to_possible_value().unwrap();
+            assert_eq!(v.get_name(), f.as_str());
+            assert_eq!(serde_json::to_value(f).unwrap(), f.as_str());
         }
     }
 }

@@ -334,8 +334,7 @@ pub fn detect(path: &Path) -> Result<Format, CompareError> {
             msg: format!(
                 "{}; tokentap compare reads {}",
                 other.describe(),
-                Format::READ
-                    .iter()
+                Format::read()
                     .map(|f| format!("{} (--format {})", f.file_name(), f.as_str()))
                     .collect::<Vec<_>>()
                     .join(", ")
