@@ -387,14 +387,14 @@ fn write(
         f.write_batch(&mut batch)
             .map_err(|(_, e)| io("cannot write", &rec_path)(e))?;
     }
-    crate::write_json(out, tokentap_run::files::CONFIG, config)?;
-    crate::write_json(out, tokentap_run::files::SUMMARY, &built.summary)?;
-    crate::write_text(
+    crate::run::write_json(out, tokentap_run::files::CONFIG, config)?;
+    crate::run::write_json(out, tokentap_run::files::SUMMARY, &built.summary)?;
+    crate::run::write_text(
         out,
         tokentap_run::files::RESULT_SUMMARY,
         &built.result_summary.to_file_text(),
     )?;
-    crate::write_text(
+    crate::run::write_text(
         out,
         tokentap_run::files::SCORES,
         &built.scores.to_file_text(),
