@@ -116,7 +116,7 @@ fn run(command: Command) -> anyhow::Result<i32> {
         Command::Report(opts) => report(*opts),
         Command::Demo(opts) => block_on(|| demo::run(opts, shutdown::signal())),
         Command::Replay(opts) => block_on(|| async move {
-            let exit_zero = opts.config.exit_zero;
+            let exit_zero = opts.run.exit_zero;
             let outcome = tokentap_replay::run(*opts, shutdown::signal()).await?;
             Ok(i32::from(outcome.exit_code(exit_zero)))
         }),

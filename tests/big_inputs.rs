@@ -170,7 +170,7 @@ fn real_run(dir: &Path, content: bool) -> (PathBuf, PathBuf) {
         rc.record_outputs = true;
         let ds = tokentap_testkit::data::synth_dataset(2, 6, 0.2);
         let out = tokentap_replay::run_with(
-            rc,
+            rc.resolve().unwrap(),
             Arc::clone(&ds),
             tokentap_replay::ProgressMode::Off,
             std::future::pending(),

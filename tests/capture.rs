@@ -39,9 +39,14 @@ async fn replay_through(ds: Arc<Dataset>, name: &str) -> (Vec<(String, Bytes)>, 
     let stack = recording_stack(&dir).await;
     let mut rc = stack.replay_config(Some(&dir.join("run")));
     rc.concurrency = 3;
-    let out = tokentap_replay::run_with(rc, ds, ProgressMode::Off, std::future::pending())
-        .await
-        .unwrap();
+    let out = tokentap_replay::run_with(
+        rc.resolve().unwrap(),
+        ds,
+        ProgressMode::Off,
+        std::future::pending(),
+    )
+    .await
+    .unwrap();
     let n = out.summary.counts.total as usize;
     assert_eq!(stack.proxy.wait_records(n).await.len(), n);
     let bodies = stack
@@ -248,7 +253,7 @@ async fn responses_and_messages_sessions_become_chat_trajectories() {
     let mut rc = stack.replay_config(None);
     rc.concurrency = 1;
     tokentap_replay::run_with(
-        rc,
+        rc.resolve().unwrap(),
         Arc::new(captured),
         ProgressMode::Off,
         std::future::pending(),
@@ -652,7 +657,7 @@ async fn outputs_past_the_event_limit_are_taken_from_the_next_request() {
     let mut rc = stack.replay_config(Some(&dir.join("run")));
     rc.concurrency = 1;
     let out = tokentap_replay::run_with(
-        rc,
+        rc.resolve().unwrap(),
         synth_dataset(1, 0, 0.05),
         ProgressMode::Off,
         std::future::pending(),

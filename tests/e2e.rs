@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokentap_core::record::{Status, TurnRecord};
 use tokentap_dataset::Dataset;
-use tokentap_replay::{ProgressMode, RunConfig};
+use tokentap_replay::{ProgressMode, RunOpts};
 use tokentap_sim::SimConfig;
 use tokentap_testkit::data::synth_dataset;
 use tokentap_testkit::topology::Stack;
@@ -17,14 +17,19 @@ fn coding_dataset(n: usize) -> Arc<Dataset> {
 async fn through_proxy(
     ds: Arc<Dataset>,
     sim_cfg: SimConfig,
-    tune: impl FnOnce(&mut RunConfig),
+    tune: impl FnOnce(&mut RunOpts),
 ) -> Vec<TurnRecord> {
     let stack = Stack::proxied(sim_cfg, |_| {}).await;
     let mut rc = stack.replay_config(None);
     tune(&mut rc);
-    let out = tokentap_replay::run_with(rc, ds, ProgressMode::Off, std::future::pending())
-        .await
-        .unwrap();
+    let out = tokentap_replay::run_with(
+        rc.resolve().unwrap(),
+        ds,
+        ProgressMode::Off,
+        std::future::pending(),
+    )
+    .await
+    .unwrap();
     let client_turns = out.summary.counts.total as usize;
     let recs = stack.proxy.wait_records(client_turns).await;
     let report = stack.shutdown(Duration::from_secs(5)).await;
@@ -50,7 +55,7 @@ async fn generated_token_cache_clearing_shows_in_the_proxys_cached_tokens() {
         c.output.always_max = true;
         c
     };
-    let base = |c: &mut RunConfig| {
+    let base = |c: &mut RunOpts| {
         c.salt = true;
         c.include_usage = true;
         c.sampling.max_completion_tokens = Some(96);

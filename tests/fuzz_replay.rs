@@ -183,7 +183,7 @@ async fn every_dataset_that_validates_replays_without_a_panic_and_records_every_
         accepted += 1;
         let expected = ds.client_turns();
         let dir = tempfile::tempdir().unwrap();
-        let mut rc = tokentap_replay::RunConfig::new(&sim.base_url()).unwrap();
+        let mut rc = tokentap_replay::RunOpts::new(&sim.base_url()).unwrap();
         rc.model = Some("tokentap-sim".into());
         rc.concurrency = 2;
         rc.delays = true;
@@ -191,7 +191,7 @@ async fn every_dataset_that_validates_replays_without_a_panic_and_records_every_
         rc.turn_timeout = Some(Duration::from_secs(10));
         rc.out = Some(dir.path().to_path_buf());
         let run = tokentap_replay::run_with(
-            rc,
+            rc.resolve().unwrap(),
             Arc::new(ds),
             tokentap_replay::ProgressMode::Off,
             std::future::pending(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokentap_core::record::{CountSource, Status};
 use tokentap_core::timeline::TokenSource;
 use tokentap_proxy::Proxy;
-use tokentap_replay::{ProgressMode, RunConfig};
+use tokentap_replay::{ProgressMode, RunOpts};
 use tokentap_sim::{SimConfig, SimServer};
 use tokentap_testkit::data::synth_dataset;
 
@@ -31,15 +31,20 @@ async fn replay_and_proxy_count_the_same_reference_tokens() {
     pc.tokenizer = Some(tokenizer());
     let proxy = Proxy::start(pc).await.unwrap();
     let out_dir = tempfile::tempdir().unwrap();
-    let mut rc = RunConfig::new(&proxy.base_url()).unwrap();
+    let mut rc = RunOpts::new(&proxy.base_url()).unwrap();
     rc.model = Some("m".into());
     rc.concurrency = 3;
     rc.salt = true;
     rc.tokenizer = Some(tokenizer());
     rc.out = Some(out_dir.path().to_path_buf());
-    let out = tokentap_replay::run_with(rc, ds, ProgressMode::Off, std::future::pending())
-        .await
-        .unwrap();
+    let out = tokentap_replay::run_with(
+        rc.resolve().unwrap(),
+        ds,
+        ProgressMode::Off,
+        std::future::pending(),
+    )
+    .await
+    .unwrap();
     let n = out.summary.counts.total as usize;
     let wire = proxy.wait_records(n).await;
     let report = proxy.shutdown(Duration::from_secs(5)).await;

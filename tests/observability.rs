@@ -25,7 +25,7 @@ use tokentap_core::metrics::{names_in_expr, ALL_NAMES, ENGINE_NAMES};
 use tokentap_dataset::synth::{synth, SynthConfig};
 use tokentap_dataset::Dataset;
 use tokentap_proxy::Proxy;
-use tokentap_replay::{ProgressMode, RunConfig};
+use tokentap_replay::{ProgressMode, RunOpts};
 use tokentap_sim::{EngineFlavor, SimConfig, SimServer};
 use tokio::time::Instant;
 
@@ -283,7 +283,7 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
         .expect("synth");
         let ds = Dataset::parse("synth.jsonl", std::str::from_utf8(&buf).expect("utf-8"))
             .expect("valid dataset");
-        let mut rc = RunConfig::new(&proxy.base_url()).expect("endpoint");
+        let mut rc = RunOpts::new(&proxy.base_url()).expect("endpoint");
         rc.model = Some("tokentap-sim".into());
         rc.concurrency = 3;
         rc.include_usage = true;
@@ -315,7 +315,8 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
             }
         });
         let run = tokio::spawn(async move {
-            let out = tokentap_replay::run_with(rc, Arc::new(ds), ProgressMode::Off, async {
+            let out = tokentap_replay::run_with(
+rc.resolve().unwrap(), Arc::new(ds), ProgressMode::Off, async {
                 let _ = stop_rx.await;
             })
             .await;

@@ -8,8 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokentap_dataset::Dataset;
 use tokentap_proxy::Proxy;
-use tokentap_replay::config::Protocols;
-use tokentap_replay::{ProgressMode, RunConfig, RunOutcome};
+use tokentap_replay::{ProgressMode, RunOpts, RunOutcome};
 use tokentap_sim::{SimConfig, SimServer};
 use tokentap_testkit::data::synth_dataset;
 use tokentap_testkit::replay::{records, sim_with};
@@ -35,18 +34,23 @@ async fn tls_proxy(sim: &SimServer) -> Proxy {
     Proxy::start(pc).await.unwrap()
 }
 
-fn config(endpoint: &str, out: &tempfile::TempDir) -> RunConfig {
-    let mut c = RunConfig::new(endpoint).unwrap();
+fn config(endpoint: &str, out: &tempfile::TempDir) -> RunOpts {
+    let mut c = RunOpts::new(endpoint).unwrap();
     c.model = Some("m".into());
     c.salt = true;
     c.out = Some(out.path().to_path_buf());
     c
 }
 
-async fn run(config: RunConfig, ds: Arc<Dataset>) -> RunOutcome {
-    tokentap_replay::run_with(config, ds, ProgressMode::Off, std::future::pending())
-        .await
-        .unwrap()
+async fn run(config: RunOpts, ds: Arc<Dataset>) -> RunOutcome {
+    tokentap_replay::run_with(
+        config.resolve().unwrap(),
+        ds,
+        ProgressMode::Off,
+        std::future::pending(),
+    )
+    .await
+    .unwrap()
 }
 
 /// Request bodies by session, in arrival order, as the sim received them.
@@ -101,11 +105,7 @@ async fn https_and_h2_replays_send_the_bytes_of_the_http_path_and_stamp_with_the
         let d = tempfile::tempdir().unwrap();
         let mut c = config(&url, &d);
         c.ca = Some(certs().join("ca.pem"));
-        c.protocols = match (http1, http2) {
-            (true, _) => Protocols::Http1,
-            (_, true) => Protocols::Http2,
-            _ => Protocols::Auto,
-        };
+        (c.http1, c.http2) = (http1, http2);
         let out = run(c, ds.clone()).await;
         assert_eq!(
             plain.summary.counts.total, out.summary.counts.total,
@@ -184,7 +184,7 @@ async fn a_certificate_the_client_does_not_trust_is_refused_with_a_clear_error()
     std::fs::write(&bad, "hello").unwrap();
     let mut c = config(&url, &d);
     c.ca = Some(bad.clone());
-    let err = c.check().unwrap_err().to_string();
+    let err = c.resolve().unwrap_err().to_string();
     assert!(
         err.contains("--ca") && err.contains("not-a-ca.pem"),
         "{err}"
@@ -314,7 +314,7 @@ async fn without_model_the_one_the_endpoints_serve_is_used() {
     };
     let (a, b) = (serving("qwen-test").await, serving("qwen-test").await);
     let d = tempfile::tempdir().unwrap();
-    let mut c = RunConfig::new(&a.base_url()).unwrap();
+    let mut c = RunOpts::new(&a.base_url()).unwrap();
     c.endpoints
         .push(tokentap_replay::config::Endpoint::parse(&b.base_url()).unwrap());
     c.out = Some(d.path().to_path_buf());
@@ -332,13 +332,18 @@ async fn without_model_the_one_the_endpoints_serve_is_used() {
 
     // Endpoints that disagree: an error naming both models, before anything is sent.
     let other = serving("llama-test").await;
-    let mut c = RunConfig::new(&a.base_url()).unwrap();
+    let mut c = RunOpts::new(&a.base_url()).unwrap();
     c.endpoints
         .push(tokentap_replay::config::Endpoint::parse(&other.base_url()).unwrap());
-    let err = tokentap_replay::run_with(c, ds.clone(), ProgressMode::Off, std::future::pending())
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = tokentap_replay::run_with(
+        c.resolve().unwrap(),
+        ds.clone(),
+        ProgressMode::Off,
+        std::future::pending(),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
     assert!(
         err.contains("pass --model")
             && err.contains("disagree")
@@ -353,11 +358,16 @@ async fn without_model_the_one_the_endpoints_serve_is_used() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    let c = RunConfig::new(&format!("http://{dead}")).unwrap();
-    let err = tokentap_replay::run_with(c, ds, ProgressMode::Off, std::future::pending())
-        .await
-        .unwrap_err()
-        .to_string();
+    let c = RunOpts::new(&format!("http://{dead}")).unwrap();
+    let err = tokentap_replay::run_with(
+        c.resolve().unwrap(),
+        ds,
+        ProgressMode::Off,
+        std::future::pending(),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
     assert!(
         err.contains(&format!("http://{dead}/v1/models")) && err.contains("connect"),
         "{err}"
@@ -606,13 +616,16 @@ async fn merge_refuses_shards_of_different_runs_and_names_missing_ones() {
     let d2 = tempfile::tempdir().unwrap();
     let mut c = config(&s.base_url(), &d2);
     c.shard = tokentap_replay::config::Shard { index: 1, count: 3 };
+    let mut c = c.resolve().unwrap();
     c.dataset = Some(tokentap_replay::config::DatasetInfo {
         path: "other.jsonl".into(),
         hash: Some("blake2b-256:00".into()),
         conversations: 5,
         client_turns: 0,
     });
-    run(c, ds2).await;
+    tokentap_replay::run_with(c, ds2, ProgressMode::Off, std::future::pending())
+        .await
+        .unwrap();
     let e = merge(&[p[0], d2.path(), p[2]], out.path(), false).unwrap_err();
     assert!(e.contains("another dataset"), "{e}");
 

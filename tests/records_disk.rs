@@ -129,12 +129,12 @@ fn on_a_full_disk_every_record_is_written_or_counted_and_the_stop_fails() {
     let buf = dataset_bytes();
     let ds =
         tokentap_dataset::Dataset::parse("d.jsonl", std::str::from_utf8(&buf).unwrap()).unwrap();
-    let mut rc = tokentap_replay::RunConfig::new(&listen).unwrap();
+    let mut rc = tokentap_replay::RunOpts::new(&listen).unwrap();
     rc.model = Some("m".into());
     rc.concurrency = 4;
     let o = rt
         .block_on(tokentap_replay::run_with(
-            rc,
+            rc.resolve().unwrap(),
             Arc::new(ds),
             tokentap_replay::ProgressMode::Off,
             std::future::pending(),

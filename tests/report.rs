@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use tokentap_dataset::Dataset;
-use tokentap_replay::{ProgressMode, RunConfig};
+use tokentap_replay::{ProgressMode, RunOpts};
 use tokentap_sim::{SimConfig, SimServer};
 use tokentap_testkit::data::synth_dataset;
 
@@ -35,7 +35,7 @@ async fn small_run(dir: &Path) {
     let sim = SimServer::start(SimConfig::zero_delay())
         .await
         .expect("sim starts");
-    let mut rc = RunConfig::new(&sim.base_url()).expect("endpoint parses");
+    let mut rc = RunOpts::new(&sim.base_url()).expect("endpoint parses");
     rc.model = Some("tokentap-sim".into());
     rc.concurrency = 2;
     rc.salt = true;
@@ -43,10 +43,14 @@ async fn small_run(dir: &Path) {
     rc.delays = true;
     rc.delay_scale = 0.002;
     rc.out = Some(dir.to_owned());
-    let out =
-        tokentap_replay::run_with(rc, Arc::new(ds), ProgressMode::Off, std::future::pending())
-            .await
-            .expect("the replay runs");
+    let out = tokentap_replay::run_with(
+        rc.resolve().unwrap(),
+        Arc::new(ds),
+        ProgressMode::Off,
+        std::future::pending(),
+    )
+    .await
+    .expect("the replay runs");
     assert!(out.summary.counts.total > 5);
     sim.shutdown().await;
 }
@@ -236,16 +240,20 @@ async fn report_recounts_recorded_outputs_with_a_tokenizer() {
     sc.modes.reasoning_fraction = 0.5;
     sc.modes.tool_call_rate = 0.5;
     let sim = SimServer::start(sc).await.expect("sim starts");
-    let mut rc = RunConfig::new(&sim.base_url()).expect("endpoint");
+    let mut rc = RunOpts::new(&sim.base_url()).expect("endpoint");
     rc.model = Some("tokentap-sim".into());
     rc.concurrency = 2;
     rc.tokenizer = Some(tokenizer.clone());
     rc.record_outputs = true;
     rc.out = Some(dir.path().to_owned());
-    let out =
-        tokentap_replay::run_with(rc, Arc::new(ds), ProgressMode::Off, std::future::pending())
-            .await
-            .expect("the replay runs");
+    let out = tokentap_replay::run_with(
+        rc.resolve().unwrap(),
+        Arc::new(ds),
+        ProgressMode::Off,
+        std::future::pending(),
+    )
+    .await
+    .expect("the replay runs");
     sim.shutdown().await;
     let live = serde_json::to_value(out.summary.mlperf.primary).expect("json");
     let report = |format: &str| {
@@ -312,9 +320,14 @@ async fn a_records_directory_reports_where_each_sessions_time_went() {
     rc.concurrency = 2;
     rc.delays = true;
     rc.delay_scale = 0.01;
-    let out = tokentap_replay::run_with(rc, ds.clone(), ProgressMode::Off, std::future::pending())
-        .await
-        .expect("the replay runs");
+    let out = tokentap_replay::run_with(
+        rc.resolve().unwrap(),
+        ds.clone(),
+        ProgressMode::Off,
+        std::future::pending(),
+    )
+    .await
+    .expect("the replay runs");
     let n = out.summary.counts.total as usize;
     assert_eq!(stack.proxy.wait_records(n).await.len(), n);
     stack.shutdown(std::time::Duration::from_secs(5)).await;

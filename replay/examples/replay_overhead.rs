@@ -39,7 +39,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use tokentap_core::stats::Samples;
 use tokentap_dataset::Dataset;
-use tokentap_replay::{ProgressMode, RunConfig};
+use tokentap_replay::{ProgressMode, RunOpts};
 use tokentap_sim::{ChunkKind, RequestLog, SimConfig, SimServer};
 
 #[derive(Parser)]
@@ -358,15 +358,20 @@ async fn latency(
                 let ch = SimChild::start(&dir, tokens as f64, 0.0, decode_ms)?;
                 (ch.url.clone(), Some(ch), None)
             };
-            let mut cfg = RunConfig::new(&url)?;
+            let mut cfg = RunOpts::new(&url)?;
             cfg.model = Some("m".into());
             cfg.concurrency = c;
             cfg.sampling.max_completion_tokens = Some(tokens);
             cfg.out = Some(dir.clone());
             cfg.tokenizer = tok.clone();
             let cpu0 = cpu_s();
-            let out = tokentap_replay::run_with(cfg, ds, ProgressMode::Off, std::future::pending())
-                .await?;
+            let out = tokentap_replay::run_with(
+                cfg.resolve().unwrap(),
+                ds,
+                ProgressMode::Off,
+                std::future::pending(),
+            )
+            .await?;
             let cpu = cpu_s() - cpu0;
             let log = match (child, &sim) {
                 (Some(ch), _) => ch.finish()?,
@@ -484,20 +489,21 @@ async fn tls(levels: Vec<usize>, tokens: u64, turns: usize, bin: PathBuf) -> any
             let ds = Arc::new(closed_loop_dataset(n, per_conv));
             let sim = SimChild::start(&dir, tokens as f64, 0.0, 0.0)?;
             let proxy = ProxyChild::start(&bin, &sim.url, tls)?;
-            let mut cfg = RunConfig::new(&proxy.url)?;
+            let mut cfg = RunOpts::new(&proxy.url)?;
             cfg.model = Some("m".into());
             cfg.concurrency = c;
             cfg.sampling.max_completion_tokens = Some(tokens);
             cfg.out = Some(dir.clone());
             cfg.ca = Some(ca.clone());
-            cfg.protocols = if h2 {
-                tokentap_replay::config::Protocols::Http2
-            } else {
-                tokentap_replay::config::Protocols::Http1
-            };
+            (cfg.http1, cfg.http2) = (!h2, h2);
             let cpu0 = cpu_s();
-            let out = tokentap_replay::run_with(cfg, ds, ProgressMode::Off, std::future::pending())
-                .await?;
+            let out = tokentap_replay::run_with(
+                cfg.resolve().unwrap(),
+                ds,
+                ProgressMode::Off,
+                std::future::pending(),
+            )
+            .await?;
             let cpu = cpu_s() - cpu0;
             drop(proxy);
             let log = sim.finish()?;
@@ -563,7 +569,7 @@ async fn full(
         status_kb("VmRSS:").map_or(0, |k| k / 1024)
     );
     let ch = SimChild::start(&dir, mean_tokens, 0.7, 0.0)?;
-    let mut cfg = RunConfig::new(&ch.url)?;
+    let mut cfg = RunOpts::new(&ch.url)?;
     cfg.model = Some("m".into());
     cfg.concurrency = concurrency;
     cfg.include_usage = include_usage;
@@ -572,8 +578,13 @@ async fn full(
     cfg.tokenizer = tokenizer();
     let t0 = tokio::time::Instant::now();
     let cpu0 = cpu_s();
-    let out =
-        tokentap_replay::run_with(cfg, ds, ProgressMode::Line, std::future::pending()).await?;
+    let out = tokentap_replay::run_with(
+        cfg.resolve().unwrap(),
+        ds,
+        ProgressMode::Line,
+        std::future::pending(),
+    )
+    .await?;
     let wall = t0.elapsed().as_secs_f64();
     let cpu = cpu_s() - cpu0;
     // Before this process reads the sim's log (millions of chunk entries) for the join.

@@ -6,9 +6,10 @@
 //! and the demo call [`run_with`] with a dataset already in memory.
 //!
 //! ## Layout
-//! - [`config`]: [`RunConfig`], every option declared once (flags, defaults, `config.json`
-//!   keys), resolved (presets under the flags, seed set, timeout) and checked; [`Opts`] adds
-//!   the run's `--concurrency`. Written to `config.json` and embedded in `summary.json`.
+//! - [`config`]: options in two stages — [`RunOpts`], every option declared once (flag,
+//!   environment variable, default, help) as given, and [`RunOpts::resolve`], which makes the
+//!   run's [`RunConfig`] (presets under the flags, seed set, timeout; checked), written to
+//!   `config.json` and embedded in `summary.json`; [`Opts`] adds the run's `--concurrency`.
 //! - [`request`]: byte-compatible request bodies built incrementally (each history message
 //!   serialized once per trajectory; the body is a list of shared segments).
 //! - [`salt`]: BLAKE2b-2 salt tags (docs/benchmark.md#salting).
@@ -76,7 +77,7 @@ pub mod salt;
 pub mod summary;
 
 pub use collector::ReplayRecord;
-pub use config::{Opts, Preset, RunConfig};
+pub use config::{Opts, Preset, RunConfig, RunOpts};
 pub use driver::StopReason;
 pub use error::ReplayError;
 pub use progress::ProgressMode;

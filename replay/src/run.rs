@@ -71,11 +71,11 @@ impl RunOutcome {
 /// write everything recorded). Prints the summary to stdout.
 pub async fn run(opts: Opts, shutdown: impl Future<Output = ()>) -> anyhow::Result<RunOutcome> {
     let mut config = opts.resolve()?;
-    let (dataset, hash) = load_dataset(&opts.config.dataset_path).await?;
+    let (dataset, hash) = load_dataset(&opts.run.dataset_path).await?;
     // The model is discovered and the dataset bound once, by `run_with_hooks`; the hash rides
     // along in the config.
     config.dataset = Some(config::DatasetInfo::of(&dataset, Some(hash)));
-    let progress = if opts.config.quiet {
+    let progress = if opts.run.quiet {
         ProgressMode::Off
     } else {
         ProgressMode::Line

@@ -3,7 +3,7 @@
 //! and docs/benchmark.md#salting.
 
 use std::collections::BTreeMap;
-use tokentap_replay::{Preset, RunConfig};
+use tokentap_replay::{Preset, RunOpts};
 use tokentap_testkit::replay::*;
 
 /// Parallel tool results, reasoning, non-ASCII text, a named assistant, per-row overrides, a
@@ -39,10 +39,9 @@ fn bodies_by_session(sim: &tokentap_sim::SimServer) -> BTreeMap<String, Vec<Stri
     out
 }
 
-fn kimi(sim: &tokentap_sim::SimServer, name: &str) -> RunConfig {
+fn kimi(sim: &tokentap_sim::SimServer, name: &str) -> RunOpts {
     let mut c = config(sim, name);
     c.preset = Some(Preset::Kimi);
-    c.sampling = Preset::Kimi.sampling();
     c
 }
 
@@ -244,7 +243,7 @@ async fn salting_without_a_system_prompt_fails_before_sending() {
     let mut c = config(&sim, "nosys");
     c.salt = true;
     let err = tokentap_replay::run_with(
-        c,
+        c.resolve().unwrap(),
         ds,
         tokentap_replay::ProgressMode::Off,
         std::future::pending(),

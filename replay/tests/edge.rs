@@ -78,8 +78,8 @@ async fn serve(
 
 const SSE: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
 
-fn cfg(url: &str, name: &str) -> tokentap_replay::RunConfig {
-    let mut c = tokentap_replay::RunConfig::new(url).unwrap();
+fn cfg(url: &str, name: &str) -> tokentap_replay::RunOpts {
+    let mut c = tokentap_replay::RunOpts::new(url).unwrap();
     c.model = Some("m".into());
     c.out = Some(temp_dir(name));
     c

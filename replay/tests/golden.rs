@@ -80,7 +80,7 @@ async fn same_outputs_same_scores_and_token_counts_as_the_reference() {
     let n = ds.conversations.len() as u64;
     // The golden run's settings (testdata/golden/README.md).
     let mut c =
-        tokentap_replay::RunConfig::new(&format!("http://127.0.0.1:{}", oracle.port)).unwrap();
+        tokentap_replay::RunOpts::new(&format!("http://127.0.0.1:{}", oracle.port)).unwrap();
     c.model = Some("tokenizer/".into());
     c.trajectories = Some(2 * n);
     c.concurrency = 2;

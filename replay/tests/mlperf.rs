@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 use std::path::PathBuf;
-use tokentap_replay::config::Warmup;
+use tokentap_replay::config::WarmupOpts;
 use tokentap_replay::{Preset, Verdict};
 use tokentap_testkit::replay::*;
 
@@ -31,7 +31,7 @@ async fn warmup_is_declared_excluded_and_cache_isolated() {
     c.salt = true;
     c.include_usage = true;
     c.tokenizer = Some(golden_tokenizer());
-    c.warmup = Warmup {
+    c.warmup = WarmupOpts {
         trajectories: Some(4),
         duration: None,
         dataset: None,
@@ -123,7 +123,6 @@ async fn official_rules_each_named_with_the_measured_value() {
     let sim = sim_with(|_| {}).await;
     let mut c = config(&sim, "rules");
     c.preset = Some(Preset::Qwen);
-    c.sampling = Preset::Qwen.sampling();
     c.salt = true;
     c.delays = true;
     c.tokenizer = Some(golden_tokenizer());
@@ -179,7 +178,6 @@ async fn without_a_tokenizer_the_osl_gate_is_not_evaluated_and_the_source_is_sai
     let sim = sim_with(|_| {}).await;
     let mut c = config(&sim, "no-tokenizer");
     c.preset = Some(Preset::Kimi);
-    c.sampling = Preset::Kimi.sampling();
     c.include_usage = true;
     let (out, _) = run(c, dataset(DATASET)).await;
     let v = &out.summary.validity;

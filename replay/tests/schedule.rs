@@ -322,7 +322,7 @@ async fn shutdown_cancels_in_flight_turns_and_writes_everything() {
     let mut c = config(&sim, "shutdown");
     c.concurrency = 2;
     let out = tokentap_replay::run_with(
-        c,
+        c.resolve().unwrap(),
         dataset(&text),
         tokentap_replay::ProgressMode::Off,
         sim.wait_finished(1),

@@ -1,19 +1,19 @@
-//! The run's configuration (`config.json`): every option declared once ([`RunConfig`], a `clap::Args`
-//! that is also `config.json`), resolved in one step ([`RunConfig::resolve`]) and checked by
-//! [`RunConfig::check`], which only checks.
+//! The run's configuration, resolved: [`RunConfig`], whose serde form is `config.json`.
 //!
-//! An option is one field: its flag, environment variable, default and help in the `#[arg]`
-//! attribute, its `config.json` key from serde, its bound in `check`. `tokentap replay` (its `Opts`)
-//! and `tokentap sweep` flatten the same struct and add their own `--concurrency` (one number for
-//! a run, a list for a sweep). Because the whole struct is what `config.json` holds, a new option
-//! reaches a resumed sweep's and merge's same-run comparisons without a list to update
-//! (`tests/options.rs` proves it for every option). The API key is never part of it: it is a
+//! Options reach a run in two stages. The flags as given are the replay's `RunOpts` (the one
+//! declaration of each option: flag, environment variable, default, help — `tokentap replay`
+//! and `tokentap sweep` flatten it); `RunOpts::resolve` turns them into a [`RunConfig`] in one
+//! step — the preset's sampling under the explicit flags, the turn timeout, the published seed
+//! set and its model seed, the derived `api_key_set` / `byte_compatible` facts — and
+//! [`RunConfig::check`] holds it to every bound. What the run then learns before its first
+//! request (the dataset's identity, a model read from `/v1/models`) is added once by
+//! [`RunConfig::bind_dataset`] and the model discovery; nothing changes it after that.
+//!
+//! This crate has no command-line parser: the report, the submission tree and merge read
+//! `config.json` into the same type the replay wrote. An option absent from an earlier
+//! layout's `config.json` takes its flag's default ([`RunConfig::default`], which the replay's
+//! tests hold equal to the flags' own defaults). The API key is never part of the file: it is a
 //! [`Secret`] that is skipped by serde and debug-prints as `"<redacted>"`.
-//!
-//! Resolution fills what the flags imply in place: the preset's sampling under the explicit
-//! flags, the turn timeout, the published seed set and its model seed, and the derived
-//! `api_key_set` / `byte_compatible` facts. It is idempotent, so a run resolves again whatever
-//! a caller changed after parsing.
 //!
 //! Decisions:
 //! - Presets carry the official sampling settings (docs/benchmark.md#requests) and the official
@@ -41,23 +41,25 @@ use tokentap_dataset::Dataset;
 /// which every timer represents.
 pub const MAX_DELAY_SCALE: f64 = 1_000.0;
 
-/// The three official agentic models' settings and gates (docs/rules.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Preset {
-    /// Kimi K3 (it replaced K2.6 in the reference): temperature 1.0, top_p 1.0, 8192 tokens;
-    /// timeout 86,400 s; gates: inline accuracy ≥ 58.32 %, full-run OSL mean 425–520,
-    /// SWE-bench ≥ 93.5 %.
-    Kimi,
-    /// Qwen3.6-35B-A3B: temperature 1.0, top_k 20, top_p 0.95, repetition_penalty 1.0,
-    /// presence_penalty 1.5, 8192 tokens, `chat_template_kwargs: {"preserve_thinking": true}`;
-    /// timeout 14,400 s; gates: inline accuracy ≥ 55.86 %, full-run OSL mean 344–422,
-    /// SWE-bench ≥ 69 %.
-    Qwen,
-    /// DeepSeek-V4.1-Flash: gates only (inline accuracy ≥ 52.36 %, full-run OSL mean 793–970,
-    /// SWE-bench ≥ 96.4 %); its sampling settings and timeout are not published, so the
-    /// preset sets none and the sampling rule is not evaluated.
-    Deepseek,
+tokentap_core::vocabulary! {
+    /// The three official agentic models' settings and gates (docs/rules.md).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Preset {
+        /// Kimi K3 (it replaced K2.6 in the reference): temperature 1.0, top_p 1.0, 8192 tokens;
+        /// timeout 86,400 s; gates: inline accuracy ≥ 58.32 %, full-run OSL mean 425–520,
+        /// SWE-bench ≥ 93.5 %.
+        Kimi = "kimi",
+        /// Qwen3.6-35B-A3B: temperature 1.0, top_k 20, top_p 0.95, repetition_penalty 1.0,
+        /// presence_penalty 1.5, 8192 tokens, `chat_template_kwargs: {"preserve_thinking": true}`;
+        /// timeout 14,400 s; gates: inline accuracy ≥ 55.86 %, full-run OSL mean 344–422,
+        /// SWE-bench ≥ 69 %.
+        Qwen = "qwen",
+        /// DeepSeek-V4.1-Flash: gates only (inline accuracy ≥ 52.36 %, full-run OSL mean 793–970,
+        /// SWE-bench ≥ 96.4 %); its sampling settings and timeout are not published, so the
+        /// preset sets none and the sampling rule is not evaluated.
+        Deepseek = "deepseek",
+    }
 }
 
 impl Preset {
@@ -99,95 +101,45 @@ impl Preset {
     }
 }
 
-/// Run-level sampling settings, as flags and as what is sent: `None` fields are omitted from the
-/// body. Resolution puts the preset's values under the flags given; a dataset row's own
-/// overrides replace these for that row's request.
-#[derive(clap::Args, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[group(id = "SamplingOpts")]
+/// Run-level sampling settings, as sent: `None` fields are omitted from the body. Resolution
+/// puts the preset's values under the flags given; a dataset row's own overrides replace these
+/// for that row's request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sampling {
     /// Run-level `temperature` sent in every request (over the preset's; a row's own wins).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_TEMPERATURE",
-        allow_negative_numbers = true,
-        help_heading = "Request body"
-    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
     /// Run-level `max_completion_tokens` (a row's `max_new_tokens` / `max_completion_tokens`
     /// overrides it).
-    #[arg(
-        long = "max-tokens",
-        env = "TOKENTAP_REPLAY_MAX_TOKENS",
-        help_heading = "Request body"
-    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_completion_tokens: Option<u64>,
     /// Run-level sampling `seed` sent in every request (none by default, as the reference);
     /// else a seed set's `model_seed` (an unsigned 64-bit value, hence the width).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_SEED",
-        allow_negative_numbers = true,
-        value_parser = parse_seed,
-        help_heading = "Request body"
-    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<i128>,
     /// Run-level `top_p` (over the preset's; a row's own wins).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_TOP_P",
-        allow_negative_numbers = true,
-        help_heading = "Request body"
-    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f64>,
     /// Run-level `top_k` (over the preset's; a row's own wins; -1 = off, as vLLM reads it).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_TOP_K",
-        allow_negative_numbers = true,
-        help_heading = "Request body"
-    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub top_k: Option<i64>,
     /// Run-level `repetition_penalty` (over the preset's; a row's own wins).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_REPETITION_PENALTY",
-        allow_negative_numbers = true,
-        help_heading = "Request body"
-    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repetition_penalty: Option<f64>,
     /// Run-level `presence_penalty` (over the preset's; a row's own wins).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_PRESENCE_PENALTY",
-        allow_negative_numbers = true,
-        help_heading = "Request body"
-    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub presence_penalty: Option<f64>,
     /// Run-level `frequency_penalty` (over the preset's; a row's own wins).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_FREQUENCY_PENALTY",
-        allow_negative_numbers = true,
-        help_heading = "Request body"
-    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub frequency_penalty: Option<f64>,
     /// JSON object sent as `chat_template_kwargs`.
-    #[arg(long, env = "TOKENTAP_REPLAY_CHAT_TEMPLATE_KWARGS", value_parser = parse_json, help_heading = "Request body")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chat_template_kwargs: Option<Value>,
 }
 
 impl Sampling {
     /// `self` over `under`: every field this one leaves unset takes `under`'s.
-    fn over(self, under: Sampling) -> Sampling {
+    pub fn over(self, under: Sampling) -> Sampling {
         Sampling {
             temperature: self.temperature.or(under.temperature),
             max_completion_tokens: self.max_completion_tokens.or(under.max_completion_tokens),
@@ -199,18 +151,6 @@ impl Sampling {
             frequency_penalty: self.frequency_penalty.or(under.frequency_penalty),
             chat_template_kwargs: self.chat_template_kwargs.or(under.chat_template_kwargs),
         }
-    }
-}
-
-/// `--seed`: any integer a request's `seed` can carry (a signed or an unsigned 64-bit value).
-fn parse_seed(s: &str) -> Result<i128, String> {
-    match s.trim().parse::<i128>() {
-        Ok(v) if (i128::from(i64::MIN)..=i128::from(u64::MAX)).contains(&v) => Ok(v),
-        _ => Err(format!(
-            "expected an integer from {} to {}, found {s:?}",
-            i64::MIN,
-            u64::MAX
-        )),
     }
 }
 
@@ -282,10 +222,6 @@ impl FromStr for Shard {
     }
 }
 
-fn parse_json(s: &str) -> Result<Value, String> {
-    serde_json::from_str(s).map_err(|e| format!("expected JSON: {e}"))
-}
-
 /// `--delay-scale` default: the dataset's delays as recorded.
 pub const DEFAULT_DELAY_SCALE: f64 = 1.0;
 
@@ -300,7 +236,7 @@ pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(86_400);
 pub const DEFAULT_MAX_EVENT_BYTES: usize = tokentap_core::sse::DEFAULT_MAX_EVENT_BYTES;
 
 /// Which HTTP versions a run speaks: `--http1` / `--http2`, one value (`config.json` keeps the
-/// two flags as `http1` and `http2`).
+/// two flags as `http1` and `http2`, as given).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Protocols {
     /// `--http1`: HTTP/1.1 only, also on https:// (ALPN `http/1.1`), as the MLPerf reference
@@ -311,50 +247,6 @@ pub enum Protocols {
     Auto,
     /// `--http2`: HTTP/2 only (prior knowledge on http://, ALPN `h2` alone on https://).
     Http2,
-}
-
-impl clap::FromArgMatches for Protocols {
-    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
-        Ok(if m.get_flag("http1") {
-            Protocols::Http1
-        } else if m.get_flag("http2") {
-            Protocols::Http2
-        } else {
-            Protocols::Auto
-        })
-    }
-
-    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
-        *self = Self::from_arg_matches(m)?;
-        Ok(())
-    }
-}
-
-impl clap::Args for Protocols {
-    fn augment_args(cmd: clap::Command) -> clap::Command {
-        use clap::{Arg, ArgAction};
-        cmd.arg(
-            Arg::new("http2")
-                .long("http2")
-                .env("TOKENTAP_REPLAY_HTTP2")
-                .action(ArgAction::SetTrue)
-                .conflicts_with("http1")
-                .help_heading("Server")
-                .help("HTTP/2 only: prior knowledge on http:// (h2c), ALPN `h2` alone on https://. Without it, https:// uses HTTP/2 when the server's ALPN picks it, http:// uses HTTP/1.1. One stream per turn on one connection per conversation slot: the closed loop is unchanged"),
-        )
-        .arg(
-            Arg::new("http1")
-                .long("http1")
-                .env("TOKENTAP_REPLAY_HTTP1")
-                .action(ArgAction::SetTrue)
-                .help_heading("Server")
-                .help("HTTP/1.1 only, also on https:// (ALPN `http/1.1`), as the MLPerf reference client"),
-        )
-    }
-
-    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
-        Self::augment_args(cmd)
-    }
 }
 
 /// `config.json`'s two keys for [`Protocols`].
@@ -389,21 +281,12 @@ impl<'de> Deserialize<'de> for Protocols {
 
 /// The declared warmup (docs/benchmark.md#validity: declared, excluded from the metrics): on
 /// when `--warmup-trajectories` or `--warmup-duration` asks for one.
-#[derive(clap::Args, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[group(id = "WarmupOpts")]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Warmup {
     /// Warmup: issue this many trajectories before performance tracking starts (excluded from
     /// every result, recorded in warmup.jsonl and declared in the summary).
-    #[arg(
-        id = "warmup_trajectories",
-        long = "warmup-trajectories",
-        env = "TOKENTAP_REPLAY_WARMUP_TRAJECTORIES",
-        value_name = "N",
-        help_heading = "Warmup"
-    )]
     pub trajectories: Option<u64>,
     /// Warmup: issue for this long (e.g. 5m), then let the started turns finish.
-    #[arg(id = "warmup_duration", long = "warmup-duration", env = "TOKENTAP_REPLAY_WARMUP_DURATION", value_parser = tokentap_core::duration::parse, value_name = "DURATION", help_heading = "Warmup")]
     #[serde(
         with = "tokentap_core::duration::opt_secs",
         default,
@@ -412,22 +295,8 @@ pub struct Warmup {
     pub duration: Option<Duration>,
     /// Dataset for the warmup (default: the performance dataset). Warmup requests are always
     /// salted with a tag of their own, so no KV-cache entry carries over into the measurement.
-    #[arg(
-        id = "warmup_dataset",
-        long = "warmup-dataset",
-        env = "TOKENTAP_REPLAY_WARMUP_DATASET",
-        value_name = "FILE",
-        help_heading = "Warmup"
-    )]
     pub dataset: Option<PathBuf>,
     /// Concurrency of the warmup (default: the run's, a sweep point's own).
-    #[arg(
-        id = "warmup_concurrency",
-        long = "warmup-concurrency",
-        env = "TOKENTAP_REPLAY_WARMUP_CONCURRENCY",
-        value_name = "N",
-        help_heading = "Warmup"
-    )]
     pub concurrency: Option<usize>,
 }
 
@@ -452,128 +321,65 @@ mod warmup_or_null {
     }
 }
 
-/// The run's configuration: every `tokentap replay` option (declared here once, shared by
-/// `tokentap sweep`), what resolution derived from them, and what the run learnt before its
-/// first request (the dataset's identity, a discovered model). Written to `config.json` and
-/// embedded in `summary.json`.
-#[derive(clap::Args, Clone, Debug, Serialize, Deserialize)]
-#[group(id = "RunConfig")]
+/// The run's configuration, resolved: every `tokentap replay` option's value (the flags are
+/// declared once, in the replay's `RunOpts`), what resolution derived from them, and what the
+/// run learnt before its first request (the dataset's identity, a discovered model). Written to
+/// `config.json` and embedded in `summary.json`; each field's doc is its key's meaning.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RunConfig {
     /// Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000 or
     /// https://llm.example.com (requests go to /v1/chat/completions under it). Repeat it for
     /// several endpoints: each conversation stays on one, chosen by its id (rendezvous hashing,
     /// as a session-affine router — and `tokentap proxy` — would).
-    #[arg(
-        long = "endpoint",
-        env = "TOKENTAP_REPLAY_ENDPOINT",
-        required = true,
-        num_args = 1,
-        value_name = "URL",
-        value_parser = Endpoint::parse_arg,
-        help_heading = "Server"
-    )]
     #[serde(alias = "endpoint", deserialize_with = "one_or_many")]
     pub endpoints: Vec<Endpoint>,
     /// Trust the CA certificates in this PEM file for https endpoints (besides the system's).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_CA",
-        value_name = "FILE",
-        help_heading = "Server"
-    )]
     pub ca: Option<PathBuf>,
     /// Do not check https endpoints' certificates (test rigs only; the summary says so).
-    #[arg(long, env = "TOKENTAP_REPLAY_INSECURE", help_heading = "Server")]
     pub insecure: bool,
-    #[command(flatten)]
     #[serde(flatten)]
     pub protocols: Protocols,
     /// The model was not given: it is the one the endpoints list at `/v1/models`.
-    #[arg(skip)]
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub model_discovered: bool,
     /// Model name sent in every request (a row's own `model` overrides it).
-    #[arg(long, env = "TOKENTAP_REPLAY_MODEL", help_heading = "Server")]
     pub model: Option<String>,
     /// Official sampling settings, timeout and validity gates of one model.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_PRESET",
-        value_enum,
-        help_heading = "Request body"
-    )]
     pub preset: Option<Preset>,
     /// The sampling flags; resolved: what every request sends.
-    #[command(flatten)]
     pub sampling: Sampling,
     /// Active conversations: the command's own `--concurrency` (a sweep point's).
-    #[arg(skip = 1usize)]
     pub concurrency: usize,
-    // Not in `config.json`: `dataset` (its hash) identifies the file there.
-    /// MLPerf agentic dataset (JSONL, one row per message).
-    #[arg(
-        id = "dataset",
-        long = "dataset",
-        env = "TOKENTAP_REPLAY_DATASET",
-        value_name = "FILE",
-        help_heading = "Load"
-    )]
-    #[serde(skip)]
-    pub dataset_path: PathBuf,
     /// Trajectories to issue (official: a multiple of the dataset size). Default: one pass.
-    #[arg(long, env = "TOKENTAP_REPLAY_TRAJECTORIES", help_heading = "Load")]
     pub trajectories: Option<u64>,
     /// Salt the system prompt per pass and per conversation (docs/benchmark.md#salting; official
     /// runs salt).
-    #[arg(long, env = "TOKENTAP_REPLAY_SALT", help_heading = "Load")]
     pub salt: bool,
     /// Sleep each row's `delay_seconds` before issuing it (excluded from latency).
-    #[arg(long, env = "TOKENTAP_REPLAY_DELAYS", help_heading = "Load")]
     pub delays: bool,
     /// Multiplier applied to `delay_seconds` when --delays is on (0 to 1000).
-    #[arg(long, env = "TOKENTAP_REPLAY_DELAY_SCALE", allow_negative_numbers = true, default_value_t = DEFAULT_DELAY_SCALE, help_heading = "Load")]
     pub delay_scale: f64,
     /// Prefix a space to the first text of every replayed assistant message (generated-token
     /// cache clearing, docs/benchmark.md#cache-clearing). Changes the bodies: off in
     /// byte-compatible mode.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_CLEAR_GENERATED",
-        help_heading = "Request body"
-    )]
     pub clear_generated: bool,
     /// Ask for a final usage chunk (`stream_options.include_usage`): exact token counts, but the
     /// body is no longer byte-compatible with the MLPerf client.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_INCLUDE_USAGE",
-        help_heading = "Request body"
-    )]
     pub include_usage: bool,
     /// Resolved: the body is what the MLPerf client would send (no usage request, no cache
     /// clearing).
-    #[arg(skip = true)]
     pub byte_compatible: bool,
     /// Header(s) carrying the logical conversation id; repeatable. Giving any replaces the
     /// default X-Session-ID.
-    #[arg(long = "routing-header", env = "TOKENTAP_REPLAY_ROUTING_HEADER", value_name = "NAME", default_values_t = [String::from(DEFAULT_ROUTING_HEADER)], help_heading = "Server")]
     pub routing_headers: Vec<String>,
     /// Sent as `Authorization: Bearer KEY`; never logged or recorded.
-    #[arg(
-        long,
-        env = "TOKENTAP_API_KEY",
-        hide_env_values = true,
-        help_heading = "Server"
-    )]
     #[serde(skip)]
     pub api_key: Option<Secret>,
     /// Resolved: an API key was given (the key itself is never recorded).
-    #[arg(skip)]
     pub api_key_set: bool,
     // Resolved: the timeout every turn gets (`RunConfig::turn_timeout`).
     /// Per-turn timeout (e.g. 600s, 4h). Default: the preset's official value, else 86400s.
-    #[arg(long, env = "TOKENTAP_REPLAY_TURN_TIMEOUT", value_parser = tokentap_core::duration::parse, value_name = "DURATION", help_heading = "Load")]
     #[serde(
         with = "tokentap_core::duration::opt_secs",
         default,
@@ -581,14 +387,8 @@ pub struct RunConfig {
     )]
     pub turn_timeout: Option<Duration>,
     /// Stop issuing when the first slot finds no trajectory left (tuning runs; official: off).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_STOP_ISSUING_ON_FIRST_USER_COMPLETE",
-        help_heading = "Load"
-    )]
     pub stop_issuing_on_first_user_complete: bool,
     /// Stop issuing after this long, then drain in-flight turns.
-    #[arg(long, env = "TOKENTAP_REPLAY_MAX_DURATION", value_parser = tokentap_core::duration::parse, value_name = "DURATION", help_heading = "Load")]
     #[serde(
         with = "tokentap_core::duration::opt_secs",
         default,
@@ -596,142 +396,101 @@ pub struct RunConfig {
     )]
     pub max_duration: Option<Duration>,
     /// Directory for records.jsonl, summary.json and config.json (created if missing).
-    #[arg(long, env = "TOKENTAP_REPLAY_OUT", help_heading = "Output")]
     pub out: Option<PathBuf>,
     /// Serve the client's live metrics (Prometheus text, `source="client"`) at
     /// `http://ADDR/metrics` during the run. `PORT` alone means 127.0.0.1:PORT.
-    #[arg(long, env = "TOKENTAP_REPLAY_METRICS", value_name = "ADDR", value_parser = parse_addr, help_heading = "Server")]
     pub metrics: Option<std::net::SocketAddr>,
     /// Run only trajectories k with k mod N == I (N machines together issue the single-machine
     /// set).
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_SHARD",
-        value_name = "I/N",
-        default_value = "0/1",
-        hide_default_value = true,
-        help_heading = "Load"
-    )]
     pub shard: Shard,
     /// Stamp response arrivals when this process reads them instead of with the kernel's
     /// receive timestamp (the default: arrival at the host, independent of the client's
     /// scheduling; the difference is recorded per turn as `rx_lag_*`).
-    #[arg(
-        id = "kernel_rx_timestamps",
-        long = "user-rx-timestamps",
-        env = "TOKENTAP_REPLAY_USER_RX_TIMESTAMPS",
-        action = clap::ArgAction::SetFalse,
-        help_heading = "Server"
-    )]
     pub kernel_rx_timestamps: bool,
-    /// Set by [`RunConfig::bind_dataset`] / `run`.
-    #[arg(skip)]
+    /// The dataset's identity, set by [`RunConfig::bind_dataset`].
     pub dataset: Option<DatasetInfo>,
     /// The model's Hugging Face tokenizer folder (tokenizer.json, and the chat template in
     /// chat_template.jinja or tokenizer_config.json): count OSL, the TPOT denominator and ISL
     /// exactly as the MLPerf reference does. Read locally; nothing is downloaded. Without it,
     /// output tokens come from server usage or chunk counts and the OSL gate is not evaluated.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_TOKENIZER",
-        value_name = "DIR",
-        help_heading = "Benchmark rules"
-    )]
     pub tokenizer: Option<PathBuf>,
     /// The curve's C_min (1–32; docs/rules.md): names the point's region in its files. The
     /// minimum duration does not depend on it: 600 s at concurrency ≤ 32, 2,400 s above.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_C_MIN",
-        value_name = "N",
-        help_heading = "Benchmark rules"
-    )]
     pub c_min: Option<u64>,
     /// Run for at least the rules' minimum duration of the point's concurrency (600 s at
     /// concurrency ≤ 32, 2,400 s above) times F: whole passes of the dataset are issued until it
     /// has elapsed. F = 1 is the official length; anything else marks the point not official
     /// (tuning runs). Without it the run is `--trajectories` long and the rule only checked.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_MIN_DURATION_SCALE",
-        allow_negative_numbers = true,
-        value_name = "F",
-        help_heading = "Benchmark rules"
-    )]
     pub min_duration_scale: Option<f64>,
     /// Bind the run to a published seed set by its id (docs/rules.md), e.g. `A`: its
     /// `model_seed` is sent as every request's `seed` (as the reference sends its model seed; a
     /// row's own `seed`, or `--seed`, wins), and its three seeds are recorded in the run's files
     /// and a submission's `point.yaml`. The checker's own sets are bundled.
-    #[arg(
-        id = "seed_set_id",
-        long = "seed-set",
-        env = "TOKENTAP_REPLAY_SEED_SET",
-        value_name = "ID",
-        help_heading = "Benchmark rules"
-    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed_set_id: Option<String>,
     /// A newer seed-set file (the checker's `seed_sets.yaml` shape) to find `--seed-set` in.
-    #[arg(
-        long,
-        env = "TOKENTAP_REPLAY_SEED_SETS",
-        value_name = "FILE",
-        requires = "seed_set_id",
-        help_heading = "Benchmark rules"
-    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed_sets: Option<PathBuf>,
     /// Resolved: the published seed set `--seed-set` names.
-    #[arg(skip)]
     pub seed_set: Option<tokentap_mlperf::seeds::SeedSet>,
     /// Largest SSE event (or line) a response may send, in bytes; a longer one fails the turn
     /// (`event_too_large`) instead of growing the client's buffer without bound.
-    #[arg(long, env = "TOKENTAP_REPLAY_MAX_EVENT_BYTES", value_name = "BYTES", default_value_t = DEFAULT_MAX_EVENT_BYTES, help_heading = "Server")]
     pub max_event_bytes: usize,
     /// Keep every turn's output in its record (`content.output`, in the reference's
     /// `sample.complete` shape) so `tokentap report --tokenizer` can count it later. Off: outputs
     /// are never written.
-    #[arg(long, env = "TOKENTAP_REPLAY_RECORD_OUTPUTS", help_heading = "Output")]
     pub record_outputs: bool,
-    #[command(flatten)]
     #[serde(default, with = "warmup_or_null")]
     pub warmup: Warmup,
-    /// No live progress line.
-    #[arg(long, env = "TOKENTAP_REPLAY_QUIET", help_heading = "Output")]
-    #[serde(skip)]
-    pub quiet: bool,
-    /// Exit 0 whenever the run ran and its records are whole, whatever its turns and verdict
-    /// (lost records still exit 1, an interrupted run 130).
-    #[arg(long, env = "TOKENTAP_REPLAY_EXIT_ZERO", help_heading = "Output")]
-    #[serde(skip)]
-    pub exit_zero: bool,
 }
 
-/// The flags' own defaults, read from their declarations (the environment ignored), and no
-/// endpoint: what an option absent from an earlier layout's `config.json` meant (it did not
-/// exist, so the run behaved as its default does).
+/// The flags' defaults (the replay's tests hold them equal to the flags' own), no endpoint and
+/// nothing resolved: what an option absent from an earlier layout's `config.json` meant (it did
+/// not exist, so the run behaved as its default does).
 impl Default for RunConfig {
     fn default() -> Self {
-        use clap::{Args as _, FromArgMatches as _};
-        // Invariant: without `required`, every option has a default or is optional.
-        let m = RunConfig::augment_args(clap::Command::new("replay"))
-            .mut_args(|a| a.env(None::<&str>).required(false))
-            .try_get_matches_from(["replay", "--dataset", "-"])
-            .expect("the options parse without arguments");
-        RunConfig::from_arg_matches(&m).expect("the options parse without arguments")
+        RunConfig {
+            endpoints: Vec::new(),
+            ca: None,
+            insecure: false,
+            protocols: Protocols::default(),
+            model_discovered: false,
+            model: None,
+            preset: None,
+            sampling: Sampling::default(),
+            concurrency: 1,
+            trajectories: None,
+            salt: false,
+            delays: false,
+            delay_scale: DEFAULT_DELAY_SCALE,
+            clear_generated: false,
+            include_usage: false,
+            byte_compatible: true,
+            routing_headers: vec![DEFAULT_ROUTING_HEADER.to_string()],
+            api_key: None,
+            api_key_set: false,
+            turn_timeout: None,
+            stop_issuing_on_first_user_complete: false,
+            max_duration: None,
+            out: None,
+            metrics: None,
+            shard: Shard::default(),
+            kernel_rx_timestamps: true,
+            dataset: None,
+            tokenizer: None,
+            c_min: None,
+            min_duration_scale: None,
+            seed_set_id: None,
+            seed_sets: None,
+            seed_set: None,
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+            record_outputs: false,
+            warmup: Warmup::default(),
+        }
     }
 }
 
 impl RunConfig {
-    /// This configuration at `concurrency`, resolved: the configuration of one run.
-    pub fn at(&self, concurrency: usize) -> Result<RunConfig, ConfigError> {
-        let mut c = self.clone();
-        c.concurrency = concurrency;
-        c.resolve()?;
-        Ok(c)
-    }
-
     /// How https endpoints are checked.
     pub fn trust(&self) -> tokentap_core::tls::Trust {
         tokentap_core::tls::Trust {
@@ -748,45 +507,6 @@ impl RunConfig {
             .map(|e| e.url.as_str())
             .collect::<Vec<_>>()
             .join(", ")
-    }
-
-    /// A resolved config with the defaults of `tokentap replay --endpoint URL --dataset -`: the
-    /// flags' own defaults, read from their declarations (the environment ignored).
-    pub fn new(endpoint: &str) -> Result<RunConfig, ConfigError> {
-        use clap::{Args as _, FromArgMatches as _};
-        Endpoint::parse(endpoint)?;
-        let clap_error = |e: clap::Error| ConfigError::Invalid(e.to_string());
-        let m = RunConfig::augment_args(clap::Command::new("replay"))
-            .mut_args(|a| a.env(None::<&str>))
-            .try_get_matches_from(["replay", "--endpoint", endpoint, "--dataset", "-"])
-            .map_err(clap_error)?;
-        let mut c = RunConfig::from_arg_matches(&m).map_err(clap_error)?;
-        c.resolve()?;
-        Ok(c)
-    }
-
-    /// Fills in what the options imply — the preset's sampling under the flags, a seed set's
-    /// model seed, the turn timeout, `api_key_set`, `byte_compatible` — then checks. Idempotent.
-    pub fn resolve(&mut self) -> Result<(), ConfigError> {
-        if let Some(p) = self.preset {
-            self.sampling = std::mem::take(&mut self.sampling).over(p.sampling());
-        }
-        self.turn_timeout = Some(self.turn_timeout());
-        self.seed_set = match &self.seed_set_id {
-            Some(id) => Some(
-                tokentap_mlperf::seeds::find(id, self.seed_sets.as_deref())
-                    .map_err(|e| ConfigError::Invalid(format!("--seed-set: {e}")))?,
-            ),
-            None => None,
-        };
-        // The reference sends its `model_params.seed` as every request's `seed` (a row's own
-        // wins); a published set's `model_seed` is that seed (docs/rules.md). `--seed` wins.
-        if let (Some(ss), None) = (&self.seed_set, self.sampling.seed) {
-            self.sampling.seed = Some(i128::from(ss.model_seed));
-        }
-        self.api_key_set = self.api_key.is_some();
-        self.byte_compatible = !self.include_usage && !self.clear_generated;
-        self.check()
     }
 
     /// Every turn's timeout: `--turn-timeout`, else the preset's official value, else a day.
@@ -928,11 +648,10 @@ impl RunConfig {
         })
     }
 
-    /// Resolves the config again (a caller may have changed it), checks it against the dataset
-    /// (model names, salting needs a system prompt on every conversation the run will issue)
-    /// and records the dataset's identity.
+    /// Checks the config, then against the dataset (model names, salting needs a system prompt
+    /// on every conversation the run will issue), and records the dataset's identity.
     pub fn bind_dataset(&mut self, ds: &Dataset, hash: Option<String>) -> Result<(), ConfigError> {
-        self.resolve()?;
+        self.check()?;
         let n = ds.conversations.len() as u64;
         let budget = self.budget(ds);
         // Conversations reached by the budget: k mod N for k < budget.

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 use tokentap_mlperf::pareto::RegionName;
-use tokentap_replay::RunConfig;
+use tokentap_replay::RunOpts;
 
 /// `tokentap sweep` options: every `tokentap replay` option with the same meaning (per point),
 /// plus the points. Environment variables follow one rule: an option reads
@@ -14,7 +14,7 @@ use tokentap_replay::RunConfig;
 #[group(id = "SweepOpts")]
 pub struct Opts {
     #[command(flatten)]
-    pub run: RunConfig,
+    pub run: RunOpts,
     /// The points' concurrencies, e.g. `1,4,16,64` (one measurement point each); without it,
     /// --c-min and --c-max propose a plan.
     #[arg(

@@ -68,14 +68,15 @@ impl Sweep {
     /// From the command line: the plan, the base replay config, the dataset.
     pub async fn from_opts(opts: &Opts) -> anyhow::Result<Sweep> {
         let plan = plan(&opts.concurrency, opts.run.c_min, opts.c_max, opts.points)?;
-        let mut base = opts.run.clone();
-        base.out = None;
-        base.resolve()?;
+        // The flags are checked first, as given; the points' shared options then resolve once.
+        opts.run.resolve()?;
+        let mut run = opts.run.clone();
+        run.out = None;
         if let Some(r) = &plan.regions {
-            base.c_min = Some(r.c_min);
+            run.c_min = Some(r.c_min);
         }
         let scale = opts.run.min_duration_scale.unwrap_or(1.0);
-        if base.shard.count > 1 {
+        if run.shard.count > 1 {
             // Each shard would extend a point on its own clock: a sharded point's length is
             // its --trajectories, and its tracked duration is judged against the minimum after
             // the merge (the point's own min_duration rule).
@@ -89,7 +90,7 @@ impl Sweep {
             if opts.barrier.is_none() {
                 return bad("a sharded sweep needs --barrier DIR: a directory every shard can write (the shared volume), where the shards wait for each other before each point").map_err(Into::into);
             }
-            base.min_duration_scale = None;
+            run.min_duration_scale = None;
         } else {
             if opts.barrier.is_some() {
                 return Err(SweepError::Config(
@@ -97,9 +98,9 @@ impl Sweep {
                 )
                 .into());
             }
-            base.min_duration_scale = Some(scale);
+            run.min_duration_scale = Some(scale);
         }
-        base.check()?;
+        let mut base = run.resolve()?;
         let engine = opts
             .engine_metrics
             .iter()

@@ -6,7 +6,7 @@ pub use crate::data::{dataset, synth_dataset, temp_dir};
 use serde_json::Value;
 use std::sync::Arc;
 use tokentap_dataset::Dataset;
-use tokentap_replay::{ProgressMode, RunConfig, RunOutcome};
+use tokentap_replay::{ProgressMode, RunOpts, RunOutcome};
 use tokentap_sim::{SimConfig, SimServer};
 
 /// A zero-delay sim that keeps request bodies, 8-token outputs, then `f`.
@@ -19,16 +19,18 @@ pub async fn sim_with(f: impl FnOnce(&mut SimConfig)) -> SimServer {
     SimServer::start(c).await.unwrap()
 }
 
-/// A config aimed at `sim` with model "m", writing into a fresh directory.
-pub fn config(sim: &SimServer, name: &str) -> RunConfig {
-    let mut c = RunConfig::new(&sim.base_url()).unwrap();
+/// Options aimed at `sim` with model "m", writing into a fresh directory.
+pub fn config(sim: &SimServer, name: &str) -> RunOpts {
+    let mut c = RunOpts::new(&sim.base_url()).unwrap();
     c.model = Some("m".into());
     c.out = Some(temp_dir(name));
     c
 }
 
-/// Runs a replay to its end (no progress output, never interrupted) and reads its records.
-pub async fn run(config: RunConfig, ds: Arc<Dataset>) -> (RunOutcome, Vec<Value>) {
+/// Runs a replay of `opts`, resolved, to its end (no progress output, never interrupted) and
+/// reads its records.
+pub async fn run(opts: RunOpts, ds: Arc<Dataset>) -> (RunOutcome, Vec<Value>) {
+    let config = opts.resolve().expect("the options resolve");
     let out = tokentap_replay::run_with(config, ds, ProgressMode::Off, std::future::pending())
         .await
         .unwrap();

@@ -1,13 +1,13 @@
 //! The sim ← proxy ← replay topology on `127.0.0.1:0`, and its parts.
 //!
 //! ```text
-//!  replay (RunConfig from Stack::replay_config) ──► proxy ──► sim
+//!  replay (RunOpts from Stack::replay_config) ──► proxy ──► sim
 //! ```
 
 use std::path::Path;
 use std::time::Duration;
 use tokentap_proxy::{Config, Proxy, ShutdownReport};
-use tokentap_replay::RunConfig;
+use tokentap_replay::RunOpts;
 use tokentap_sim::{SimConfig, SimServer};
 
 /// The zero-delay sim, every response as long as its max tokens.
@@ -58,8 +58,8 @@ impl Stack {
     }
 
     /// A replay aimed at [`Stack::endpoint`], model `m`, writing into `out` when given.
-    pub fn replay_config(&self, out: Option<&Path>) -> RunConfig {
-        let mut c = RunConfig::new(&self.endpoint()).expect("a valid endpoint");
+    pub fn replay_config(&self, out: Option<&Path>) -> RunOpts {
+        let mut c = RunOpts::new(&self.endpoint()).expect("a valid endpoint");
         c.model = Some("m".into());
         c.out = out.map(Path::to_path_buf);
         c
