@@ -954,4 +954,57 @@ mod tests {
         assert_eq!(json["pairs"][0]["wire"]["ttft_ms"], 10.0);
         assert_eq!(json["pairs"][0]["join"], "request_id");
     }
+
+    /// The run's report reads `compare.json` through the run directory's own type: the same
+    /// schema id, and every field it shows reads back as compare wrote it.
+    #[test]
+    fn the_run_directory_reads_the_report_back() {
+        use tokentap_run::compare::CompareFile;
+        assert_eq!(SCHEMA, tokentap_run::compare::SCHEMA);
+        let wire = vec![wire_turn(10.0), wire_turn(20.0)];
+        let client = client_run(
+            Clock::Wall,
+            vec![client_turn(1, 10.2), client_turn(2, 25.0)],
+        );
+        let joined = Joined {
+            pairs: (0..2)
+                .map(|i| Pair {
+                    client: i,
+                    wire: i,
+                    how: JoinMethod::RequestId,
+                })
+                .collect(),
+            ..Joined::default()
+        };
+        let r = build(&client, &wire, 0, &joined, &settings());
+        let back: CompareFile = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        assert_eq!(back.headline.as_deref(), Some(r.headline.as_str()));
+        assert_eq!(
+            back.verdict.as_deref(),
+            serde_json::to_value(r.verdict).unwrap().as_str()
+        );
+        assert_eq!(back.reasons, r.reasons);
+        assert_eq!(back.metrics.len(), r.metrics.len());
+        for (b, m) in back.metrics.iter().zip(&r.metrics) {
+            assert_eq!(
+                serde_json::to_value(m.metric).unwrap().as_str(),
+                Some(b.metric.as_str())
+            );
+            assert_eq!(b.unit, m.unit);
+            assert_eq!(b.claims.len(), m.claims.len());
+            for (bc, c) in b.claims.iter().zip(&m.claims) {
+                assert_eq!(bc.stat, c.stat);
+                assert_eq!((bc.client, bc.wire), (Some(c.client), Some(c.wire)));
+                assert_eq!((bc.diff, bc.tolerance), (Some(c.diff), Some(c.tolerance)));
+            }
+        }
+        assert_eq!(back.pairs.len(), r.pairs.len());
+        for (b, p) in back.pairs.iter().zip(&r.pairs) {
+            assert_eq!(
+                (b.client.ttft_ms, b.wire.ttft_ms),
+                (p.client.ttft_ms, p.wire.ttft_ms)
+            );
+            assert_eq!(b.ttft_split, p.ttft_split);
+        }
+    }
 }

@@ -5,10 +5,10 @@
 
 use crate::load::Run;
 use crate::svg::{esc, num, Bars, Lines, Scatter, Span, Swimlane};
-use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use tokentap_core::record::Status;
+use tokentap_run::compare::CompareFile;
 
 /// The page style, shared with the sweep report.
 pub const CSS: &str = r#"
@@ -192,11 +192,6 @@ fn verdict_section(o: &mut String, run: &Run) {
         }
         o.push_str("</ul>");
     }
-}
-
-/// A number of `compare.json` (compare's report; see `compare_section`).
-fn fv(v: &Value) -> String {
-    f(v.as_f64())
 }
 
 fn f(v: Option<f64>) -> String {
@@ -461,77 +456,75 @@ fn swimlane(run: &Run) -> String {
 /// verdict and reasons, the claims table (`metrics[].claims[]`) and the client-vs-wire TTFT
 /// scatter (`pairs[].client.ttft_ms` against `pairs[].wire.ttft_ms`).
 fn compare_section(o: &mut String, run: &Run) {
-    let Some(c) = &run.compare else {
+    let Some(c) = run.compare.as_ref().map(|c| &c.file) else {
         return;
     };
     o.push_str(r#"<h2 id="compare">Client vs wire (compare.json)</h2>"#);
     // The one-line verdict (`headline`: failed checks and claims), else the bare verdict.
-    let verdict = if c["headline"].is_string() {
-        &c["headline"]
-    } else {
-        &c["verdict"]
-    };
+    let verdict = c
+        .headline
+        .as_deref()
+        .or(c.verdict.as_deref())
+        .unwrap_or("–");
     let _ = write!(
         o,
         "<p>verdict: <b>{}</b> · format {} · schema {}</p>",
-        esc(&value_text(verdict)),
-        esc(&value_text(&c["format"])),
-        esc(&value_text(&c["schema"]))
+        esc(verdict),
+        esc(c.format.as_deref().unwrap_or("–")),
+        esc(&c.schema)
     );
-    if let Some(rs) = c["reasons"].as_array() {
+    if !c.reasons.is_empty() {
         o.push_str("<ul>");
-        for r in rs {
-            let _ = write!(o, "<li>{}</li>", esc(&value_text(r)));
+        for r in &c.reasons {
+            let _ = write!(o, "<li>{}</li>", esc(r));
         }
         o.push_str("</ul>");
     }
     // Several proxies (one beside each replica) are one wire view: what each saw.
-    if let Some(srcs) = c["wire_sources"].as_array().filter(|s| s.len() > 1) {
+    if c.wire_sources.len() > 1 {
         o.push_str("<table id=\"wire-sources\"><tr><th>proxy records</th><th>turns</th><th>joined</th><th>replicas (turns)</th></tr>");
-        for s in srcs {
-            let replicas: Vec<String> = s["replicas"]
-                .as_object()
-                .into_iter()
-                .flatten()
+        for s in &c.wire_sources {
+            let replicas: Vec<String> = s
+                .replicas
+                .iter()
                 .map(|(r, n)| format!("{r} ({n})"))
                 .collect();
             let _ = write!(
                 o,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&value_text(&s["path"])),
-                fv(&s["turns"]),
-                fv(&s["joined"]),
+                esc(&s.path),
+                num(s.turns as f64),
+                num(s.joined as f64),
                 esc(&replicas.join(", "))
             );
         }
         o.push_str("</table>");
     }
-    if let Some(ms) = c["metrics"].as_array() {
+    if !c.metrics.is_empty() {
         o.push_str("<table id=\"claims\"><tr><th>metric</th><th>stat</th><th>client</th><th>wire</th><th>client − wire</th><th>tolerance</th><th>verdict</th></tr>");
-        for m in ms {
-            for cl in m["claims"].as_array().into_iter().flatten() {
+        for m in &c.metrics {
+            for cl in &m.claims {
                 let _ = write!(
                     o,
                     "<tr><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                    esc(&value_text(&m["metric"])),
-                    esc(&value_text(&m["unit"])),
-                    esc(&value_text(&cl["stat"])),
-                    fv(&cl["client"]),
-                    fv(&cl["wire"]),
-                    fv(&cl["diff"]),
-                    fv(&cl["tolerance"]),
-                    esc(&value_text(&cl["verdict"]))
+                    esc(&m.metric),
+                    esc(&m.unit),
+                    esc(&cl.stat),
+                    f(cl.client),
+                    f(cl.wire),
+                    f(cl.diff),
+                    f(cl.tolerance),
+                    esc(&cl.verdict)
                 );
             }
         }
         o.push_str("</table>");
     }
-    let points = pair_points(c, |p| {
-        Some((
-            p["wire"]["ttft_ms"].as_f64()?,
-            p["client"]["ttft_ms"].as_f64()?,
-        ))
-    });
+    let points: Vec<(f64, f64)> = c
+        .pairs
+        .iter()
+        .filter_map(|p| Some((p.wire.ttft_ms?, p.client.ttft_ms?)))
+        .collect();
     if !points.is_empty() {
         o.push_str(
             &Scatter {
@@ -551,42 +544,39 @@ fn compare_section(o: &mut String, run: &Run) {
 /// Where TTFT went, when the proxy recorded the engine's own timing (`--inject-metrics`):
 /// the distribution of queue, engine and outside-the-engine time (`ttft_split`), and per turn
 /// the time outside the engine against the engine's own part.
-fn ttft_split_section(o: &mut String, c: &Value) {
-    let sp = &c["ttft_split"];
-    if !sp.is_object() {
+fn ttft_split_section(o: &mut String, c: &CompareFile) {
+    let Some(sp) = &c.ttft_split else {
         return;
-    }
+    };
     let _ = write!(
         o,
         "<h3 id=\"ttft-split\">TTFT split by the engine's own timing ({} turns)</h3>",
-        fv(&sp["turns"])
+        num(sp.turns as f64)
     );
     o.push_str("<table id=\"ttft-split-table\"><tr><th>part</th><th>p50 (ms)</th><th>p90 (ms)</th><th>p99 (ms)</th></tr>");
-    for (label, key) in [
-        ("engine queue", "queue_ms"),
-        ("engine: scheduled → first token", "engine_ms"),
-        ("outside the engine, at the wire", "wire_outside_ms"),
-        ("outside the engine, at the client", "client_outside_ms"),
+    for (label, d) in [
+        ("engine queue", &sp.queue_ms),
+        ("engine: scheduled → first token", &sp.engine_ms),
+        ("outside the engine, at the wire", &sp.wire_outside_ms),
+        ("outside the engine, at the client", &sp.client_outside_ms),
     ] {
-        let d = &sp[key];
-        if d.is_object() {
+        if let Some(d) = d {
             let _ = write!(
                 o,
                 "<tr><td>{label}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                fv(&d["p50"]),
-                fv(&d["p90"]),
-                fv(&d["p99"])
+                num(d.p50),
+                num(d.p90),
+                num(d.p99)
             );
         }
     }
     o.push_str("</table>");
-    let points = pair_points(c, |p| {
-        let s = &p["ttft_split"];
-        Some((
-            s["queue_ms"].as_f64()? + s["engine_ms"].as_f64()?,
-            s["outside_ms"].as_f64()?,
-        ))
-    });
+    let points: Vec<(f64, f64)> = c
+        .pairs
+        .iter()
+        .filter_map(|p| p.ttft_split.as_ref())
+        .map(|s| (s.queue_ms + s.engine_ms, s.outside_ms))
+        .collect();
     if !points.is_empty() {
         o.push_str(
             &Scatter {
@@ -600,23 +590,6 @@ fn ttft_split_section(o: &mut String, c: &Value) {
             .render(),
         );
     }
-}
-
-fn value_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// One point per joined pair of `compare.json` that `point` can place.
-fn pair_points(c: &Value, point: impl Fn(&Value) -> Option<(f64, f64)>) -> Vec<(f64, f64)> {
-    c["pairs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(point)
-        .collect()
 }
 
 #[cfg(test)]
@@ -691,7 +664,7 @@ mod tests {
     fn the_compare_section_shows_the_headline_and_the_ttft_split() {
         let d = |a: f64| json!({"min": a, "p50": a, "p90": a + 1.0, "p99": a + 2.0, "max": a + 2.0, "mean": a});
         let mut r = run();
-        r.compare = Some(json!({
+        let json = json!({
             "schema": "tokentap-compare/1", "format": "tokentap", "verdict": "FAIL",
             "headline": "FAIL: 1 check failed, 12 of 12 claims within tolerance",
             "reasons": ["ttft never shorter than the wire's: 1 turn"],
@@ -703,7 +676,11 @@ mod tests {
                 {"client": {"ttft_ms": 45.0}, "wire": {"ttft_ms": 44.4},
                  "ttft_split": {"queue_ms": 4.0, "engine_ms": 40.0, "outside_ms": 0.4}}
             ]
-        }));
+        });
+        r.compare = Some(crate::load::Compared {
+            file: serde_json::from_value(json.clone()).unwrap(),
+            json,
+        });
         let mut o = String::new();
         compare_section(&mut o, &r);
         assert!(

@@ -6,10 +6,12 @@
 //! Derives every series the plots and the text formats show.
 
 use crate::error::ReportError;
+use serde::Deserialize as _;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use tokentap_core::record::{Status, TurnRecord};
 use tokentap_core::stats::Samples;
+use tokentap_run::compare::CompareFile;
 use tokentap_run::config::RunConfig;
 use tokentap_run::files;
 use tokentap_run::summary::Summary;
@@ -26,14 +28,21 @@ pub struct Recount {
 /// `(x, y)` points of one plotted series.
 pub type Series = Vec<(f64, f64)>;
 
+/// `compare.json`: typed, and as written.
+pub struct Compared {
+    pub file: CompareFile,
+    pub json: Value,
+}
+
 /// Everything read from one run directory.
 pub struct Run {
     pub dir: PathBuf,
     pub records: Vec<TurnRecord>,
     pub summary: Summary,
     pub config: RunConfig,
-    /// `compare.json`, when `tokentap compare --json RUN_DIR/compare.json` put one there.
-    pub compare: Option<Value>,
+    /// `compare.json`, when `tokentap compare --json RUN_DIR/compare.json` put one there: what
+    /// the page shows of it, and the file as written (embedded verbatim in the JSON form).
+    pub compare: Option<Compared>,
 }
 
 /// `records.jsonl`, a line at a time (memory: the records, not the file's text).
@@ -141,7 +150,12 @@ impl Run {
         };
         let mp = dir.join(files::COMPARE);
         let compare = if mp.exists() {
-            Some(read_json(&mp, "a tokentap compare.json")?)
+            let json: Value = read_json(&mp, "a tokentap compare.json")?;
+            let file = CompareFile::deserialize(&json).map_err(|e| ReportError::Parse {
+                path: mp.clone(),
+                message: format!("a tokentap compare.json: {e}"),
+            })?;
+            Some(Compared { file, json })
         } else {
             None
         };

@@ -65,7 +65,7 @@ pub fn json(run: &Run) -> Value {
         "accuracy": s.accuracy,
         "ttft_ms_by_turn_index": ttft_by_turn_index(run).into_iter()
             .map(|(t, n, m)| json!({"turn_index": t, "turns": n, "mean_ms": m})).collect::<Vec<_>>(),
-        "compare": run.compare,
+        "compare": run.compare.as_ref().map(|c| &c.json),
     })
 }
 
