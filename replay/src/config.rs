@@ -491,23 +491,12 @@ impl RunOpts {
         if let Some(p) = preset {
             sampling = sampling.over(p.sampling());
         }
-        let seed_set = match &seed_set_id {
-            Some(id) => Some(
-                tokentap_mlperf::seeds::find(id, seed_sets.as_deref())
-                    .map_err(|e| ConfigError::Invalid(format!("--seed-set: {e}")))?,
-            ),
-            None => None,
-        };
+        let seed_set = seed_set_of(seed_set_id.as_deref(), seed_sets.as_deref())?;
         // The reference sends its `model_params.seed` as every request's `seed` (a row's own
         // wins); a published set's `model_seed` is that seed (docs/rules.md). `--seed` wins.
         if let (Some(ss), None) = (&seed_set, sampling.seed) {
             sampling.seed = Some(i128::from(ss.model_seed));
         }
-        let protocols = match (http1, http2) {
-            (true, _) => Protocols::Http1,
-            (_, true) => Protocols::Http2,
-            _ => Protocols::Auto,
-        };
         let turn_timeout = turn_timeout
             .or(preset.and_then(Preset::turn_timeout))
             .unwrap_or(DEFAULT_TURN_TIMEOUT);
@@ -515,7 +504,7 @@ impl RunOpts {
             endpoints,
             ca,
             insecure,
-            protocols,
+            protocols: protocols_of(http1, http2),
             model_discovered: false,
             model,
             preset,
@@ -551,6 +540,27 @@ impl RunOpts {
         };
         config.check()?;
         Ok(config)
+    }
+}
+
+/// `--seed-set ID` (in `--seed-sets FILE`, else the bundled sets): the published set.
+fn seed_set_of(
+    id: Option<&str>,
+    file: Option<&std::path::Path>,
+) -> Result<Option<tokentap_mlperf::seeds::SeedSet>, ConfigError> {
+    id.map(|id| {
+        tokentap_mlperf::seeds::find(id, file)
+            .map_err(|e| ConfigError::Invalid(format!("--seed-set: {e}")))
+    })
+    .transpose()
+}
+
+/// `--http1` / `--http2` (the two conflict; `--http1` would win).
+fn protocols_of(http1: bool, http2: bool) -> Protocols {
+    match (http1, http2) {
+        (true, _) => Protocols::Http1,
+        (_, true) => Protocols::Http2,
+        _ => Protocols::Auto,
     }
 }
 
