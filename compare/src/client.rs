@@ -8,50 +8,32 @@
 use serde::Serialize;
 use std::fmt;
 
-/// The metrics `compare` checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Metric {
-    /// Time to first token, ms: from the turn's start to the first text-carrying chunk.
-    Ttft,
-    /// Inter-token latency of one turn, ms: the mean gap per output token after the first
-    /// chunk. Claims are percentiles over turns of this per-turn mean (AIPerf's definition), so
-    /// a client that reports per-chunk gaps on multi-token chunks shows up as a difference.
-    Itl,
-    /// End to end, ms: from the turn's start to the last byte of the response.
-    E2e,
-    /// Output tokens of the turn: the client's count vs the wire's — the reference tokenizer's
-    /// OSL when the proxy ran with `--tokenizer`, else the server's usage.
-    OutputTokens,
-    /// The MLPerf reference's TPOT, ms: (last chunk − first chunk) / the tokens after the first
-    /// chunk (counted with the reference tokenizer).
-    Tpot,
-    /// Mean gap between received chunks after the first, ms (the MLPerf client's
-    /// `sample.recv_non_first` events; the wire's inter-chunk latency).
-    ChunkGap,
+tokentap_core::vocabulary! {
+    /// The metrics `compare` checks.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Metric {
+        /// Time to first token, ms: from the turn's start to the first text-carrying chunk.
+        Ttft = "ttft",
+        /// Inter-token latency of one turn, ms: the mean gap per output token after the first
+        /// chunk. Claims are percentiles over turns of this per-turn mean (AIPerf's definition), so
+        /// a client that reports per-chunk gaps on multi-token chunks shows up as a difference.
+        Itl = "itl",
+        /// End to end, ms: from the turn's start to the last byte of the response.
+        E2e = "e2e",
+        /// Output tokens of the turn: the client's count vs the wire's — the reference tokenizer's
+        /// OSL when the proxy ran with `--tokenizer`, else the server's usage.
+        OutputTokens = "output_tokens",
+        /// The MLPerf reference's TPOT, ms: (last chunk − first chunk) / the tokens after the first
+        /// chunk (counted with the reference tokenizer).
+        Tpot = "tpot",
+        /// Mean gap between received chunks after the first, ms (the MLPerf client's
+        /// `sample.recv_non_first` events; the wire's inter-chunk latency).
+        ChunkGap = "chunk_gap",
+    }
 }
 
 impl Metric {
-    pub const ALL: [Metric; 6] = [
-        Metric::Ttft,
-        Metric::Itl,
-        Metric::E2e,
-        Metric::OutputTokens,
-        Metric::Tpot,
-        Metric::ChunkGap,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Metric::Ttft => "ttft",
-            Metric::Itl => "itl",
-            Metric::E2e => "e2e",
-            Metric::OutputTokens => "output_tokens",
-            Metric::Tpot => "tpot",
-            Metric::ChunkGap => "chunk_gap",
-        }
-    }
-
     /// Display name in the terminal table.
     pub fn label(self) -> &'static str {
         match self {
@@ -266,4 +248,17 @@ pub struct Level {
     pub name: String,
     pub turns: std::ops::Range<usize>,
     pub published: Option<Published>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A metric's name in compare.json is its vocabulary name.
+    #[test]
+    fn metric_serde_names_are_the_vocabularys() {
+        for m in Metric::ALL {
+            assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
+        }
+    }
 }

@@ -56,16 +56,19 @@ crate::vocabulary! {
     }
 }
 
-/// Whose fault an error was (pingora's habit).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorSource {
-    /// The server: refused, reset, error status, broken stream.
-    Upstream,
-    /// The client side: it went away, sent something invalid.
-    Downstream,
-    /// tokentap itself: a timeout it enforced, a stop, a bug.
-    Internal,
+crate::vocabulary! {
+    /// Whose fault an error was (pingora's habit): a record's `error.source` and the
+    /// `source` label of the request counters.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ErrorSource {
+        /// The server: refused, reset, error status, broken stream.
+        Upstream = "upstream",
+        /// The client side: it went away, sent something invalid.
+        Downstream = "downstream",
+        /// tokentap itself: a timeout it enforced, a stop, a bug.
+        Internal = "internal",
+    }
 }
 
 /// What went wrong with a turn.

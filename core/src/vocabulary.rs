@@ -92,9 +92,10 @@ mod tests {
     #[test]
     fn serde_names_are_the_vocabularys() {
         use crate::chunk::FinishReason;
-        use crate::record::{CountSource, RxClock, Status};
+        use crate::record::{CountSource, ErrorSource, RxClock, Status};
         use crate::timeline::TokenSource;
         serde_is_the_name(&Status::ALL, |v| v.as_str());
+        serde_is_the_name(&ErrorSource::ALL, |v| v.as_str());
         serde_is_the_name(&RxClock::ALL, |v| v.as_str());
         serde_is_the_name(&CountSource::ALL, |v| v.as_str());
         serde_is_the_name(&FinishReason::ALL, |v| v.as_str());

@@ -29,45 +29,41 @@ pub const MAX_C_MIN: u64 = 32;
 pub const MIN_POINTS: usize = 7;
 pub const MAX_POINTS: usize = 32;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RegionName {
-    /// 1 … C_min (the rules' "ultra-low" region).
-    #[serde(alias = "ultra_low")]
-    LowLatency,
-    #[serde(alias = "low")]
-    LowConcurrency,
-    #[serde(alias = "medium")]
-    MedConcurrency,
-    #[serde(alias = "high")]
-    HighConcurrency,
-    /// C_max + 1 … ceil(1.1 · C_max): measured, but it covers no region.
-    Margin,
+tokentap_core::vocabulary! {
+    /// A region of the curve, named as the checker spells it in a submission's files
+    /// (`point.yaml`'s region); serde also reads the names tokentap used before.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum RegionName {
+        /// 1 … C_min (the rules' "ultra-low" region).
+        #[serde(alias = "ultra_low")]
+        LowLatency = "low_latency",
+        /// C_min … the low region's end.
+        #[serde(alias = "low")]
+        LowConcurrency = "low_concurrency",
+        /// The medium region.
+        #[serde(alias = "medium")]
+        MedConcurrency = "med_concurrency",
+        /// The high region, up to C_max.
+        #[serde(alias = "high")]
+        HighConcurrency = "high_concurrency",
+        /// C_max + 1 … ceil(1.1 · C_max): measured, but it covers no region.
+        Margin = "margin",
+    }
 }
 
 impl RegionName {
     /// The four mandatory regions, in order.
-    pub const ALL: [RegionName; 4] = [
+    pub const MANDATORY: [RegionName; 4] = [
         RegionName::LowLatency,
         RegionName::LowConcurrency,
         RegionName::MedConcurrency,
         RegionName::HighConcurrency,
     ];
 
-    /// The name in a submission's files (`point.yaml`'s region), as the checker spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RegionName::LowLatency => "low_latency",
-            RegionName::LowConcurrency => "low_concurrency",
-            RegionName::MedConcurrency => "med_concurrency",
-            RegionName::HighConcurrency => "high_concurrency",
-            RegionName::Margin => "margin",
-        }
-    }
-
     /// The checker's name, or the names tokentap used before (`ultra_low`, `low`, `medium`,
     /// `high`), with `-` or `_`.
-    pub fn parse(s: &str) -> Option<RegionName> {
+    pub fn read(s: &str) -> Option<RegionName> {
         let s = s.replace('-', "_");
         let old = |r: RegionName| match r {
             RegionName::LowLatency => "ultra_low",
@@ -78,7 +74,6 @@ impl RegionName {
         };
         RegionName::ALL
             .into_iter()
-            .chain([RegionName::Margin])
             .find(|r| r.as_str() == s || old(*r) == s)
     }
 }
@@ -546,13 +541,13 @@ fn swe_bench_mean(
         );
     };
     let mut per: Vec<(RegionName, f64)> = Vec::new();
-    for name in RegionName::ALL {
+    for name in RegionName::MANDATORY {
         if let Some((_, v)) = swe_bench.iter().rev().find(|(n, _)| *n == name) {
             per.push((name, *v));
         }
     }
     if per.len() < 4 {
-        let missing: Vec<&str> = RegionName::ALL
+        let missing: Vec<&str> = RegionName::MANDATORY
             .iter()
             .filter(|n| !per.iter().any(|(m, _)| m == *n))
             .map(|n| n.as_str())
@@ -587,6 +582,28 @@ fn swe_bench_mean(
 mod tests {
     use super::*;
     use crate::validity::{Status, Verdict};
+
+    /// The regions and the verdicts are written by serde under their one name, and read back
+    /// (the regions also under the names tokentap used before).
+    #[test]
+    fn serde_names_are_the_vocabularys() {
+        for r in RegionName::ALL {
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
+            assert_eq!(
+                serde_json::from_value::<RegionName>(r.as_str().into()).unwrap(),
+                r
+            );
+            assert_eq!(RegionName::read(r.as_str()), Some(r));
+        }
+        assert_eq!(RegionName::read("ultra-low"), Some(RegionName::LowLatency));
+        for v in Verdict::ALL {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
+            assert_eq!(
+                serde_json::from_value::<Verdict>(v.as_str().into()).unwrap(),
+                v
+            );
+        }
+    }
 
     fn ends(r: &Regions) -> Vec<(u64, u64)> {
         r.regions.iter().map(|x| (x.start, x.end)).collect()

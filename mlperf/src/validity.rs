@@ -149,25 +149,19 @@ pub struct Rule {
     pub message: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    Valid,
-    Invalid,
-    /// No rule failed, but a gate that decides validity was not evaluated.
-    Incomplete,
-    /// No official model preset: the gates are unknown; the rules that need none are listed.
-    NoGates,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Valid => "valid",
-            Verdict::Invalid => "invalid",
-            Verdict::Incomplete => "incomplete",
-            Verdict::NoGates => "no_gates",
-        }
+tokentap_core::vocabulary! {
+    /// A run's verdict under the rules.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Verdict {
+        /// Every rule and gate passed.
+        Valid = "valid",
+        /// A rule or gate failed.
+        Invalid = "invalid",
+        /// No rule failed, but a gate that decides validity was not evaluated.
+        Incomplete = "incomplete",
+        /// No official model preset: the gates are unknown; the rules that need none are listed.
+        NoGates = "no_gates",
     }
 }
 

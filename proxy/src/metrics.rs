@@ -25,7 +25,7 @@ use prometheus::{
 use std::collections::HashMap;
 use tokentap_core::metrics::register::{counter, counter_vec, gauge};
 use tokentap_core::metrics::{buckets, labels, names, ModelCap, TurnSeries};
-use tokentap_core::record::{ErrorSource, TurnRecord};
+use tokentap_core::record::TurnRecord;
 
 pub use tokentap_core::metrics::status_class;
 
@@ -185,11 +185,7 @@ impl Metrics {
     /// completion route (latency and tokens are observed only for those).
     pub fn observe_turn(&self, rec: &TurnRecord, route: &str, llm: bool) {
         let model = self.model_label(rec.model.as_deref());
-        let source = rec.error.as_ref().map_or("none", |e| match e.source {
-            ErrorSource::Upstream => "upstream",
-            ErrorSource::Downstream => "downstream",
-            ErrorSource::Internal => "internal",
-        });
+        let source = rec.error.as_ref().map_or("none", |e| e.source.as_str());
         self.requests
             .with_label_values(&[
                 route,

@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokentap_core::metrics::register::{counter_vec as counter, gauge};
 use tokentap_core::metrics::{labels, names, status_class, ModelCap, TurnSeries};
-use tokentap_core::record::{ErrorSource, Status, TurnRecord};
+use tokentap_core::record::{Status, TurnRecord};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -156,11 +156,7 @@ impl ClientMetrics {
             Some(m) => self.models.lock().label(m),
             None => "unknown",
         };
-        let source = rec.error.as_ref().map_or("none", |e| match e.source {
-            ErrorSource::Upstream => "upstream",
-            ErrorSource::Downstream => "downstream",
-            ErrorSource::Internal => "internal",
-        });
+        let source = rec.error.as_ref().map_or("none", |e| e.source.as_str());
         self.requests
             .with_label_values(&[
                 rec.route.as_deref().unwrap_or("other"),

@@ -117,7 +117,7 @@ fn place_swe_bench(
         (Some(&lo), Some(hi)) => pareto::regions(lo.min(ULTRA_LOW_CONCURRENCY_MAX), hi).ok(),
         _ => None,
     };
-    for name in RegionName::ALL {
+    for name in RegionName::MANDATORY {
         let Some((_, v)) = given.iter().rev().find(|(n, _)| *n == name) else {
             missing.push(Missing {
                 fact: format!(

@@ -136,7 +136,7 @@ pub(crate) fn parse_swe(s: &str) -> Result<(RegionName, f64), String> {
     let (r, v) = s
         .split_once('=')
         .ok_or_else(|| format!("{s:?}: expected REGION=FRACTION, e.g. low=0.94"))?;
-    let region = RegionName::parse(r.trim())
+    let region = RegionName::read(r.trim())
         .ok_or_else(|| format!("{r:?}: not a region (ultra_low, low, medium, high)"))?;
     let v: f64 = v
         .trim()
