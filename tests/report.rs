@@ -11,6 +11,7 @@ use tokentap_dataset::Dataset;
 use tokentap_replay::{ProgressMode, RunOpts};
 use tokentap_sim::{SimConfig, SimServer};
 use tokentap_testkit::data::synth_dataset;
+use tokentap_testkit::page::{assert_reads_well, chromium};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tokentap");
 const PLOTS: [&str; 7] = [
@@ -53,50 +54,6 @@ async fn small_run(dir: &Path) {
     .expect("the replay runs");
     assert!(out.summary.counts.total > 5);
     sim.shutdown().await;
-}
-
-/// At a 1280-pixel window: no horizontal scroll, no label cut at its plot's edge (the page's
-/// own check, `data-hscroll` and `data-clipped-labels`).
-fn assert_reads_well(dom: &str) {
-    let attr = |name: &str| {
-        dom.split(&format!("{name}=\""))
-            .nth(1)
-            .and_then(|s| s.split('"').next())
-            .unwrap_or_else(|| panic!("{name} not set"))
-            .to_string()
-    };
-    assert_eq!(attr("data-hscroll"), "0", "the page scrolls sideways");
-    assert_eq!(
-        attr("data-clipped-labels"),
-        "",
-        "labels cut at a plot's edge"
-    );
-}
-
-fn chromium(args: &[&str], page: &Path) -> String {
-    let profile = tempfile::tempdir().expect("temp dir");
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(args)
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run `chromium` ({e}): run scripts/install-test-deps"));
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use tokentap_dataset::synth::{synth, SynthConfig};
 use tokentap_sim::{SimConfig, SimServer};
 use tokentap_sweep::{PointStatus, Sweep};
+use tokentap_testkit::page::assert_reads_well;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tokentap");
 
@@ -76,51 +77,6 @@ fn read(path: &Path) -> Value {
         &std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
     )
     .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// At a 1280-pixel window: no horizontal scroll, no label cut at its plot's edge (the page's
-/// own check, `data-hscroll` and `data-clipped-labels`).
-fn assert_reads_well(dom: &str) {
-    let attr = |name: &str| {
-        dom.split(&format!("{name}=\""))
-            .nth(1)
-            .and_then(|s| s.split('"').next())
-            .unwrap_or_else(|| panic!("{name} not set"))
-            .to_string()
-    };
-    assert_eq!(attr("data-hscroll"), "0", "the page scrolls sideways");
-    assert_eq!(
-        attr("data-clipped-labels"),
-        "",
-        "labels cut at a plot's edge"
-    );
-}
-
-fn chromium_dom(page: &Path) -> String {
-    let profile = tempfile::tempdir().expect("temp dir");
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--window-size=1280,4000",
-            "--dump-dom",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run `chromium` ({e}): run scripts/install-test-deps"));
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -256,7 +212,7 @@ async fn a_sweep_on_the_sim_gives_the_curve_the_engine_view_and_a_report() {
     let page = out.join("report.html");
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("r8/report.html"), "points link their reports");
-    let dom = chromium_dom(&page);
+    let dom = tokentap_testkit::page::dom_at_1280(&page);
     assert!(
         dom.contains("data-report-ready=\"1\""),
         "the page's script did not run"

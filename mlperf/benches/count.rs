@@ -146,6 +146,28 @@ fn bench(c: &mut Criterion) {
     c.bench_function("isl_60_messages_next_turn", |b| {
         b.iter(|| tok.count_prompt(&p))
     });
+    // The replay's ISL cost per turn against the trajectory's depth: the request body read back
+    // (as the replay's post-processing does) and its prompt counted, with every piece of the
+    // turns before remembered. Flat in depth is the goal; growing is the whole conversation
+    // parsed, rendered and hashed again each turn.
+    for turns in [10, 50, 100] {
+        let p = prompt(turns);
+        let body = serde_json::to_vec(&json!({
+            "model": "m",
+            "messages": p.messages,
+            "tools": p.tools,
+            "chat_template_kwargs": p.chat_template_kwargs,
+            "stream": true,
+        }))
+        .expect("a body");
+        let _ = tok.count_prompt(&p);
+        c.bench_function(&format!("isl_body_next_turn_depth_{turns}"), |b| {
+            b.iter(|| {
+                let p = PromptInput::from_body(&body).expect("a chat body");
+                tok.count_prompt(&p)
+            })
+        });
+    }
 }
 
 criterion_group! {

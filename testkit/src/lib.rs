@@ -12,6 +12,7 @@
 //!   head, never answer, split events).
 //! - [`data`]: dataset synthesis and parsing, temp dirs (`tempfile`).
 //! - [`measure`]: a command run to its end with its peak resident memory (`wait4`).
+//! - [`page`]: a report page in headless Chromium, and the check that it reads well.
 //!
 //! Each crate's tests import one view: [`proxy`], [`sim`] or [`replay`] (`use
 //! tokentap_testkit::proxy::*;`), the names those tests have always used.
@@ -20,6 +21,7 @@ pub mod client;
 pub mod data;
 pub mod fuzz;
 pub mod measure;
+pub mod page;
 pub mod requests;
 pub mod spawn;
 pub mod topology;
