@@ -53,6 +53,7 @@ use tokio_rustls::rustls::pki_types::ServerName;
 pub struct Target {
     /// One or more endpoints; a conversation stays on the one [`Target::pick`] gives it.
     pub endpoints: Vec<EndpointTarget>,
+    /// The headers carrying the conversation's id (`--routing-header`).
     pub routing: Vec<HeaderName>,
     /// `Bearer KEY`, marked sensitive so hyper and `Debug` never show it.
     pub authorization: Option<HeaderValue>,
@@ -63,8 +64,11 @@ pub struct Target {
 pub struct EndpointTarget {
     /// The full request URL (for records and errors).
     pub url: String,
+    /// The address connected to.
     pub addr: SocketAddr,
+    /// The `Host` header.
     pub host: HeaderValue,
+    /// The request target (origin form).
     pub path: http::Uri,
     /// `scheme://authority/path`: an HTTP/2 request's `:scheme`, `:authority` and `:path`.
     pub absolute: http::Uri,

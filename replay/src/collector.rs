@@ -27,6 +27,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 /// One line of `records.jsonl`: a core [`TurnRecord`] plus the turn's accuracy score.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReplayRecord {
+    /// The record of the turn.
     #[serde(flatten)]
     pub record: TurnRecord,
     /// The reference scorer's score of this turn (docs/benchmark.md#inline-accuracy), 0..1,
@@ -43,7 +44,9 @@ pub struct ReplayRecord {
 /// A turn's identity and score in the reference's terms.
 #[derive(Debug, Clone)]
 pub struct RefTurn {
+    /// The turn in the reference's terms (conversation, repeat, turn).
     pub key: TurnKey,
+    /// Its score, when the turn is scorable.
     pub score: Option<TurnScore>,
 }
 

@@ -346,6 +346,7 @@ pub struct RunOpts {
     /// are never written.
     #[arg(long, env = "TOKENTAP_REPLAY_RECORD_OUTPUTS", help_heading = "Output")]
     pub record_outputs: bool,
+    /// The warmup's flags.
     #[command(flatten)]
     pub warmup: WarmupOpts,
     /// No live progress line.
@@ -360,9 +361,11 @@ pub struct RunOpts {
 /// `--preset`: one of the presets' names (each with its one-line meaning in `--help`).
 fn preset_parser() -> impl clap::builder::TypedValueParser<Value = Preset> {
     use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser as _};
-    PossibleValuesParser::new(Preset::ALL.map(|p| PossibleValue::new(p.as_str()).help(p.meaning())))
-        // Invariant: the possible values are the presets' names.
-        .map(|s| Preset::parse(&s).expect("a possible value is a preset's name"))
+    PossibleValuesParser::new(
+        Preset::ALL.map(|p| PossibleValue::new(p.as_str()).help(p.meaning().trim_end_matches('.'))),
+    )
+    // Invariant: the possible values are the presets' names.
+    .map(|s| Preset::parse(&s).expect("a possible value is a preset's name"))
 }
 
 /// `--seed`: any integer a request's `seed` can carry (a signed or an unsigned 64-bit value).
@@ -568,6 +571,7 @@ fn protocols_of(http1: bool, http2: bool) -> Protocols {
 #[derive(clap::Args, Clone, Debug)]
 #[group(id = "ReplayOpts")]
 pub struct Opts {
+    /// The run's options.
     #[command(flatten)]
     pub run: RunOpts,
     /// Target concurrency: number of active conversations (closed loop).

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use tokentap_dataset::DatasetErrors;
 
+/// Why a replay could not run (a turn's failure is its record's, not an error of the run).
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     /// Options that cannot work together, or a bad value.
@@ -16,16 +17,23 @@ pub enum ReplayError {
     /// The run's configuration cannot run (options, or options with this dataset).
     #[error(transparent)]
     RunConfig(#[from] tokentap_run::config::ConfigError),
+    /// An endpoint's host has no address.
     #[error("cannot resolve the endpoint host {host:?}: {source}")]
     Resolve {
+        /// The host as given.
         host: String,
+        /// The resolver's error.
         #[source]
         source: std::io::Error,
     },
+    /// A file could not be read or written.
     #[error("{what} {}: {source}", path.display())]
     Io {
+        /// What was attempted.
         what: &'static str,
+        /// The file.
         path: PathBuf,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },

@@ -19,7 +19,9 @@ pub struct Getter {
 /// What one `GET` answered.
 #[derive(Debug)]
 pub struct Answer {
+    /// The response's status.
     pub status: http::StatusCode,
+    /// The response's body.
     pub body: Bytes,
 }
 

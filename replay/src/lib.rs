@@ -54,6 +54,8 @@
 //! See `benches/build.rs` (request build time vs context size) and `examples/replay_overhead.rs`
 //! (client TTFT − the sim's first-chunk write time, turns/s, peak RSS); the numbers are in
 //! docs/benchmarks.md.
+
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod client;

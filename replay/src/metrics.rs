@@ -67,6 +67,7 @@ impl ClientMetrics {
         self.turn.preset(cap.label(model), CHAT_ROUTE);
     }
 
+    /// The client's metrics, registered on their own registry.
     pub fn new() -> ClientMetrics {
         let consts = HashMap::from([("source".to_string(), labels::SOURCE_CLIENT.to_string())]);
         let r = Registry::new_custom(None, Some(consts)).unwrap_or_else(|_| Registry::new());

@@ -27,7 +27,9 @@ pub enum ProgressMode {
 /// Counters shared by the slots, the collector and the printer.
 #[derive(Debug, Default)]
 pub struct Counters {
+    /// Trajectories started.
     pub trajectories_started: AtomicU64,
+    /// Trajectories whose every turn ended.
     pub trajectories_done: AtomicU64,
     /// Records emitted, by status (index: ok, failed, timed_out, aborted, cancelled).
     pub turns: [AtomicU64; 5],

@@ -39,6 +39,7 @@ use tokentap_dataset::{Conversation, Role, Row};
 pub struct RequestSettings {
     /// Run-level model name; a row's own `model` overrides it.
     pub model: Option<String>,
+    /// The run-level sampling settings.
     pub sampling: Sampling,
     /// Insert `"stream_options":{"include_usage":true}` after `stream`.
     pub include_usage: bool,
@@ -67,11 +68,27 @@ pub enum BuildError {
     #[error(
         "conversation {conversation:?} (line {line}) has no system prompt, and salting needs one"
     )]
-    NoSystemPrompt { conversation: String, line: usize },
+    /// Salting needs a system prompt and the conversation has none.
+    NoSystemPrompt {
+        /// The conversation's id.
+        conversation: String,
+        /// Its first row's line.
+        line: usize,
+    },
     #[error("conversation {conversation:?} line {line}: no model name (pass --model or give the row a \"model\")")]
-    NoModel { conversation: String, line: usize },
+    /// No `--model` and the row names no model.
+    NoModel {
+        /// The conversation's id.
+        conversation: String,
+        /// The row's line.
+        line: usize,
+    },
     #[error("row index {row} is not a client turn after the last one built")]
-    BadRow { row: usize },
+    /// The row asked for is not the next client turn.
+    BadRow {
+        /// The row's index in its conversation.
+        row: usize,
+    },
 }
 
 /// Builds the bodies of one trajectory's client turns, in order.
@@ -392,6 +409,7 @@ impl RequestBody {
         self.len
     }
 
+    /// No bytes.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -18,10 +18,14 @@ const MAX_JSON_BODY: usize = 64 << 20;
 /// calls, a workflow turn's content and reasoning), else none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Capture {
+    /// Nothing kept.
     #[default]
     Off,
+    /// Every text-carrying chunk and the finish.
     Full,
+    /// The tool-call chunks.
     ToolCalls,
+    /// Content and reasoning chunks.
     Text,
 }
 
@@ -36,6 +40,7 @@ impl Capture {
         }
     }
 
+    /// Anything is kept.
     pub fn is_on(self) -> bool {
         self != Capture::Off
     }
@@ -96,10 +101,15 @@ pub struct TurnOpts {
 #[derive(Debug)]
 pub enum Exchange {
     /// A complete 2xx response.
-    Ok { http_status: u16 },
+    Ok {
+        /// The response's status.
+        http_status: u16,
+    },
     /// Something went wrong; `http_status` when a response head arrived.
     Failed {
+        /// The response's status, when its head arrived.
         http_status: Option<u16>,
+        /// What went wrong.
         error: TurnError,
     },
 }

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 /// What a run produced.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
+    /// The run's summary (`summary.json`).
     pub summary: Summary,
     /// Where records.jsonl, summary.json and config.json were written.
     pub out_dir: Option<PathBuf>,

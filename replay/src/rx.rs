@@ -37,6 +37,7 @@ pub struct Read {
     pub at: MonoNs,
     /// When this thread had them.
     pub user: MonoNs,
+    /// Which clock `at` is on.
     pub clock: RxClock,
 }
 
@@ -119,6 +120,7 @@ impl RxStream {
         self.kernel
     }
 
+    /// The socket.
     pub fn stream(&mut self) -> &mut TcpStream {
         &mut self.stream
     }
@@ -264,6 +266,7 @@ pub struct KernelStamps {
 }
 
 impl KernelStamps {
+    /// Turns kernel receive timestamps on for this process's sockets and probes that the kernel stamps (within `limit`).
     pub async fn enable(limit: std::time::Duration) -> KernelStamps {
         match Self::probe(limit).await {
             Ok((pair, active)) => KernelStamps {

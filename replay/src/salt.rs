@@ -47,8 +47,11 @@ impl fmt::Display for Tag {
 /// without building an intermediate `String`.
 #[derive(Debug, Clone, Copy)]
 pub struct Salted<'a> {
+    /// The pass's tag.
     pub pass: Tag,
+    /// The conversation's tag.
     pub conversation: Tag,
+    /// The system prompt.
     pub system: &'a str,
 }
 

@@ -52,8 +52,11 @@ pub struct CompareFile {
 /// One `--wire` path (one proxy).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct WireSource {
+    /// The proxy's records directory as given.
     pub path: String,
+    /// Its turns.
     pub turns: u64,
+    /// Its turns joined to a client turn.
     pub joined: u64,
     /// Turns per replica (the records' `upstream`).
     #[serde(default)]
@@ -63,8 +66,11 @@ pub struct WireSource {
 /// One metric's claims.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct MetricClaims {
+    /// The metric's name (`ttft`, `itl`, `e2e`, `output_tokens`, `tpot`, `chunk_gap`).
     pub metric: String,
+    /// `ms` or `tokens`.
     pub unit: String,
+    /// One claim per percentile judged.
     #[serde(default)]
     pub claims: Vec<Claim>,
 }
@@ -74,20 +80,26 @@ pub struct MetricClaims {
 pub struct Claim {
     /// `p50`, `p90` or `p99`.
     pub stat: String,
+    /// The client's value (`null`: not a number).
     pub client: Option<f64>,
+    /// The wire's value over the same turns.
     pub wire: Option<f64>,
     /// client − wire.
     pub diff: Option<f64>,
     /// The |diff| that passes.
     pub tolerance: Option<f64>,
+    /// `pass`, `fail` or `no_data`.
     pub verdict: String,
 }
 
 /// A joined pair: each side's TTFT and the wire's TTFT split.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Pair {
+    /// The client's side.
     pub client: Side,
+    /// The wire's side.
     pub wire: Side,
+    /// The wire's TTFT split by the engine's own timing, when recorded.
     #[serde(default)]
     pub ttft_split: Option<tokentap_core::timeline::TtftSplit>,
 }
@@ -95,6 +107,7 @@ pub struct Pair {
 /// One side of a pair, as far as the report plots it.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 pub struct Side {
+    /// Time to first token, ms (`null`: not measured).
     #[serde(default)]
     pub ttft_ms: Option<f64>,
 }
@@ -102,10 +115,15 @@ pub struct Side {
 /// The joined pairs' TTFT split's distributions.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct TtftSplit {
+    /// Pairs with the engine's timing.
     pub turns: u64,
+    /// The engine's queue, ms.
     pub queue_ms: Option<Dist>,
+    /// Scheduling to the first token inside the engine, ms.
     pub engine_ms: Option<Dist>,
+    /// The wire's TTFT less both, ms.
     pub wire_outside_ms: Option<Dist>,
+    /// The client's TTFT less both, ms.
     #[serde(default)]
     pub client_outside_ms: Option<Dist>,
 }

@@ -41,23 +41,17 @@ use tokentap_dataset::Dataset;
 /// which every timer represents.
 pub const MAX_DELAY_SCALE: f64 = 1_000.0;
 
+// Each preset's doc is one line: it is the preset's whole `--help` text (`meaning`).
 tokentap_core::vocabulary! {
     /// The three official agentic models' settings and gates (docs/rules.md).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
     #[serde(rename_all = "snake_case")]
     pub enum Preset {
-        /// Kimi K3 (it replaced K2.6 in the reference): temperature 1.0, top_p 1.0, 8192 tokens;
-        /// timeout 86,400 s; gates: inline accuracy ≥ 58.32 %, full-run OSL mean 425–520,
-        /// SWE-bench ≥ 93.5 %.
+        /// Kimi K3 (it replaced K2.6 in the reference): temperature 1.0, top_p 1.0, 8192 tokens; timeout 86,400 s; gates: inline accuracy ≥ 58.32 %, full-run OSL mean 425–520, SWE-bench ≥ 93.5 %.
         Kimi = "kimi",
-        /// Qwen3.6-35B-A3B: temperature 1.0, top_k 20, top_p 0.95, repetition_penalty 1.0,
-        /// presence_penalty 1.5, 8192 tokens, `chat_template_kwargs: {"preserve_thinking": true}`;
-        /// timeout 14,400 s; gates: inline accuracy ≥ 55.86 %, full-run OSL mean 344–422,
-        /// SWE-bench ≥ 69 %.
+        /// Qwen3.6-35B-A3B: temperature 1.0, top_k 20, top_p 0.95, repetition_penalty 1.0, presence_penalty 1.5, 8192 tokens, `chat_template_kwargs: {"preserve_thinking": true}`; timeout 14,400 s; gates: inline accuracy ≥ 55.86 %, full-run OSL mean 344–422, SWE-bench ≥ 69 %.
         Qwen = "qwen",
-        /// DeepSeek-V4.1-Flash: gates only (inline accuracy ≥ 52.36 %, full-run OSL mean 793–970,
-        /// SWE-bench ≥ 96.4 %); its sampling settings and timeout are not published, so the
-        /// preset sets none and the sampling rule is not evaluated.
+        /// DeepSeek-V4.1-Flash: gates only (inline accuracy ≥ 52.36 %, full-run OSL mean 793–970, SWE-bench ≥ 96.4 %); its sampling settings and timeout are not published, so the preset sets none and the sampling rule is not evaluated.
         Deepseek = "deepseek",
     }
 }
@@ -159,6 +153,7 @@ impl Sampling {
 pub struct Secret(String);
 
 impl Secret {
+    /// A credential of this text.
     pub fn new(s: impl Into<String>) -> Self {
         Secret(s.into())
     }
@@ -191,7 +186,9 @@ impl FromStr for Secret {
 /// `--shard I/N`: this process runs the trajectories whose FIFO number k has `k mod N == I`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Shard {
+    /// This process's shard, `I` (0-based).
     pub index: u64,
+    /// Shards in all, `N`.
     pub count: u64,
 }
 
@@ -338,6 +335,7 @@ pub struct RunConfig {
     pub ca: Option<PathBuf>,
     /// Do not check https endpoints' certificates (test rigs only; the summary says so).
     pub insecure: bool,
+    /// `--http1` / `--http2` (`config.json`: the keys `http1` and `http2`).
     #[serde(flatten)]
     pub protocols: Protocols,
     /// The model was not given: it is the one the endpoints list at `/v1/models`.
@@ -440,6 +438,7 @@ pub struct RunConfig {
     /// `sample.complete` shape) so `tokentap report --tokenizer` can count it later. Off: outputs
     /// are never written.
     pub record_outputs: bool,
+    /// The declared warmup (`config.json`: `null` without one).
     #[serde(default, with = "warmup_or_null")]
     pub warmup: Warmup,
 }
@@ -719,7 +718,9 @@ pub struct Endpoint {
     pub https: bool,
     /// `host[:port]`, sent as `Host`.
     pub authority: String,
+    /// The host, without brackets (an IPv6 address bare).
     pub host: String,
+    /// The port (80 or 443 when the URL names none).
     pub port: u16,
     /// Origin-form request target, e.g. `/v1/chat/completions`.
     pub path: String,
@@ -778,11 +779,14 @@ impl Endpoint {
 /// What identifies the dataset a run used.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DatasetInfo {
+    /// The dataset file as given.
     pub path: PathBuf,
     /// `blake2b-256:<hex>` of the file bytes, when the file was read by the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hash: Option<String>,
+    /// Its conversations.
     pub conversations: usize,
+    /// Its client turns (`user` and `tool` rows).
     pub client_turns: usize,
 }
 
@@ -809,8 +813,11 @@ pub enum ConfigError {
     /// hard error.
     #[error("{}:{line}: conversation {conversation:?} has no system prompt, and --salt needs one (the salt is written around the system prompt: docs/benchmark.md#salting)", path.display())]
     NoSystemPrompt {
+        /// The dataset file.
         path: PathBuf,
+        /// The conversation's first row.
         line: usize,
+        /// The conversation's id.
         conversation: String,
     },
 }

@@ -10,6 +10,8 @@
 //! Below the replay, the sweep, the report, the submission tree and compare: none of them
 //! reads another's files as untyped JSON.
 
+#![warn(missing_docs)]
+
 pub mod compare;
 pub mod config;
 pub mod error;

@@ -8,10 +8,12 @@ use std::path::{Path, PathBuf};
 use tokentap_mlperf::pareto::{CurveVerdict, RegionName, Regions};
 use tokentap_mlperf::{Primary, Verdict};
 
+/// `sweep.json`.
 pub const FILE: &str = crate::files::SWEEP;
 /// `sweep.json` format version.
 pub const VERSION: u32 = 1;
 
+/// Where a point of the plan stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PointStatus {
@@ -19,6 +21,7 @@ pub enum PointStatus {
     Pending,
     /// Started; a sweep that died leaves this (rerun on resume).
     Running,
+    /// Ran to its end (whatever its verdict).
     Done,
     /// Stopped by Ctrl-C: what it recorded is in its directory; rerun on resume.
     Interrupted,
@@ -32,6 +35,7 @@ pub enum PointStatus {
 pub struct WireView {
     /// Tracked, completed client turns with a proxy record.
     pub turns_joined: u64,
+    /// Tracked, completed client turns.
     pub client_turns: u64,
     /// p90 of the proxy's TTFT over the joined turns (tokentap's quantile, linear
     /// interpolation; not the reference's "lower" percentile), ms.
@@ -43,24 +47,30 @@ pub struct WireView {
 /// One measurement point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Point {
+    /// The point's concurrency, C.
     pub concurrency: u64,
     /// `None`: outside every region (or regions unknown).
     pub region: Option<RegionName>,
     /// Directory under OUT: `r<C>`.
     pub dir: String,
+    /// Where it stands.
     pub status: PointStatus,
+    /// When it started, wall clock ns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_wall_ns: Option<u64>,
+    /// When it ended, wall clock ns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_wall_ns: Option<u64>,
     /// The rules' primary metrics (MLPerf definitions, docs/benchmark.md#primary-metrics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub primary: Option<Primary>,
+    /// The point's verdict under the rules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<Verdict>,
     /// The point's failed validity rules.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
+    /// The reference inline scorer's accuracy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inline_accuracy: Option<f64>,
     /// Minimum steady-state duration the point was run to (region × scale), s.
@@ -70,19 +80,25 @@ pub struct Point {
     /// (also exact: its sum over its count).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_ttft_mean_ms: Option<f64>,
+    /// Turns that ended `ok`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turns_ok: Option<u64>,
+    /// Trajectories finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trajectories: Option<u64>,
+    /// The wire's view (`--wire`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire: Option<WireView>,
+    /// The engine's own numbers (`--engine-metrics`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineView>,
+    /// Why the run failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
 impl Point {
+    /// A pending point of the plan.
     pub fn new(concurrency: u64, region: Option<RegionName>, min_duration_s: f64) -> Point {
         Point {
             concurrency,
@@ -105,6 +121,7 @@ impl Point {
         }
     }
 
+    /// Ran to its end.
     pub fn done(&self) -> bool {
         self.status == PointStatus::Done
     }
@@ -124,30 +141,43 @@ impl Point {
 /// `r<C>/point.json`: what one point of a sweep was and how it ran (beside its run's files).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PointFile {
+    /// The tokentap version that ran it.
     pub tokentap_version: String,
+    /// The point's concurrency, C.
     pub concurrency: u64,
+    /// Its region, if any.
     pub region: Option<RegionName>,
     /// C_min/C_max of the regions, if known.
     pub regions: Option<Regions>,
+    /// Where it stands.
     pub status: PointStatus,
+    /// When it started, both clocks.
     pub start: Option<tokentap_core::clock::Anchor>,
+    /// When it ended, both clocks.
     pub end: Option<tokentap_core::clock::Anchor>,
+    /// Run to the rules' minimum duration unscaled.
     pub official_length: bool,
+    /// The minimum duration it ran to, s.
     pub min_duration_s: f64,
+    /// Its declared warmup, if any.
     pub warmup: Option<crate::summary::WarmupDeclaration>,
+    /// The engine metrics endpoints scraped.
     pub engine_metrics: Vec<String>,
+    /// The point's run configuration.
     pub config: crate::config::RunConfig,
 }
 
 /// The whole file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepFile {
+    /// [`VERSION`].
     pub version: u32,
     /// This sweep's identity, made when its plan is first written ([`new_sweep_id`]); the
     /// submission tree it writes records it, so another sweep's points are told apart. Absent
     /// in files written before ids (given one when such a sweep is resumed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep_id: Option<String>,
+    /// The tokentap version that wrote the plan.
     pub tokentap_version: String,
     /// `None` when C_min/C_max are unknown and cannot be inferred.
     pub regions: Option<Regions>,
@@ -155,6 +185,7 @@ pub struct SweepFile {
     pub regions_source: String,
     /// Minimum-duration scale; anything but 1 is a tuning sweep, not official.
     pub min_duration_scale: f64,
+    /// An official curve: the minimum durations unscaled.
     pub official: bool,
     /// The official model preset whose gates apply, if any.
     pub gates: Option<String>,
@@ -173,7 +204,9 @@ pub struct SweepFile {
     /// Engine metrics endpoints scraped per point (`--engine-metrics`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub engine_metrics: Vec<String>,
+    /// The points of the plan, by concurrency.
     pub points: Vec<Point>,
+    /// The curve's verdict (recomputed by [`SweepFile::judge`]).
     pub verdict: CurveVerdict,
     /// The replay configuration shared by every point (concurrency and output directory
     /// aside); a resumed sweep must match it.
@@ -194,6 +227,7 @@ pub fn new_sweep_id() -> String {
 }
 
 impl SweepFile {
+    /// Reads `dir/sweep.json`, refusing another version.
     pub fn load(dir: &Path) -> Result<SweepFile, FileError> {
         let path = dir.join(FILE);
         let text = std::fs::read_to_string(&path).map_err(|source| FileError::Io {
@@ -239,6 +273,7 @@ impl SweepFile {
         crate::config::RunConfig::deserialize(&self.config)
     }
 
+    /// The point at concurrency `c`.
     pub fn point_mut(&mut self, c: u64) -> Option<&mut Point> {
         self.points.iter_mut().find(|p| p.concurrency == c)
     }
@@ -305,9 +340,13 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D
 pub struct Quantiles {
     /// Observations during the point.
     pub count: f64,
+    /// Their mean.
     pub mean_ms: Option<f64>,
+    /// Median.
     pub p50_ms: Option<f64>,
+    /// 90th percentile.
     pub p90_ms: Option<f64>,
+    /// 99th percentile.
     pub p99_ms: Option<f64>,
     /// The series it came from.
     pub series: String,
@@ -316,7 +355,9 @@ pub struct Quantiles {
 /// What scraping cost.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ScrapeCost {
+    /// Scrapes made.
     pub scrapes: u64,
+    /// Scrapes that failed.
     pub failed: u64,
     /// Response bytes read.
     pub bytes: u64,
@@ -330,14 +371,20 @@ pub struct EngineView {
     /// `vllm`, `sglang`, `llamacpp` (no latency histograms: the mean ITL from its generation-time
     /// counter and the prefix-cache hit rate only), or `unknown` (no known series).
     pub flavor: String,
+    /// The metrics endpoints scraped.
     pub endpoints: Vec<String>,
+    /// Time to first token.
     pub ttft: Option<Quantiles>,
+    /// Inter-token latency.
     pub itl: Option<Quantiles>,
+    /// End to end.
     pub e2e: Option<Quantiles>,
+    /// Time in the engine's queue.
     pub queue: Option<Quantiles>,
     /// vLLM: Δ prefix_cache_hits / Δ prefix_cache_queries (tokens); SGLang: Δ cached_tokens /
     /// Δ prompt_tokens.
     pub prefix_cache_hit_rate: Option<f64>,
+    /// What scraping cost.
     pub cost: ScrapeCost,
     /// The raw samples, relative to the point's directory.
     pub samples_file: String,

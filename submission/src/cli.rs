@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+/// `tokentap submission`'s subcommands.
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum Command {
     /// Print a commented submitter file to fill in.
@@ -14,6 +15,7 @@ pub enum Command {
     Write(WriteOpts),
 }
 
+/// `tokentap submission write`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct WriteOpts {
     /// The sweep directory (its `sweep.json` and `r<C>/` runs).
@@ -33,6 +35,7 @@ pub struct WriteOpts {
 /// Exit code when the tree was written but facts are missing.
 pub const EXIT_MISSING: i32 = 3;
 
+/// Runs a subcommand; its exit code.
 pub fn run(c: Command) -> anyhow::Result<i32> {
     match c {
         Command::Template => {

@@ -28,6 +28,8 @@
 //! - [`submitter`]: the submitter file, its checks (the checker's models) and its template.
 //! - [`tree`]: the writer — point by point, and the submission-level files.
 //! - [`cli`]: `tokentap submission template | write`.
+
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod cli;
@@ -42,7 +44,9 @@ pub use submitter::Submitter;
 /// A fact the tree lacks, and the checker rule that will report it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Missing {
+    /// The fact, as the submitter file names it.
     pub fact: String,
+    /// The checker's rule id.
     pub rule: &'static str,
 }
 
@@ -60,17 +64,33 @@ pub struct Written {
     /// Points of another sweep removed from the tree (asked for with `replace`), relative to
     /// `submission_dir`.
     pub replaced: Vec<PathBuf>,
+    /// Facts the tree lacks.
     pub missing: Vec<Missing>,
 }
 
+/// Why a tree could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum SubmissionError {
+    /// A sweep file could not be read.
     #[error("{file}: {error}")]
-    Read { file: String, error: String },
+    Read {
+        /// The file.
+        file: String,
+        /// Why.
+        error: String,
+    },
+    /// A file of the tree could not be written.
     #[error("cannot write {file}: {error}")]
-    Write { file: String, error: String },
+    Write {
+        /// The file.
+        file: String,
+        /// Why.
+        error: String,
+    },
+    /// The sweep has no finished point.
     #[error("{0}: no finished point to write")]
     NoPoints(String),
+    /// The tree holds another sweep's points.
     #[error(
         "{root} holds points that are not this sweep's, {by}: {}; a submission holds one \
          sweep's points — write to another directory, or remove exactly these with --replace \
@@ -78,8 +98,11 @@ pub enum SubmissionError {
         points.join(", ")
     )]
     Foreign {
+        /// The tree's root.
         root: String,
+        /// The other sweep's points.
         points: Vec<String>,
+        /// Which sweep wrote them.
         by: String,
     },
 }

@@ -118,7 +118,9 @@ fn subdirs(dir: &Path) -> Result<Vec<PathBuf>, SubmissionError> {
 
 /// What the writer is about to write: the sweep, and where its points go.
 pub struct Claim<'a> {
+    /// The submission's root directory.
     pub root: &'a Path,
+    /// The sweep's id.
     pub sweep_id: &'a str,
     /// The curve's directory, relative to `root`.
     pub curve: &'a Path,

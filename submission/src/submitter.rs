@@ -54,14 +54,18 @@ pub struct Submitter {
     pub target_cohort: String,
     /// The lowest precision of the weights, e.g. `bf16`, `fp8`.
     pub model_precision: String,
+    /// Where the model's weights are published.
     pub link_to_model: String,
+    /// How the weights were transformed, if they were.
     #[serde(default)]
     pub link_to_model_transformation: Option<String>,
+    /// Notes on the model.
     #[serde(default)]
     pub model_notes: Option<String>,
     /// Display name of the dataset; default: the dataset file's name.
     #[serde(default)]
     pub dataset_name: Option<String>,
+    /// Where the dataset is published.
     pub dataset_link: String,
     /// `system_desc.json` without what tokentap measures or derives (`max_supported_concurrency`
     /// is the curve's C_max, `tps_utilization` each point's share of the curve's peak).
@@ -81,12 +85,25 @@ pub struct Submitter {
     pub point: Map<String, Value>,
 }
 
+/// A submitter file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SubmitterError {
+    /// It could not be read.
     #[error("{file}: cannot read: {error}")]
-    Read { file: String, error: std::io::Error },
+    Read {
+        /// The file.
+        file: String,
+        /// The system's error.
+        error: std::io::Error,
+    },
+    /// It is not a submitter file, or a field is wrong.
     #[error("{file}: {problem}")]
-    Invalid { file: String, problem: String },
+    Invalid {
+        /// The file.
+        file: String,
+        /// The field and what was expected.
+        problem: String,
+    },
 }
 
 /// A field the checker's models require of the system description, and the message id.

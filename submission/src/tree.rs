@@ -15,6 +15,7 @@ use tokentap_run::sweep::{PointStatus, SweepFile};
 
 /// Where tokentap's own implementation notes go, under the submission's `src/`.
 pub const SRC_DIR: &str = "src/tokentap";
+/// Where the submitter's own docs go, under the submission.
 pub const DOCS_DIR: &str = "docs";
 
 /// The checker's model directory name for each preset (its `model-name-valid` list).

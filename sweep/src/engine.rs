@@ -23,13 +23,17 @@ use tokio_util::sync::CancellationToken;
 
 pub use tokentap_run::sweep::{EngineView, Quantiles, ScrapeCost};
 
+/// The raw engine samples of a point, in its directory.
 pub const SAMPLES_FILE: &str = "engine-metrics.jsonl";
 
 /// One sample line of the text exposition format.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
+    /// The series' name.
     pub name: String,
+    /// Its labels, in order.
     pub labels: Vec<(String, String)>,
+    /// Its value.
     pub value: f64,
 }
 
@@ -115,6 +119,7 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The counters and histograms of one scrape's samples.
     pub fn of(samples: &[Sample]) -> Snapshot {
         let mut s = Snapshot::default();
         for x in samples {

@@ -33,6 +33,8 @@
 //!  OUT/r<C>/{records.jsonl, summary.json, result_summary.json, scores.json, report.html, …}
 //!  OUT/r<C>/engine-metrics.jsonl  raw engine samples (with --engine-metrics)
 //! ```
+
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod engine;

@@ -13,6 +13,7 @@ use tokentap_replay::RunOpts;
 #[derive(clap::Args, Debug, Clone)]
 #[group(id = "SweepOpts")]
 pub struct Opts {
+    /// Every replay option, for each point.
     #[command(flatten)]
     pub run: RunOpts,
     /// The points' concurrencies, e.g. `1,4,16,64` (one measurement point each); without it,

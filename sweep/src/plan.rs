@@ -7,15 +7,18 @@ use tokentap_mlperf::pareto::{self, RegionName, Regions};
 /// The points and their regions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
+    /// The regions, when C_min and C_max are known.
     pub regions: Option<Regions>,
     /// `given` or how C_min/C_max were inferred.
     pub regions_source: String,
+    /// The points' concurrencies, ascending.
     pub concurrencies: Vec<u64>,
     /// What the plan itself lacks to make a valid curve (empty when valid).
     pub problems: Vec<String>,
 }
 
 impl Plan {
+    /// The region of concurrency `c`, if any.
     pub fn region_of(&self, c: u64) -> Option<RegionName> {
         self.regions.as_ref().and_then(|r| r.region_of(c))
     }

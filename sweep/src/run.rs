@@ -21,14 +21,23 @@ use tokio_util::sync::CancellationToken;
 pub struct Sweep {
     /// The replay configuration every point shares (bound to the dataset).
     pub base: RunConfig,
+    /// The dataset every point replays.
     pub dataset: Arc<Dataset>,
+    /// The points and their regions.
     pub plan: Plan,
+    /// The sweep's directory (`--out`).
     pub out: PathBuf,
+    /// The engine's metrics endpoints (`--engine-metrics`).
     pub engine: Vec<http::Uri>,
+    /// Time between engine scrapes within a point.
     pub engine_interval: Duration,
+    /// The proxies' records directories (`--wire`).
     pub wire: Vec<PathBuf>,
+    /// SWE-bench accuracy per region, as given.
     pub swe_bench: Vec<(RegionName, f64)>,
+    /// The minimum durations' scale.
     pub min_duration_scale: f64,
+    /// The progress line, or none.
     pub progress: ProgressMode,
     /// `--shard` with `--barrier DIR`: the shards wait for each other before each point.
     pub barrier: Option<PathBuf>,
@@ -39,7 +48,9 @@ pub struct Sweep {
 /// Where the sweep writes its submission tree, and how.
 #[derive(Debug, Clone)]
 pub struct SubmissionTarget {
+    /// The tree's directory (`--submission`).
     pub dir: PathBuf,
+    /// The loaded submitter file, if given.
     pub submitter: Option<tokentap_submission::Submitter>,
     /// Remove another sweep's points from the tree instead of refusing.
     pub replace: bool,
@@ -58,7 +69,9 @@ impl SubmissionTarget {
 /// What a sweep produced.
 #[derive(Debug, Clone)]
 pub struct SweepOutcome {
+    /// `sweep.json` as the sweep left it.
     pub file: SweepFile,
+    /// The sweep was interrupted (Ctrl-C).
     pub interrupted: bool,
     /// Points run by this invocation (not skipped as already done).
     pub ran: Vec<u64>,
