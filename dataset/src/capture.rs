@@ -43,6 +43,7 @@ use tokentap_core::record::{Origin, Status, TurnRecord};
 
 /// Counts tokens of a text: the model's tokenizer (`--tokenizer`) or the stand-in.
 pub trait Tokens {
+    /// The tokens of `text`.
     fn count(&self, text: &str) -> u64;
     /// What counted, for the report.
     fn describe(&self) -> String;
@@ -67,8 +68,9 @@ pub struct Options {
     pub records: Vec<PathBuf>,
     /// Only these sessions (empty: all).
     pub sessions: Vec<String>,
-    /// Only sessions whose first turn started at or after / before this wall time (ns).
+    /// Only sessions whose first turn started at or after this wall time (ns).
     pub since_ns: Option<u64>,
+    /// Only sessions whose first turn started before this wall time (ns).
     pub until_ns: Option<u64>,
     /// Trajectories with fewer client turns are left out.
     pub min_turns: usize,
@@ -82,13 +84,19 @@ pub struct Options {
 /// What capture did, for the person who ran it.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Report {
+    /// Record files read.
     pub files: usize,
+    /// Records read.
     pub records: u64,
     /// Records used as turns.
     pub turns: u64,
+    /// Sessions seen.
     pub sessions: u64,
+    /// Trajectories written.
     pub trajectories: u64,
+    /// Their client rows.
     pub client_rows: u64,
+    /// Rows written (every role).
     pub rows: u64,
     /// Records not used, by reason.
     pub skipped: BTreeMap<String, u64>,
@@ -105,11 +113,13 @@ pub struct Report {
 /// One session's part of the [`Report`].
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct SessionReport {
+    /// The session's id (the proxy's `conversation_id`).
     pub session: String,
     /// Its records used as turns.
     pub turns: u64,
     /// Trajectories written, and their client rows.
     pub trajectories: u64,
+    /// Their client rows.
     pub client_rows: u64,
     /// Trajectories the dataset's rules refused.
     pub left_out: u64,
@@ -175,18 +185,35 @@ impl Report {
 }
 
 /// Why capture could not run.
+/// Why a capture could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
+    /// A record line that is not a proxy record.
     #[error("{path}:{line}: {message}")]
     Line {
+        /// The records file.
         path: PathBuf,
+        /// The line (1-based).
         line: usize,
+        /// What was found and what was expected.
         message: String,
     },
+    /// A file that could not be read or written.
     #[error("{}: {message}", path.display())]
-    File { path: PathBuf, message: String },
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// Nothing to capture: no record kept its content.
     #[error("no record has content: capture reads only what `tokentap proxy --record-content` wrote (prompts and outputs are never recorded otherwise); {records} records read from {files} files")]
-    NoContent { records: u64, files: usize },
+    NoContent {
+        /// Records read.
+        records: u64,
+        /// Files read.
+        files: usize,
+    },
 }
 
 /// One turn of a session, in chat form.

@@ -6,10 +6,13 @@ use std::path::PathBuf;
 /// One problem in a dataset file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DatasetError {
+    /// The dataset file.
     pub path: PathBuf,
     /// 1-based line in the file, when the problem is on a line.
     pub line: Option<usize>,
+    /// The conversation, when the problem is in one.
     pub conversation: Option<String>,
+    /// The field, when the problem is in one.
     pub field: Option<String>,
     /// What was expected and what was found.
     pub message: String,

@@ -27,6 +27,8 @@
 //!                    Dataset ──► replay (requests), stats::stats, compare
 //!  synth::synth(SynthConfig) ──► JSONL that Dataset::parse accepts
 //! ```
+
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 /// The longest inter-turn delay a row may record (one day): beyond it a replay with `--delays`

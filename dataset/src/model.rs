@@ -55,6 +55,7 @@ pub const OVERRIDE_FIELDS: &[&str] = &[
 /// One tool result of a `tool` row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolResult {
+    /// The call it answers.
     pub tool_call_id: String,
     /// Usually a string; kept as JSON so any value is forwarded as it was. `None` when the
     /// file had no `content` key (a validation error).
@@ -68,19 +69,26 @@ pub struct Row {
     pub line: usize,
     /// The row's `turn` (1-based index among all rows of its conversation).
     pub turn: u32,
+    /// `user`, `assistant`, `tool` or `system`.
     pub role: Role,
     /// `content`: a string for every row docs/benchmark.md#dataset defines; kept as JSON for
     /// content-part arrays.
     pub content: Option<Value>,
+    /// `system`: the row's system prompt.
     pub system: Option<String>,
     /// `tools`, as given on this row (inheritance is resolved by the request builder).
     pub tools: Option<Value>,
     /// `tool_calls` of an assistant row (OpenAI format, key order preserved).
     pub tool_calls: Option<Vec<Value>>,
+    /// `tool_results` of a tool row.
     pub tool_results: Option<Vec<ToolResult>>,
+    /// An assistant row's recorded reasoning.
     pub reasoning_content: Option<String>,
+    /// Seconds to wait before issuing the row (with `--delays`).
     pub delay_seconds: Option<f64>,
+    /// The row's `name`.
     pub name: Option<String>,
+    /// The row's `intent_codes` (workflow conversations; what the scorer checks).
     pub intent_codes: Option<Vec<String>>,
     /// Per-row overrides present on the row (keys from [`OVERRIDE_FIELDS`]).
     pub overrides: Map<String, Value>,
@@ -101,6 +109,7 @@ impl Row {
 /// One trajectory: its rows in turn order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conversation {
+    /// The `conversation_id`.
     pub id: String,
     /// Rows sorted by `turn` (1..N).
     pub rows: Vec<Row>,
@@ -142,12 +151,14 @@ impl Conversation {
 /// A loaded, valid dataset.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dataset {
+    /// The file it was read from.
     pub path: PathBuf,
     /// Conversations in file order (= trajectory order).
     pub conversations: Vec<Conversation>,
 }
 
 impl Dataset {
+    /// `user` and `tool` rows: the requests one pass sends.
     pub fn client_turns(&self) -> usize {
         self.conversations
             .iter()

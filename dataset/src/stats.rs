@@ -54,6 +54,7 @@ pub const TURN_BUCKETS: &[(u32, u32)] = &[
 pub struct DatasetStats {
     /// The file the dataset came from.
     pub path: String,
+    /// The whole dataset.
     pub total: DomainStats,
     /// Conversations whose id does not start with `sim_`.
     pub coding: DomainStats,
@@ -64,12 +65,15 @@ pub struct DatasetStats {
 /// Statistics of one domain (or of the whole dataset).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DomainStats {
+    /// Conversations.
     pub trajectories: u64,
     /// All rows (every role).
     pub rows: u64,
     /// `user` + `tool` rows: each one is a request.
     pub client_turns: u64,
+    /// `user` rows.
     pub user_turns: u64,
+    /// `tool` rows.
     pub tool_turns: u64,
     /// Recorded responses (never sent).
     pub assistant_turns: u64,
@@ -88,8 +92,11 @@ pub struct DomainStats {
     pub growth_per_turn_bytes: Option<CountedDist>,
     /// `delay_seconds` of client rows that have one.
     pub delays: Delays,
+    /// System prompts.
     pub system_prompts: SystemPrompts,
+    /// Tool definitions.
     pub tools: Tools,
+    /// Recorded assistant turns.
     pub assistant: Assistant,
 }
 
@@ -97,8 +104,11 @@ pub struct DomainStats {
 /// percentiles) with its count and sum.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct CountedDist {
+    /// Values.
     pub count: u64,
+    /// Their sum.
     pub sum: f64,
+    /// Their order statistics.
     #[serde(flatten)]
     pub of: tokentap_core::stats::Dist,
 }
@@ -125,7 +135,9 @@ impl CountedDist {
 /// A size in bytes and in stand-in tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Size {
+    /// In bytes.
     pub bytes: CountedDist,
+    /// In stand-in tokens.
     pub tokens: CountedDist,
 }
 
@@ -136,6 +148,7 @@ pub struct TurnBucket {
     pub from: u32,
     /// Last client-turn index of the bucket (`u32::MAX` for the open last bucket).
     pub to: u32,
+    /// The requests' size.
     pub size: Size,
 }
 
@@ -167,8 +180,11 @@ pub struct SystemPrompts {
 /// A text (system prompt or tool set) shared by several trajectories.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct SharedText {
+    /// Its bytes.
     pub bytes: u64,
+    /// Its stand-in tokens.
     pub tokens: u64,
+    /// Trajectories that share it.
     pub trajectories: u64,
 }
 
@@ -188,10 +204,13 @@ pub struct Tools {
 /// Recorded assistant turns (the response sizes a compatible run is compared with).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Assistant {
+    /// Assistant rows with a tool call.
     pub with_tool_calls: u64,
     /// Assistant rows with two or more tool calls.
     pub with_parallel_tool_calls: u64,
+    /// Assistant rows with reasoning.
     pub with_reasoning: u64,
+    /// Assistant rows with intent codes.
     pub with_intent_codes: u64,
     /// Stand-in tokens of content + reasoning + tool calls, per assistant row.
     pub output_tokens: Option<CountedDist>,
@@ -240,6 +259,7 @@ pub struct StatsBuilder {
 }
 
 impl StatsBuilder {
+    /// Adds one conversation.
     pub fn add(&mut self, conv: &Conversation) {
         let domain = if conv.is_workflow() {
             &mut self.workflow
@@ -250,6 +270,7 @@ impl StatsBuilder {
         self.total.add(conv);
     }
 
+    /// The statistics of everything added, for the file at `path`.
     pub fn finish(self, path: &std::path::Path) -> DatasetStats {
         DatasetStats {
             path: path.display().to_string(),

@@ -78,12 +78,17 @@ impl Default for SynthConfig {
 /// What [`synth`] wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct SynthSummary {
+    /// Trajectories written.
     pub trajectories: u64,
+    /// Of them, coding.
     pub coding: u64,
+    /// Of them, workflow.
     pub workflow: u64,
     /// Message rows (the metadata row not counted).
     pub rows: u64,
+    /// Client rows (`user` and `tool`).
     pub client_turns: u64,
+    /// Assistant rows.
     pub assistant_turns: u64,
     /// Bytes written, metadata row included.
     pub bytes: u64,

@@ -27,6 +27,8 @@
 //! Dependencies: `tokentap-core` and `tokentap-mlperf` (for `--tokenizer`: the reference's
 //! counts of recorded outputs). The replay depends on this crate to write `report.html` at the
 //! end of a run, so this crate must not depend on the replay.
+
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod dataset;

@@ -30,15 +30,21 @@ pub type Series = Vec<(f64, f64)>;
 
 /// `compare.json`: typed, and as written.
 pub struct Compared {
+    /// What the page shows of it.
     pub file: CompareFile,
+    /// The file as written.
     pub json: Value,
 }
 
 /// Everything read from one run directory.
 pub struct Run {
+    /// The run directory.
     pub dir: PathBuf,
+    /// Its records.
     pub records: Vec<TurnRecord>,
+    /// Its `summary.json`.
     pub summary: Summary,
+    /// Its `config.json` (else the summary's copy).
     pub config: RunConfig,
     /// `compare.json`, when `tokentap compare --json RUN_DIR/compare.json` put one there: what
     /// the page shows of it, and the file as written (embedded verbatim in the JSON form).

@@ -35,13 +35,17 @@ pub fn is_records_dir(dir: &Path) -> bool {
 /// One session's time and tokens.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct SessionTime {
+    /// The session's id.
     pub session: String,
     /// The routes its requests took (`/v1/messages`, …).
     pub routes: Vec<String>,
+    /// The models its requests named.
     pub models: Vec<String>,
+    /// Its requests.
     pub requests: u64,
     /// Requests that did not end `ok`.
     pub not_ok: u64,
+    /// Its first request's start, wall clock ns.
     pub first_wall_ns: u64,
     /// From its first request's start to its last request's end.
     pub span_s: f64,
@@ -52,8 +56,11 @@ pub struct SessionTime {
     pub between_turns_s: Option<f64>,
     /// `between_turns_s / span_s`.
     pub agent_share: Option<f64>,
+    /// Σ prompt tokens.
     pub prompt_tokens: u64,
+    /// Σ cached prompt tokens.
     pub cached_tokens: u64,
+    /// Σ output tokens.
     pub output_tokens: u64,
     /// Median time to first token of its streamed requests, ms.
     pub ttft_p50_ms: Option<f64>,
@@ -65,12 +72,17 @@ pub struct SessionTime {
 /// Every session of a records directory, in first-request order.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct SessionsReport {
+    /// The proxy's records directory.
     pub records_dir: PathBuf,
+    /// Record files read.
     pub files: usize,
+    /// Records read.
     pub records: u64,
+    /// Per session, first request first.
     pub sessions: Vec<SessionTime>,
     /// Sums over the sessions (the requests without a session included in model time).
     pub model_s: f64,
+    /// Σ time between turns (the agent's own), s.
     pub between_turns_s: f64,
 }
 

@@ -9,7 +9,9 @@
 
 use std::fmt::Write as _;
 
+/// A plot's width, px (the page scales it to its own width).
 pub const W: f64 = 760.0;
+/// A plot's height, px.
 pub const H: f64 = 300.0;
 const ML: f64 = 64.0;
 const MR: f64 = 16.0;
@@ -18,6 +20,7 @@ const MB: f64 = 44.0;
 /// Most marks drawn per chart.
 pub const MAX_MARKS: usize = 4000;
 
+/// Series colours, in order.
 pub const PALETTE: &[&str] = &[
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
 ];
@@ -214,15 +217,22 @@ fn thin<T: Copy>(v: &[T]) -> Vec<T> {
 
 /// A scatter plot of `(x, y)`; `tips` (same length, or empty) are the marks' tooltips.
 pub struct Scatter<'a> {
+    /// The plot's id (`data-plot`).
     pub name: &'a str,
+    /// Its title.
     pub title: &'a str,
+    /// The x axis' label.
     pub x_label: &'a str,
+    /// The y axis' label.
     pub y_label: &'a str,
+    /// A logarithmic y axis.
     pub log_y: bool,
+    /// The points.
     pub points: Vec<(f64, f64)>,
 }
 
 impl Scatter<'_> {
+    /// The plot as inline SVG.
     pub fn render(&self) -> String {
         let pts = thin(&self.points);
         let x = Axis::new(pts.iter().map(|p| p.0), false, ML, W - MR, true);
@@ -255,17 +265,24 @@ impl Scatter<'_> {
 
 /// Line series over a shared x axis.
 pub struct Lines<'a> {
+    /// The plot's id (`data-plot`).
     pub name: &'a str,
+    /// Its title.
     pub title: &'a str,
+    /// The x axis' label.
     pub x_label: &'a str,
+    /// The y axis' label.
     pub y_label: &'a str,
+    /// A logarithmic x axis.
     pub log_x: bool,
+    /// The series: a name and its points.
     pub series: Vec<(String, Vec<(f64, f64)>)>,
     /// Shaded x ranges behind the data, each labelled (the sweep's regions).
     pub bands: Vec<(f64, f64, String)>,
 }
 
 impl Lines<'_> {
+    /// The plot as inline SVG.
     pub fn render(&self) -> String {
         let series: Vec<(String, Vec<(f64, f64)>)> = self
             .series
@@ -350,9 +367,13 @@ const BAND: &[&str] = &["#9467bd", "#2ca02c", "#ff7f0e", "#d62728"];
 /// best y of any point at that x or beyond (no interpolation between points, as the official
 /// curve is drawn). Dominated points are drawn but stay below the steps.
 pub struct Steps<'a> {
+    /// The plot's id (`data-plot`).
     pub name: &'a str,
+    /// Its title.
     pub title: &'a str,
+    /// The x axis' label.
     pub x_label: &'a str,
+    /// The y axis' label.
     pub y_label: &'a str,
     /// `(x, y, label)`.
     pub points: Vec<(f64, f64, String)>,
@@ -375,6 +396,7 @@ impl Steps<'_> {
         p
     }
 
+    /// The plot as inline SVG.
     pub fn render(&self) -> String {
         let pts: Vec<&(f64, f64, String)> = self
             .points
@@ -438,12 +460,16 @@ impl Steps<'_> {
 
 /// Labelled bars.
 pub struct Bars<'a> {
+    /// The plot's id (`data-plot`).
     pub name: &'a str,
+    /// Its title.
     pub title: &'a str,
+    /// The bars: label, value, colour.
     pub bars: Vec<(String, f64, &'static str)>,
 }
 
 impl Bars<'_> {
+    /// The plot as inline SVG.
     pub fn render(&self) -> String {
         let h = 40.0 + 26.0 * self.bars.len() as f64;
         let max = self.bars.iter().map(|b| b.1).fold(0.0, f64::max).max(1.0);
@@ -479,23 +505,34 @@ impl Bars<'_> {
 
 /// One bar of a swimlane: lane, start and end seconds, colour, tooltip.
 pub struct Span {
+    /// The lane (slot).
     pub lane: u32,
+    /// Start, s.
     pub t0: f64,
+    /// End, s.
     pub t1: f64,
+    /// Colour.
     pub color: &'static str,
+    /// Tooltip.
     pub tip: String,
 }
 
 /// Trajectories per replay slot over time.
 pub struct Swimlane<'a> {
+    /// The plot's id (`data-plot`).
     pub name: &'a str,
+    /// Its title.
     pub title: &'a str,
+    /// Lanes.
     pub lanes: u32,
+    /// The spans.
     pub spans: Vec<Span>,
+    /// The legend: label and colour.
     pub legend: &'a [(&'a str, &'a str)],
 }
 
 impl Swimlane<'_> {
+    /// The plot as inline SVG.
     pub fn render(&self) -> String {
         let lane_h = (220.0 / self.lanes.max(1) as f64).clamp(4.0, 22.0);
         // The legend sits under the title, so the lanes start lower than in the other charts.

@@ -109,6 +109,7 @@ impl Answers {
         self.by_key.len()
     }
 
+    /// No answer recorded.
     pub fn is_empty(&self) -> bool {
         self.by_key.is_empty()
     }

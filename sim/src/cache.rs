@@ -63,6 +63,7 @@ pub struct PrefixCache {
 }
 
 impl PrefixCache {
+    /// An empty cache of `capacity_tokens`, in blocks of `block_tokens`.
     pub fn new(block_tokens: u32, capacity_tokens: u64) -> Self {
         PrefixCache {
             block_tokens: block_tokens.max(1),
@@ -75,6 +76,7 @@ impl PrefixCache {
         }
     }
 
+    /// Tokens per block.
     pub fn block_tokens(&self) -> u32 {
         self.block_tokens
     }

@@ -26,10 +26,15 @@ pub struct SimConfig {
     pub refuse_other_models: bool,
     /// Seed of every random draw (output lengths, text, modes, faults).
     pub seed: u64,
+    /// Prefill and decode timing.
     pub timing: TimingConfig,
+    /// The prefix cache.
     pub cache: CacheConfig,
+    /// Output lengths.
     pub output: OutputConfig,
+    /// Response modes (reasoning, tool calls).
     pub modes: ModesConfig,
+    /// Faults to inject.
     pub faults: FaultConfig,
     /// Keep the exact request body bytes in [`crate::RequestLog::body`].
     pub capture_bodies: bool,
@@ -50,8 +55,10 @@ pub struct SimConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum EngineFlavor {
+    /// vLLM's `/metrics` (`vllm:*`).
     #[default]
     Vllm,
+    /// SGLang's `/metrics` (`sglang:*`).
     Sglang,
     /// TensorRT-LLM's `trtllm-serve` (`trtllm_*`, also at `/prometheus/metrics`).
     Trtllm,
@@ -158,6 +165,7 @@ pub struct FaultConfig {
     pub error_statuses: Vec<u16>,
     /// Share of streams that pause `stall_ms` before one chunk in the middle.
     pub stall_rate: f64,
+    /// The pause, ms.
     pub stall_ms: u64,
     /// Share of streams whose connection is aborted after some chunks.
     pub disconnect_rate: f64,

@@ -99,6 +99,8 @@
 //! ≈ 480–560 k one-token chunks/s (≈ 2 µs per chunk including hyper, formatting, the stamp and
 //! the in-memory log), 0.035 allocations per chunk for the whole process;
 //! `cargo bench -p tokentap-sim --bench zero_delay`, details in docs/benchmarks.md.
+
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod answers;
@@ -134,8 +136,11 @@ use tokentap_core::clock::Anchor;
 pub enum ChunkKind {
     /// Role-only prelude (`{"role":"assistant","content":""}`): not a token.
     Prelude,
+    /// Reasoning tokens.
     Reasoning,
+    /// Content tokens.
     Content,
+    /// A tool call's tokens.
     ToolCall,
     /// Final usage-only chunk (empty `choices`).
     Usage,
@@ -158,6 +163,7 @@ pub struct ChunkLog {
     pub wall_ns: u64,
     /// Tokens this chunk carried (0 for prelude, usage, done).
     pub tokens: u32,
+    /// What the chunk carried.
     pub kind: ChunkKind,
     /// With `flush_each_chunk`: `CLOCK_MONOTONIC` ns when hyper polled the body again after
     /// writing this chunk — the chunk's `writev` happened between `mono_ns` and this instant.
@@ -170,7 +176,9 @@ pub struct ChunkLog {
 pub struct RequestLog {
     /// Arrival order, from 0.
     pub seq: u64,
+    /// The request's method.
     pub method: String,
+    /// The request's path.
     pub path: String,
     /// Request headers, lower-case names, in arrival order; `authorization` is never kept.
     pub headers: Vec<(String, String)>,
@@ -183,7 +191,9 @@ pub struct RequestLog {
     pub received: Anchor,
     /// Response status sent (0 while the request body is still being read).
     pub status: u16,
+    /// Prompt tokens of the request.
     pub prompt_tokens: u64,
+    /// Of them, served from the prefix cache.
     pub cached_tokens: u64,
     /// Output tokens actually written (fewer than planned when the stream was cut).
     pub output_tokens: u64,

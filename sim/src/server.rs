@@ -88,6 +88,7 @@ impl SimServer {
         })
     }
 
+    /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
@@ -97,6 +98,7 @@ impl SimServer {
         format!("http://{}", self.addr)
     }
 
+    /// The configuration it serves with.
     pub fn config(&self) -> &SimConfig {
         &self.shared.config
     }

@@ -39,6 +39,7 @@ use tokio::time::{Instant, Sleep};
 /// The error a body returns to make hyper abort the connection.
 #[derive(Debug, thiserror::Error)]
 pub enum SimBodyError {
+    /// The fault plan cut the stream here (`disconnect_rate`).
     #[error("injected mid-stream disconnect")]
     InjectedDisconnect,
 }

@@ -89,9 +89,13 @@ pub fn client_h2() -> TestClient {
 /// What a client got.
 #[derive(Debug)]
 pub struct Got {
+    /// The status.
     pub status: StatusCode,
+    /// The headers.
     pub headers: http::HeaderMap,
+    /// The HTTP version.
     pub version: http::Version,
+    /// The body.
     pub body: Vec<u8>,
     /// Monotonic instant each frame arrived at the client, with its length.
     pub frames: Vec<(u64, usize)>,
@@ -100,9 +104,11 @@ pub struct Got {
 }
 
 impl Got {
+    /// The body as text.
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
+    /// The body as JSON.
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body).expect("JSON body")
     }
@@ -131,10 +137,12 @@ where
 pub struct Ev {
     /// `clock::now()` when the frame that completed the event arrived.
     pub at: u64,
+    /// The event's data.
     pub data: String,
 }
 
 impl Ev {
+    /// The data as JSON.
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.data).unwrap_or_else(|e| panic!("{e}: {}", self.data))
     }
@@ -143,9 +151,13 @@ impl Ev {
 /// A response read event by event.
 #[derive(Debug)]
 pub struct Resp {
+    /// The status.
     pub status: u16,
+    /// The headers.
     pub headers: http::HeaderMap,
+    /// The body.
     pub body: Vec<u8>,
+    /// The body's SSE events, stamped.
     pub events: Vec<Ev>,
     /// `clock::now()` when the request was handed to hyper.
     pub sent: u64,
@@ -154,6 +166,7 @@ pub struct Resp {
 }
 
 impl Resp {
+    /// The body as JSON.
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
@@ -168,6 +181,7 @@ impl Resp {
             .collect()
     }
 
+    /// The stream ended with `[DONE]`.
     pub fn done(&self) -> bool {
         self.events.last().is_some_and(|e| e.data == "[DONE]")
     }

@@ -34,10 +34,12 @@ pub fn inputs(kind: &str, target: &str) -> Vec<Vec<u8>> {
 pub struct Rng(SplitMix64);
 
 impl Rng {
+    /// A generator seeded with `seed`.
     pub fn new(seed: u64) -> Rng {
         Rng(SplitMix64::new(seed))
     }
 
+    /// The next value.
     pub fn next_u64(&mut self) -> u64 {
         self.0.next_u64()
     }
@@ -51,6 +53,7 @@ impl Rng {
 /// Mutates copies of inputs, inserting `interesting` pieces (the bytes that matter to the parser
 /// under test) more often than random bytes.
 pub struct Mutator {
+    /// The case's random draws.
     pub rng: Rng,
     interesting: &'static [&'static [u8]],
 }

@@ -17,6 +17,8 @@
 //! Each crate's tests import one view: [`proxy`], [`sim`] or [`replay`] (`use
 //! tokentap_testkit::proxy::*;`), the names those tests have always used.
 
+#![warn(missing_docs)]
+
 pub mod client;
 pub mod data;
 pub mod fuzz;

@@ -10,13 +10,16 @@ use std::process::{Command, Stdio};
 pub struct Measured {
     /// Exit code; `None` when a signal ended it.
     pub code: Option<i32>,
+    /// What it printed.
     pub stdout: String,
+    /// What it printed on stderr.
     pub stderr: String,
     /// Peak resident set, kB.
     pub peak_kb: u64,
 }
 
 impl Measured {
+    /// Peak resident memory, MB.
     pub fn peak_mb(&self) -> u64 {
         self.peak_kb / 1024
     }

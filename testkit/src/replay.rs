@@ -52,10 +52,12 @@ pub fn records(out: &RunOutcome) -> Vec<Value> {
         .collect()
 }
 
+/// A record's `status`.
 pub fn status(r: &Value) -> &str {
     r["status"].as_str().unwrap()
 }
 
+/// A record's `conversation_id`.
 pub fn conv(r: &Value) -> &str {
     r["conversation_id"].as_str().unwrap()
 }
@@ -66,6 +68,7 @@ pub fn sorted(mut recs: Vec<Value>) -> Vec<Value> {
     recs
 }
 
+/// A number of a record.
 pub fn u(v: &Value) -> u64 {
     v.as_u64().unwrap()
 }

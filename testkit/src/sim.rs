@@ -9,10 +9,12 @@ use http_body_util::Full;
 use serde_json::Value;
 use std::net::SocketAddr;
 
+/// A chat completions request with `body`.
 pub fn chat_request(body: &Value) -> Request<Full<Bytes>> {
     post("/v1/chat/completions", body)
 }
 
+/// A `POST path` with a JSON `body`.
 pub fn post(path: &str, body: &Value) -> Request<Full<Bytes>> {
     Request::post(path)
         .header("content-type", "application/json")
@@ -21,6 +23,7 @@ pub fn post(path: &str, body: &Value) -> Request<Full<Bytes>> {
         .unwrap()
 }
 
+/// A `GET path`.
 pub fn get(path: &str) -> Request<Full<Bytes>> {
     Request::get(path)
         .header("host", "sim")

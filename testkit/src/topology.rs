@@ -36,7 +36,9 @@ pub async fn proxy(cfg: Config) -> Proxy {
 
 /// A sim with a proxy in front of it; a replay (or any client) aims at [`Stack::endpoint`].
 pub struct Stack {
+    /// The sim.
     pub sim: SimServer,
+    /// The proxy in front of it.
     pub proxy: Proxy,
 }
 
