@@ -9,6 +9,7 @@
 //! static GLOBAL: tokentap_benchutil::Counting = tokentap_benchutil::Counting;
 //! let before = tokentap_benchutil::allocations();
 //! ```
+#![warn(missing_docs)]
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -46,6 +46,7 @@ impl Metric {
         }
     }
 
+    /// `ms`, or `tokens` for output tokens.
     pub fn unit(self) -> &'static str {
         match self {
             Metric::OutputTokens => "tokens",
@@ -70,10 +71,12 @@ impl fmt::Display for Metric {
 pub struct Values(pub [Option<f64>; 6]);
 
 impl Values {
+    /// The value of `m`.
     pub fn get(&self, m: Metric) -> Option<f64> {
         self.0[m.idx()]
     }
 
+    /// Sets `m` (a value that is not finite is none).
     pub fn set(&mut self, m: Metric, v: Option<f64>) {
         self.0[m.idx()] = v.filter(|x| x.is_finite());
     }
@@ -119,6 +122,7 @@ pub struct ClientTurn {
 }
 
 impl ClientTurn {
+    /// A turn at line (or list position) `at`, nothing measured yet.
     pub fn new(at: usize) -> Self {
         ClientTurn {
             at,
@@ -152,6 +156,7 @@ pub struct Published {
 }
 
 impl Published {
+    /// The published p50, p90 and p99 of `m`, if published.
     pub fn get(&self, m: Metric) -> Option<[Option<f64>; 3]> {
         self.stats[m.idx()]
     }
@@ -161,13 +166,16 @@ impl Published {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
+    /// Within the tolerance.
     Pass,
+    /// Beyond it.
     Fail,
     /// Nothing to judge (the client does not claim the metric, or no turn was compared).
     NoData,
 }
 
 impl Verdict {
+    /// As the table prints it: `PASS`, `FAIL` or `n/a`.
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Pass => "PASS",
@@ -181,8 +189,11 @@ impl Verdict {
 /// events, impossible values, token counts and scores recomputed the reference's way.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Check {
+    /// What was checked.
     pub name: String,
+    /// Its outcome.
     pub verdict: Verdict,
+    /// What was found.
     pub detail: String,
 }
 
@@ -192,7 +203,9 @@ pub struct Check {
 pub enum WireTotal {
     /// Prompt tokens, the cached part included (the records' `prompt_tokens`).
     PromptTokens,
+    /// Cached prompt tokens (the records' `cached_tokens`).
     CachedTokens,
+    /// Output tokens (the records' `output_tokens`).
     OutputTokens,
     /// Time with at least one of the session's requests in flight on the wire, ms: the union of
     /// their spans (start to last byte).
@@ -200,6 +213,7 @@ pub enum WireTotal {
 }
 
 impl WireTotal {
+    /// `ms` or `tokens`.
     pub fn unit(self) -> &'static str {
         match self {
             WireTotal::ModelTimeMs => "ms",
@@ -217,15 +231,20 @@ pub struct TotalClaim {
     pub name: String,
     /// The session the total is over (the wire's `conversation_id`); `None`: every record.
     pub session: Option<String>,
+    /// What of the wire it is held against.
     pub of: WireTotal,
+    /// The client's value.
     pub client: f64,
 }
 
 /// Everything read from one client output file.
 #[derive(Debug, Clone)]
 pub struct ClientRun {
+    /// The clock its start instants are on.
     pub clock: Clock,
+    /// Its turns, in file order.
     pub turns: Vec<ClientTurn>,
+    /// The percentiles it published, if any.
     pub published: Option<Published>,
     /// The file's benchmark levels (guidellm: one benchmark per concurrency or rate), each judged
     /// on its own; empty for a file of one level.
@@ -235,6 +254,7 @@ pub struct ClientRun {
     pub relative_starts: bool,
     /// Facts worth telling the reader (skipped lines, unsupported fields...).
     pub notes: Vec<String>,
+    /// Checks of what it published that need no wire.
     pub checks: Vec<Check>,
     /// Totals over a session the client claims (agents); empty for the benchmark clients.
     pub totals: Vec<TotalClaim>,
@@ -246,7 +266,9 @@ pub struct ClientRun {
 pub struct Level {
     /// As the client names it, e.g. `concurrent@4`, `constant@10`.
     pub name: String,
+    /// Its turns: indices into [`ClientRun::turns`].
     pub turns: std::ops::Range<usize>,
+    /// What it published.
     pub published: Option<Published>,
 }
 

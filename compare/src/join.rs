@@ -55,27 +55,39 @@ impl Default for JoinConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JoinMethod {
+    /// The server's response id, on both sides.
     ResponseId,
+    /// The request id the client sent in a header.
     RequestId,
+    /// The output's text.
     OutputText,
+    /// Session id and turn order.
     SessionOrder,
+    /// Start instants, within the slack.
     Time,
 }
 
 /// One client turn and the wire turn it was joined to (indices into the inputs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pair {
+    /// The client turn (index).
     pub client: usize,
+    /// The wire turn (index).
     pub wire: usize,
+    /// How they were joined.
     pub how: JoinMethod,
 }
 
+/// The join's outcome.
 #[derive(Debug, Clone, Default)]
 pub struct Joined {
     /// In client order.
     pub pairs: Vec<Pair>,
+    /// Client turns joined to nothing.
     pub client_only: Vec<usize>,
+    /// Wire turns joined to nothing.
     pub wire_only: Vec<usize>,
+    /// What the join could not decide, for the reader.
     pub notes: Vec<String>,
 }
 

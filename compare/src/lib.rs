@@ -35,6 +35,8 @@
 //!
 //! Exit status of [`run`]: 0 when every judged claim passes, 2 when a claim fails (or nothing
 //! could be judged, or `--require-all-joined` found unjoined turns), 1 on bad input.
+
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod client;

@@ -67,22 +67,29 @@ fn dist_of(mut s: Samples) -> Option<Dist> {
     s.dist()
 }
 
+/// A claimed percentile against the wire's.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Claim {
     /// `p50`, `p90` or `p99`.
     pub stat: &'static str,
+    /// The client's value.
     pub client: f64,
+    /// The wire's, over the same turns.
     pub wire: f64,
     /// client − wire.
     pub diff: f64,
     /// The |diff| that passes.
     pub tolerance: f64,
+    /// Its outcome.
     pub verdict: Verdict,
 }
 
+/// One metric's comparison.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MetricReport {
+    /// The metric.
     pub metric: Metric,
+    /// `ms` or `tokens`.
     pub unit: &'static str,
     /// Compared turns that have the metric on both sides.
     pub turns: usize,
@@ -92,9 +99,11 @@ pub struct MetricReport {
     pub turns_beyond_tolerance: usize,
     /// `published` (read from the client's summary) or `recomputed` (from its per-turn values).
     pub claims_source: &'static str,
+    /// One claim per percentile judged.
     pub claims: Vec<Claim>,
 }
 
+/// How the turns were joined.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Counts {
     /// Client turns read (aborted, never-sent turns excluded).
@@ -103,13 +112,21 @@ pub struct Counts {
     pub wire_turns: usize,
     /// Wire records that were not completion requests (ignored).
     pub wire_ignored: usize,
+    /// Pairs joined.
     pub joined: usize,
+    /// Joined by the server's response id.
     pub by_response_id: usize,
+    /// Joined by a request id header.
     pub by_request_id: usize,
+    /// Joined by the output's text.
     pub by_output_text: usize,
+    /// Joined by session and turn order.
     pub by_session_order: usize,
+    /// Joined by time.
     pub by_time: usize,
+    /// Client turns joined to nothing.
     pub client_only: usize,
+    /// Wire turns joined to nothing.
     pub wire_only: usize,
     /// Joined pairs where one side succeeded and the other did not.
     pub status_differs: usize,
@@ -120,13 +137,19 @@ pub struct Counts {
 /// One metric of one side of a pair (`null` when not measured).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Side {
+    /// The turn ended ok.
     pub ok: bool,
+    /// Time to first token, ms.
     pub ttft_ms: Option<f64>,
+    /// Inter-token latency, ms.
     pub itl_ms: Option<f64>,
+    /// End to end, ms.
     pub e2e_ms: Option<f64>,
+    /// Output tokens.
     pub output_tokens: Option<f64>,
     /// The MLPerf reference's TPOT.
     pub tpot_ms: Option<f64>,
+    /// Mean gap between chunks after the first, ms.
     pub chunk_gap_ms: Option<f64>,
 }
 
@@ -151,19 +174,26 @@ pub struct PairOut {
     pub client_at: usize,
     /// `file:line` of the proxy record.
     pub wire_at: String,
+    /// How it was joined.
     pub join: JoinMethod,
+    /// The session id, when known.
     pub session: Option<String>,
+    /// The turn, when known.
     pub turn: Option<u32>,
+    /// The request id, when known.
     pub request_id: Option<String>,
     /// Wire start − client start, ms, on the client's clock (`null` if the client has no start).
     pub start_offset_ms: Option<f64>,
     /// Which `--wire` path (proxy) the wire turn came from, and the replica that proxy sent it
     /// to (its record's `upstream`).
     pub wire_source: usize,
+    /// The replica the proxy sent it to.
     pub replica: Option<String>,
     /// The server's response id the wire recorded.
     pub response_id: Option<String>,
+    /// The client's side.
     pub client: Side,
+    /// The wire's side.
     pub wire: Side,
     /// The wire's TTFT split by the engine's own timing (`--inject-metrics`): queue, engine,
     /// outside the engine as the proxy saw it.
@@ -176,11 +206,17 @@ pub struct PairOut {
 /// One benchmark level's judgement (its turns' pairs, its published claims).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LevelReport {
+    /// As the client names the level.
     pub name: String,
+    /// The level's verdict.
     pub verdict: Verdict,
+    /// The verdict in one line.
     pub headline: String,
+    /// Why it is not PASS.
     pub reasons: Vec<String>,
+    /// The level's join counts.
     pub counts: Counts,
+    /// The level's metrics.
     pub metrics: Vec<MetricReport>,
 }
 
@@ -188,6 +224,7 @@ pub struct LevelReport {
 /// recorded by `tokentap proxy --inject-metrics`), over the pairs that have it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TtftSplitReport {
+    /// Pairs with the engine's timing.
     pub turns: usize,
     /// The engine's queue.
     pub queue_ms: Dist,
@@ -202,28 +239,43 @@ pub struct TtftSplitReport {
 /// One `--wire` path (one proxy): its turns, how many were joined, and per replica.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WireSource {
+    /// The path as given.
     pub path: String,
+    /// Its turns.
     pub turns: usize,
+    /// Its turns joined to a client turn.
     pub joined: usize,
     /// Turns per replica (the records' `upstream`; `?` when a record has none).
     pub replicas: std::collections::BTreeMap<String, usize>,
 }
 
+/// A client turn joined to no wire turn.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ClientOnly {
+    /// Its line (or list position) in the client file.
     pub client_at: usize,
+    /// Its session id, when known.
     pub session: Option<String>,
+    /// Its turn, when known.
     pub turn: Option<u32>,
+    /// Its request id, when known.
     pub request_id: Option<String>,
+    /// It ended ok.
     pub ok: bool,
 }
 
+/// A wire turn joined to no client turn.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WireOnly {
+    /// `file:line` of the proxy record.
     pub wire_at: String,
+    /// Its session id.
     pub session: Option<String>,
+    /// Its turn index in the session.
     pub turn_index: u32,
+    /// Its request id, when recorded.
     pub request_id: Option<String>,
+    /// It ended ok.
     pub ok: bool,
     /// Wall clock of the proxy's first request byte, ns since the epoch.
     pub start_wall_ns: u64,
@@ -232,23 +284,36 @@ pub struct WireOnly {
 /// The join settings, echoed in the report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JoinSettings {
+    /// The headers whose value joins by request id.
     pub id_headers: Vec<String>,
+    /// How far apart two start instants may be to join by time, ms.
     pub slack_ms: f64,
+    /// How far a time join looks, ms.
     pub window_ms: f64,
 }
 
+/// The comparison (`--json`'s schema, docs/compare.md).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
+    /// [`SCHEMA`].
     pub schema: &'static str,
+    /// The client file's format.
     pub format: Format,
+    /// The client file.
     pub client_file: String,
+    /// The proxies' records (`--wire`).
     pub wire: Vec<String>,
     /// Per `--wire` path: the records of several proxies are one wire view.
     pub wire_sources: Vec<WireSource>,
+    /// The clock the client's start instants are on.
     pub clock: Clock,
+    /// The tolerances.
     pub tolerance: Tolerance,
+    /// The join's settings.
     pub join: JoinSettings,
+    /// How the turns were joined.
     pub counts: Counts,
+    /// Per metric: the differences and the claims.
     pub metrics: Vec<MetricReport>,
     /// TTFT split by the engine's own timing, when the wire recorded it.
     pub ttft_split: Option<TtftSplitReport>,
@@ -263,8 +328,11 @@ pub struct Report {
     /// The verdict in one line, as the terminal prints it: `FAIL: 1 check failed, 12 of 12
     /// claims within tolerance`.
     pub headline: String,
+    /// The joined pairs.
     pub pairs: Vec<PairOut>,
+    /// Client turns joined to nothing.
     pub client_only: Vec<ClientOnly>,
+    /// Wire turns joined to nothing.
     pub wire_only: Vec<WireOnly>,
     /// Checks of what the client published (its summary against its own events, impossible
     /// values, reference counts and scores); a failed check fails the verdict.
@@ -272,17 +340,24 @@ pub struct Report {
     /// The client's totals over a session (an agent's usage and API time) against the wire's;
     /// a failed one fails the verdict.
     pub totals: Vec<crate::totals::TotalReport>,
+    /// Facts worth telling the reader.
     pub notes: Vec<String>,
 }
 
 /// What [`build`] needs besides the data.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// The client file's format.
     pub format: Format,
+    /// The client file.
     pub client_file: String,
+    /// The proxies' records.
     pub wire: Vec<String>,
+    /// The tolerances.
     pub tolerance: Tolerance,
+    /// The join's settings.
     pub join: JoinConfig,
+    /// Fail when a turn is left unjoined.
     pub require_all_joined: bool,
 }
 

@@ -12,9 +12,13 @@ use serde::Serialize;
 pub struct TotalReport {
     /// The client's field(s).
     pub name: String,
+    /// The session, or every record.
     pub session: Option<String>,
+    /// What of the wire it is held against.
     pub of: WireTotal,
+    /// `ms` or `tokens`.
     pub unit: &'static str,
+    /// The client's value.
     pub client: f64,
     /// `None` when the wire has no record of the session.
     pub wire: Option<f64>,
@@ -22,7 +26,9 @@ pub struct TotalReport {
     pub wire_requests: usize,
     /// client − wire.
     pub diff: Option<f64>,
+    /// The |diff| that passes.
     pub tolerance: f64,
+    /// Its outcome.
     pub verdict: Verdict,
 }
 

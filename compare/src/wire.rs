@@ -32,6 +32,7 @@ impl WireTurn {
         }
     }
 
+    /// The turn ended ok.
     pub fn ok(&self) -> bool {
         self.record.status == Status::Ok
     }

@@ -3,6 +3,7 @@
 //! `route` metric label.
 
 crate::vocabulary! {
+    /// Which API a request speaks, by its path.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub enum Api {
         /// OpenAI chat completions (`choices[].delta`)

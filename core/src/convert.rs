@@ -550,7 +550,9 @@ fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
 /// A streamed response put back together from its events' data, in chat form.
 #[derive(Debug, Default)]
 pub struct Assembled {
+    /// The answer's text.
     pub content: String,
+    /// Its reasoning.
     pub reasoning: String,
     /// Tool calls by their index in the output: id, name, arguments.
     calls: BTreeMap<u64, (Value, Value, String)>,

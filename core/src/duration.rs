@@ -44,10 +44,12 @@ pub mod secs {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 
+    /// Writes seconds.
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_f64(d.as_secs_f64())
     }
 
+    /// Reads seconds.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         Duration::try_from_secs_f64(f64::deserialize(d)?).map_err(serde::de::Error::custom)
     }
@@ -58,6 +60,7 @@ pub mod opt_secs {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 
+    /// Writes seconds, or `null`.
     pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
         match d {
             Some(d) => s.serialize_some(&d.as_secs_f64()),
@@ -65,6 +68,7 @@ pub mod opt_secs {
         }
     }
 
+    /// Reads seconds, or `null`.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
         Option::<f64>::deserialize(d)?
             .map(Duration::try_from_secs_f64)

@@ -14,7 +14,9 @@ use std::task::{Context, Poll};
 /// One of two bodies. The error is the left body's; the right one's converts into it.
 #[derive(Debug)]
 pub enum Either<L, R> {
+    /// The left body.
     Left(L),
+    /// The right body.
     Right(R),
 }
 

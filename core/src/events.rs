@@ -29,6 +29,7 @@ pub use crate::api::Api;
 /// counts there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Dialect {
+    /// The API.
     pub api: Api,
     /// Messages: the server's `input_tokens` is the whole prompt (SGLang; vLLM before it
     /// followed Anthropic), not Anthropic's count of the prompt tokens neither read from nor
@@ -48,6 +49,7 @@ impl From<Api> for Dialect {
 /// One event (or whole body) read.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Event<'a> {
+    /// What the event carried.
     pub info: ChunkInfo,
     /// The response's id (`chatcmpl-…`, `resp_…`, `msg_…`) as raw JSON, when this event has it.
     pub id: Option<&'a RawValue>,

@@ -139,7 +139,9 @@ where
 pub enum Framing {
     /// No body (1xx, 204, 304).
     Empty,
+    /// `Content-Length`.
     Length(u64),
+    /// `Transfer-Encoding: chunked`.
     Chunked,
     /// Until the server closes the connection.
     Close,
@@ -148,9 +150,11 @@ pub enum Framing {
 /// A parsed response head.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Head {
+    /// The status code.
     pub status: u16,
     /// `Content-Type: application/json…`
     pub json: bool,
+    /// How its body is framed.
     pub framing: Framing,
     /// The connection may carry another request after this response.
     pub keep_alive: bool,
@@ -308,6 +312,7 @@ enum State {
 }
 
 impl Decoder {
+    /// A decoder of a body framed so.
     pub fn new(framing: Framing) -> Self {
         let state = match framing {
             Framing::Empty | Framing::Length(0) => State::Done,

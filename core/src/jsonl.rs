@@ -18,12 +18,23 @@ pub const MAX_LINE_BYTES: usize = 64 << 20;
 /// Why a line could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum LineError {
+    /// The file could not be read.
     #[error("cannot read: {0}")]
     Io(#[from] io::Error),
+    /// A line past the bound.
     #[error("longer than {} MiB: a line of this file is one record, a few MB at most (a JSON document on one line, a file of another kind, or a damaged file)", .max >> 20)]
-    TooLong { max: usize },
+    TooLong {
+        /// The bound, bytes.
+        max: usize,
+    },
+    /// A line that is not UTF-8.
     #[error("not UTF-8: byte 0x{byte:02x} at column {column} (JSONL is UTF-8 text)")]
-    NotUtf8 { byte: u8, column: usize },
+    NotUtf8 {
+        /// The first byte that is not.
+        byte: u8,
+        /// Its column (1-based).
+        column: usize,
+    },
 }
 
 /// The non-blank lines of a JSONL stream, with their 1-based numbers.
@@ -43,6 +54,7 @@ pub fn open(path: &Path) -> io::Result<Lines<BufReader<File>>> {
 }
 
 impl<R: BufRead> Lines<R> {
+    /// Lines of `reader`, each at most the default bound.
     pub fn new(reader: R) -> Self {
         Lines::with_limit(reader, MAX_LINE_BYTES)
     }
@@ -145,10 +157,15 @@ pub const MAX_DOCUMENT_BYTES: u64 = 64 << 20;
 /// Why a JSON document was not read.
 #[derive(Debug, thiserror::Error)]
 pub enum DocumentError {
+    /// The file could not be read.
     #[error("cannot read: {0}")]
     Io(#[from] io::Error),
+    /// A file past the bound, refused unread.
     #[error("{} MB: a file of this kind is a few MB at most (refused unread)", .bytes / 1_000_000)]
-    TooBig { bytes: u64 },
+    TooBig {
+        /// Its size.
+        bytes: u64,
+    },
 }
 
 /// The bytes of a JSON document of at most [`MAX_DOCUMENT_BYTES`], refused by its size before

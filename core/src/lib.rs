@@ -52,6 +52,8 @@
 //!                                                               ▼
 //!                                    record::TurnRecord ──► records.jsonl ──► stats::Summary
 //! ```
+
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod api;

@@ -44,6 +44,7 @@ impl LineFile {
         })
     }
 
+    /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -53,6 +54,7 @@ impl LineFile {
         self.len
     }
 
+    /// Nothing written.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -95,6 +97,7 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// A batch with room for `bytes`.
     pub fn with_capacity(bytes: usize) -> Batch {
         Batch {
             buf: Vec::with_capacity(bytes),
@@ -128,10 +131,12 @@ impl Batch {
         self.buf.len()
     }
 
+    /// No record in the batch.
     pub fn is_empty(&self) -> bool {
         self.records == 0
     }
 
+    /// Empties the batch, keeping its buffer.
     pub fn clear(&mut self) {
         self.buf.clear();
         self.records = 0;

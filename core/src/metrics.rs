@@ -21,26 +21,47 @@ macro_rules! metric_names {
 }
 
 metric_names! {
+        /// Requests by route, status class, error source, model (and upstream, the proxy).
         REQUESTS_TOTAL = "tokentap_requests_total",
+        /// Requests in flight.
         IN_FLIGHT = "tokentap_in_flight",
+        /// Time to first byte.
         TTFB_SECONDS = "tokentap_ttfb_seconds",
+        /// Time to first token.
         TTFT_SECONDS = "tokentap_ttft_seconds",
+        /// End to end.
         E2E_SECONDS = "tokentap_e2e_seconds",
+        /// Time per output token after the first.
         TPOT_SECONDS = "tokentap_tpot_seconds",
+        /// Inter-token latency (one sample per token).
         ITL_SECONDS = "tokentap_itl_seconds",
+        /// Gap between chunks (one sample per chunk).
         INTER_CHUNK_SECONDS = "tokentap_inter_chunk_seconds",
+        /// Tokens per chunk.
         TOKENS_PER_CHUNK = "tokentap_tokens_per_chunk",
+        /// Prompt tokens per turn (the context's growth).
         PROMPT_TOKENS_PER_TURN = "tokentap_prompt_tokens_per_turn",
+        /// Prompt tokens.
         PROMPT_TOKENS_TOTAL = "tokentap_prompt_tokens_total",
+        /// Cached prompt tokens.
         CACHED_TOKENS_TOTAL = "tokentap_cached_tokens_total",
+        /// Output tokens.
         OUTPUT_TOKENS_TOTAL = "tokentap_output_tokens_total",
+        /// Reasoning tokens.
         REASONING_TOKENS_TOTAL = "tokentap_reasoning_tokens_total",
+        /// Streams that ended without a usage chunk.
         STREAMS_WITHOUT_USAGE_TOTAL = "tokentap_streams_without_usage_total",
+        /// Proxy only: sessions in the table.
         ACTIVE_SESSIONS = "tokentap_active_sessions",
+        /// Proxy only: mean turns started per session.
         TURNS_PER_SESSION = "tokentap_turns_per_session",
+        /// Proxy only: sessions evicted from the table.
         SESSION_EVICTIONS_TOTAL = "tokentap_session_evictions_total",
+        /// Proxy only: requests sent to each replica.
         UPSTREAM_REQUESTS_TOTAL = "tokentap_upstream_requests_total",
+        /// Proxy only: upstream errors by replica and kind.
         UPSTREAM_ERRORS_TOTAL = "tokentap_upstream_errors_total",
+        /// Proxy only: its own time per sampled chunk.
         PROXY_CHUNK_PROCESSING_SECONDS = "tokentap_proxy_chunk_processing_seconds",
         /// Replay only: turns by outcome `event` = issued | completed | failed | aborted.
         TURNS_TOTAL = "tokentap_turns_total",
@@ -57,15 +78,21 @@ pub const TURN_LABELS: &[&str] = &["model", "route"];
 /// (docs/benchmark.md#prometheus; label `model_name`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EngineNames {
+    /// The TTFT histogram.
     pub ttft: &'static str,
+    /// The inter-token latency histogram.
     pub itl: &'static str,
+    /// The end-to-end histogram.
     pub e2e: &'static str,
     /// Prompt tokens looked up in the prefix cache (vLLM only).
     pub cache_queries: Option<&'static str>,
     /// Prompt tokens found in the prefix cache.
     pub cache_hits: &'static str,
+    /// Requests running.
     pub running: &'static str,
+    /// Prompt tokens processed.
     pub prompt_tokens: &'static str,
+    /// Tokens generated.
     pub generation_tokens: &'static str,
 }
 
@@ -153,6 +180,7 @@ pub mod labels {
 /// Bucket boundaries of docs/benchmark.md#prometheus (containing OpenTelemetry GenAI's and
 /// vLLM's lists).
 pub mod buckets {
+    /// Time to first token and first byte, and end to end, s.
     pub const TTFT: &[f64] = &[
         0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
         20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
@@ -172,6 +200,7 @@ pub mod buckets {
         1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0,
         4194304.0,
     ];
+    /// Tokens per chunk.
     pub const TOKENS_PER_CHUNK: &[f64] = &[1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0];
     /// Turns per session (a token-count-like power series is too coarse at the low end).
     pub const TURNS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
@@ -202,6 +231,7 @@ pub struct ModelCap {
 }
 
 impl ModelCap {
+    /// A cap of `cap` model names.
     pub fn new(cap: usize) -> Self {
         ModelCap {
             cap,
@@ -324,6 +354,7 @@ pub mod register {
         HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
     };
 
+    /// A histogram vector, registered.
     pub fn histogram_vec(
         r: &Registry,
         name: &str,
@@ -337,18 +368,21 @@ pub mod register {
         h
     }
 
+    /// A counter vector, registered.
     pub fn counter_vec(r: &Registry, name: &str, help: &str, l: &[&str]) -> IntCounterVec {
         let c = IntCounterVec::new(Opts::new(name, help), l).expect("static metric");
         r.register(Box::new(c.clone())).expect("distinct metric");
         c
     }
 
+    /// A counter, registered.
     pub fn counter(r: &Registry, name: &str, help: &str) -> IntCounter {
         let c = IntCounter::new(name, help).expect("static metric");
         r.register(Box::new(c.clone())).expect("distinct metric");
         c
     }
 
+    /// A gauge, registered.
     pub fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
         let g = IntGauge::new(name, help).expect("static metric");
         r.register(Box::new(g.clone())).expect("distinct metric");
@@ -362,19 +396,31 @@ pub mod register {
 /// always the first): latency histograms, tokens per chunk, context growth and token counters. Observed once per turn from its finished
 /// [`Measured`](crate::timeline::Measured); label lookups happen there, never per chunk.
 pub struct TurnSeries {
+    /// Time to first byte, s.
     pub ttfb: prometheus::HistogramVec,
+    /// Time to first token, s.
     pub ttft: prometheus::HistogramVec,
+    /// End to end, s.
     pub e2e: prometheus::HistogramVec,
+    /// Time per output token after the first, s.
     pub tpot: prometheus::HistogramVec,
     /// One sample per token (a chunk of k tokens after a gap g gives k samples of g/k).
     pub itl: prometheus::HistogramVec,
+    /// The gap between chunks, s (one sample per chunk).
     pub inter_chunk: prometheus::HistogramVec,
+    /// Tokens per chunk.
     pub tokens_per_chunk: prometheus::HistogramVec,
+    /// Prompt tokens per turn.
     pub prompt_tokens_per_turn: prometheus::HistogramVec,
+    /// Prompt tokens.
     pub prompt_tokens: prometheus::IntCounterVec,
+    /// Cached prompt tokens.
     pub cached_tokens: prometheus::IntCounterVec,
+    /// Output tokens.
     pub output_tokens: prometheus::IntCounterVec,
+    /// Reasoning tokens.
     pub reasoning_tokens: prometheus::IntCounterVec,
+    /// Streams that ended without a usage chunk.
     pub streams_without_usage: prometheus::IntCounterVec,
 }
 

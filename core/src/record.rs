@@ -34,7 +34,9 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Origin {
+    /// `tokentap replay`.
     Replay,
+    /// `tokentap proxy`.
     Proxy,
 }
 
@@ -74,6 +76,7 @@ crate::vocabulary! {
 /// What went wrong with a turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnError {
+    /// Whose fault.
     pub source: ErrorSource,
     /// One of [`ErrorKind`] (a string, so records of other versions still read).
     pub kind: String,
@@ -207,6 +210,7 @@ impl CountSource {
 pub struct TurnRecord {
     /// Schema version ([`SCHEMA_VERSION`]).
     pub v: u32,
+    /// Who wrote it.
     pub origin: Origin,
     /// Logical conversation id (`<id>__repeat_<pass>` from pass 2 on); for the proxy, the
     /// session header's value.
@@ -236,8 +240,10 @@ pub struct TurnRecord {
     /// has several endpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream: Option<String>,
+    /// The request's `model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The request's `stream`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<bool>,
     /// Messages in the request.
@@ -246,9 +252,12 @@ pub struct TurnRecord {
     /// Request body size in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_bytes: Option<u64>,
+    /// How the turn ended.
     pub status: Status,
+    /// The response's status, when a head arrived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_status: Option<u16>,
+    /// What went wrong, when something did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<TurnError>,
     /// Issued while the performance window was open (replay).
@@ -316,11 +325,13 @@ pub struct TurnRecord {
     /// template with the generation prompt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isl: Option<u64>,
+    /// Where `isl` came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isl_source: Option<CountSource>,
     /// Request headers the operator chose to record (never `Authorization` or cookies).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// What the wire showed: timings, tokens, chunks (flattened into the record).
     #[serde(flatten)]
     pub measured: Measured,
     /// Prompt and output text, only when asked for.

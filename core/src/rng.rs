@@ -26,6 +26,7 @@ impl SplitMix64 {
         SplitMix64(state)
     }
 
+    /// The next value.
     #[inline]
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(GAMMA);

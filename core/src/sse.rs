@@ -83,6 +83,7 @@ pub struct Framer {
 }
 
 impl Framer {
+    /// A framer with the default bound.
     pub fn new() -> Self {
         Framer {
             at_start: true,

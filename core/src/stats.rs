@@ -10,14 +10,23 @@ use serde::{Deserialize, Serialize};
 /// The published set of order statistics.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
+    /// Samples.
     pub count: u64,
+    /// The smallest.
     pub min: f64,
+    /// The largest.
     pub max: f64,
+    /// Their mean.
     pub mean: f64,
+    /// Median.
     pub p50: f64,
+    /// 90th percentile.
     pub p90: f64,
+    /// 95th percentile.
     pub p95: f64,
+    /// 99th percentile.
     pub p99: f64,
+    /// 99.9th percentile.
     pub p999: f64,
 }
 
@@ -25,11 +34,17 @@ pub struct Percentiles {
 /// differences and timings, the dataset's sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Dist {
+    /// The smallest.
     pub min: f64,
+    /// Median.
     pub p50: f64,
+    /// 90th percentile.
     pub p90: f64,
+    /// 99th percentile.
     pub p99: f64,
+    /// The largest.
     pub max: f64,
+    /// Their mean.
     pub mean: f64,
 }
 
@@ -54,19 +69,23 @@ pub struct Samples {
 }
 
 impl Samples {
+    /// No samples.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Adds a sample.
     pub fn push(&mut self, x: f64) {
         self.v.push(x);
         self.sorted = false;
     }
 
+    /// Samples.
     pub fn len(&self) -> usize {
         self.v.len()
     }
 
+    /// No sample.
     pub fn is_empty(&self) -> bool {
         self.v.is_empty()
     }
@@ -115,6 +134,7 @@ impl Samples {
         self.percentiles().map(Dist::from)
     }
 
+    /// The order statistics, or `None` without samples.
     pub fn percentiles(&mut self) -> Option<Percentiles> {
         if self.v.is_empty() {
             return None;

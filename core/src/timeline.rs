@@ -98,17 +98,22 @@ pub struct Measured {
     /// Source of the per-chunk token counts.
     #[serde(default)]
     pub chunk_tokens_source: TokenSource,
+    /// The server's prompt tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u64>,
     /// `prompt_tokens_details.cached_tokens`; absent means unknown, not zero.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
+    /// Output tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
+    /// Where `output_tokens` came from.
     #[serde(default)]
     pub output_tokens_source: TokenSource,
+    /// Reasoning tokens, when the server said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
+    /// Why the output ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<FinishReason>,
     /// SSE events seen (including the role prelude, usage chunk and `[DONE]`).

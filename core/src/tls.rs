@@ -60,8 +60,15 @@ pub struct Trust {
 /// Why a client TLS config could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
+    /// The CA file could not be read as PEM certificates.
     #[error("{path}: {why} (expected PEM certificates)")]
-    Ca { path: String, why: String },
+    Ca {
+        /// The file.
+        path: String,
+        /// Why.
+        why: String,
+    },
+    /// rustls refused the setup.
     #[error("TLS setup: {0}")]
     Setup(String),
 }

@@ -10,20 +10,27 @@ use serde_json::{Map, Value};
 /// `POST /v1/chat/completions` request body.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
+    /// `model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// `messages`.
     pub messages: Vec<Message>,
+    /// `stream`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<bool>,
+    /// `stream_options`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_options: Option<StreamOptions>,
+    /// `max_completion_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_completion_tokens: Option<u64>,
     /// Deprecated spelling, still sent by many clients.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u64>,
+    /// `tools`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<Value>>,
+    /// `seed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
     /// Everything else (sampling settings, `chat_template_kwargs`, ...).
@@ -37,6 +44,7 @@ impl ChatRequest {
         self.max_completion_tokens.or(self.max_tokens)
     }
 
+    /// `stream_options.include_usage`.
     pub fn include_usage(&self) -> bool {
         self.stream_options
             .as_ref()
@@ -44,6 +52,7 @@ impl ChatRequest {
             .unwrap_or(false)
     }
 
+    /// `stream_options.continuous_usage_stats` (vLLM).
     pub fn continuous_usage(&self) -> bool {
         self.stream_options
             .as_ref()
@@ -52,8 +61,10 @@ impl ChatRequest {
     }
 }
 
+/// `stream_options`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamOptions {
+    /// `include_usage`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_usage: Option<bool>,
     /// vLLM's extension: cumulative usage on every chunk.
@@ -64,15 +75,21 @@ pub struct StreamOptions {
 /// One chat message. `content` is a string or an array of content parts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Message {
+    /// `role`.
     pub role: String,
+    /// `content`: a string or content parts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<Value>,
+    /// `reasoning_content`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// `tool_calls`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,
+    /// `tool_call_id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// `name`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
@@ -92,21 +109,29 @@ impl Message {
     }
 }
 
+/// One tool call.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCall {
+    /// `index` (streamed deltas).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<u32>,
+    /// `id`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// `type`.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// `function`.
     pub function: FunctionCall,
 }
 
+/// A tool call's function.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FunctionCall {
+    /// `name`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// `arguments` (a JSON text).
     #[serde(default)]
     pub arguments: String,
 }
@@ -114,53 +139,76 @@ pub struct FunctionCall {
 /// Usage object as servers send it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WireUsage {
+    /// `prompt_tokens`.
     pub prompt_tokens: u64,
+    /// `completion_tokens`.
     pub completion_tokens: u64,
+    /// `total_tokens`.
     pub total_tokens: u64,
+    /// `prompt_tokens_details`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens_details: Option<PromptTokensDetails>,
+    /// `completion_tokens_details`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_tokens_details: Option<CompletionTokensDetails>,
 }
 
+/// `usage.prompt_tokens_details`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PromptTokensDetails {
+    /// `cached_tokens`.
     pub cached_tokens: u64,
 }
 
+/// `usage.completion_tokens_details`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompletionTokensDetails {
+    /// `reasoning_tokens`.
     pub reasoning_tokens: u64,
 }
 
 /// One streamed `chat.completion.chunk`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatChunk {
+    /// `id`.
     pub id: String,
+    /// `object`.
     pub object: String,
+    /// `created`.
     pub created: u64,
+    /// `model`.
     pub model: String,
+    /// `choices`.
     pub choices: Vec<ChunkChoice>,
+    /// `usage`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<WireUsage>,
 }
 
+/// One choice of a chunk.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChunkChoice {
+    /// `index`.
     pub index: u32,
+    /// `delta`.
     pub delta: Delta,
     /// Always serialized (`null` until the end), as servers do.
     pub finish_reason: Option<String>,
 }
 
+/// What a chunk adds.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Delta {
+    /// `role`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+    /// `content`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// `reasoning_content`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// `tool_calls`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,
 }
@@ -168,40 +216,56 @@ pub struct Delta {
 /// Non-streaming `chat.completion` response.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatResponse {
+    /// `id`.
     pub id: String,
+    /// `object`.
     pub object: String,
+    /// `created`.
     pub created: u64,
+    /// `model`.
     pub model: String,
+    /// `choices`.
     pub choices: Vec<ResponseChoice>,
+    /// `usage`.
     pub usage: WireUsage,
 }
 
+/// One choice of a response.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ResponseChoice {
+    /// `index`.
     pub index: u32,
+    /// `message`.
     pub message: Message,
+    /// `finish_reason`.
     pub finish_reason: Option<String>,
 }
 
 /// OpenAI-style error body: `{"error": {"message", "type", "code"}}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
+    /// `error`.
     pub error: ErrorDetail,
 }
 
+/// `error`'s fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorDetail {
+    /// `message`.
     pub message: String,
+    /// `type`.
     #[serde(rename = "type")]
     pub kind: String,
     /// The request field at fault (vLLM's `"model"` for an unknown model), when one is named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub param: Option<String>,
+    /// `code`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<Value>,
 }
 
 impl ErrorBody {
+    /// An error of `kind` with `message` (and the status as `code`).
     pub fn new(kind: &str, message: impl Into<String>, code: Option<u16>) -> Self {
         ErrorBody {
             error: ErrorDetail {

@@ -36,6 +36,8 @@
 //!
 //! Everything here is pure computation over finished turns: nothing runs between a chunk's
 //! arrival and its timestamp.
+
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod early_stopping;

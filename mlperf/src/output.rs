@@ -28,7 +28,9 @@ use serde_json::{Map, Value};
 /// streamed pieces (`[first, rest]`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Pieces {
+    /// One text.
     Text(String),
+    /// As streamed: the first chunk's text, then the rest.
     Chunks(Vec<String>),
 }
 
@@ -53,7 +55,9 @@ impl Pieces {
 /// Tool calls as carried: per-chunk lists of partials (streamed) or already merged calls.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolCalls {
+    /// Per chunk, the partial calls it carried.
     Chunks(Vec<Vec<Value>>),
+    /// Already merged.
     Merged(Vec<Value>),
 }
 
@@ -69,8 +73,11 @@ impl ToolCalls {
 /// The reference's `TextModelOutput`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelOutput {
+    /// The content.
     pub output: Pieces,
+    /// The reasoning, when any.
     pub reasoning: Option<Pieces>,
+    /// The tool calls, when any.
     pub tool_calls: Option<ToolCalls>,
 }
 
@@ -78,8 +85,11 @@ pub struct ModelOutput {
 /// merged tool calls)`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct MessageParts {
+    /// The content.
     pub content: String,
+    /// The reasoning.
     pub reasoning: Option<String>,
+    /// The merged tool calls.
     pub tool_calls: Option<Vec<Value>>,
 }
 
@@ -383,6 +393,7 @@ pub struct Accumulator {
 }
 
 impl Accumulator {
+    /// Forgets everything accumulated.
     pub fn clear(&mut self) {
         self.first_output = None;
         self.rest_output.clear();

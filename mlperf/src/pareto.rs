@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 pub const MAX_C_MIN: u64 = 32;
 /// Fewest and most points of a curve.
 pub const MIN_POINTS: usize = 7;
+/// The most points of a curve.
 pub const MAX_POINTS: usize = 32;
 
 tokentap_core::vocabulary! {
@@ -87,15 +88,20 @@ impl std::fmt::Display for RegionName {
 /// One region: concurrencies `start..=end`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Region {
+    /// Which region.
     pub name: RegionName,
+    /// Its first concurrency.
     pub start: u64,
+    /// Its last concurrency.
     pub end: u64,
 }
 
 /// The four regions of a curve.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Regions {
+    /// C_min: the ultra-low region's end.
     pub c_min: u64,
+    /// C_max: the high region's end.
     pub c_max: u64,
     /// ultra_low, low, medium, high.
     pub regions: Vec<Region>,
@@ -103,16 +109,33 @@ pub struct Regions {
     pub margin_end: u64,
 }
 
+/// Why no plan can be made of C_min, C_max and a number of points.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
+    /// C_min out of 1 … [`MAX_C_MIN`].
     #[error("--c-min {0}: C_min must be 1 to {MAX_C_MIN} (the ultra-low region is 1…C_min)")]
     CMin(u64),
+    /// C_max too close to C_min.
     #[error("--c-max {c_max}: must be at least C_min + 3 = {} (low, medium and high need one concurrency each)", c_min + 3)]
-    CMax { c_min: u64, c_max: u64 },
+    CMax {
+        /// C_min.
+        c_min: u64,
+        /// C_max.
+        c_max: u64,
+    },
+    /// A number of points out of [`MIN_POINTS`] … [`MAX_POINTS`].
     #[error("--points {0}: a curve has {MIN_POINTS} to {MAX_POINTS} points")]
     Points(usize),
+    /// Too few concurrencies between C_min and C_max for a valid curve.
     #[error("C_min {c_min} / C_max {c_max}: only {room} concurrencies above C_min (margin included), a valid curve needs six (one point in each of low, medium, high and three more)")]
-    NoRoom { c_min: u64, c_max: u64, room: u64 },
+    NoRoom {
+        /// C_min.
+        c_min: u64,
+        /// C_max.
+        c_max: u64,
+        /// Concurrencies above C_min, the margin included.
+        room: u64,
+    },
 }
 
 /// Python's `round` on a float (half to even).
@@ -165,6 +188,7 @@ pub fn regions(c_min: u64, c_max: u64) -> Result<Regions, PlanError> {
 }
 
 impl Regions {
+    /// The region called `name`.
     pub fn get(&self, name: RegionName) -> Region {
         self.regions[name as usize]
     }
@@ -349,20 +373,26 @@ fn join(v: &[u64]) -> String {
 /// What the curve's verdict looks at for one point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PointFacts {
+    /// The point's concurrency.
     pub concurrency: u64,
     /// Finished (not interrupted, not failed to run).
     pub finished: bool,
     /// The point's own verdict and failed rules (its `summary.json` validity).
     pub verdict: crate::validity::Verdict,
+    /// Its failed rules.
     pub reasons: Vec<String>,
+    /// Its inline accuracy.
     pub inline_accuracy: Option<f64>,
 }
 
 /// One rule of the curve.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CurveRule {
+    /// The rule's id.
     pub rule: String,
+    /// Its outcome.
     pub status: crate::validity::Status,
+    /// What was found.
     pub message: String,
 }
 
@@ -372,10 +402,12 @@ pub struct CurveVerdict {
     /// `valid`, `invalid`, `incomplete` (no rule failed but one was not evaluated, or points
     /// are still to run) or `no_gates` (no official model preset).
     pub verdict: crate::validity::Verdict,
+    /// Every rule of the curve.
     pub rules: Vec<CurveRule>,
 }
 
 impl CurveVerdict {
+    /// The failed rules, `rule: message` each.
     pub fn reasons(&self) -> Vec<String> {
         self.rules
             .iter()

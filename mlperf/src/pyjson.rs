@@ -17,11 +17,13 @@ use std::fmt::Write as _;
 /// The options of `json.dumps` that transformers' `tojson` exposes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dumps {
+    /// Escape every non-ASCII character (`\uXXXX`).
     pub ensure_ascii: bool,
     /// `None`: one line. `Some(s)`: newline and `s` per level (`indent=2` is `"  "`).
     pub indent: Option<String>,
     /// `None`: Python's default, `(", ", ": ")` on one line, `(",", ": ")` with an indent.
     pub separators: Option<(String, String)>,
+    /// Sort object keys.
     pub sort_keys: bool,
 }
 

@@ -39,19 +39,28 @@ const BUCKETS: usize = 30;
 /// One series' raw values, in recording order.
 #[derive(Debug, Clone)]
 pub enum Series {
+    /// Integer samples.
     Int(Vec<i64>),
+    /// Float samples.
     Float(Vec<f64>),
 }
 
 /// The exact rollup of one series.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rollup {
+    /// Samples.
     pub count: usize,
+    /// Their sum.
     pub total: f64,
+    /// The smallest.
     pub min: f64,
+    /// The largest.
     pub max: f64,
+    /// The median (numpy `lower`).
     pub median: f64,
+    /// The mean.
     pub avg: f64,
+    /// The standard deviation (population).
     pub std_dev: f64,
     /// In [`PERCENTILES`] order.
     pub percentiles: Vec<(f64, f64)>,
@@ -160,6 +169,7 @@ fn num(f: f64) -> Value {
 }
 
 impl Series {
+    /// Values.
     pub fn len(&self) -> usize {
         match self {
             Series::Int(v) => v.len(),
@@ -167,6 +177,7 @@ impl Series {
         }
     }
 
+    /// No value.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -328,6 +339,7 @@ impl Series {
 /// The samples of one performance window and what the summary says about the run.
 #[derive(Debug, Clone, Default)]
 pub struct Inputs {
+    /// The reference client's version string written in the file.
     pub version: String,
     /// Tracked samples issued (the sent ones and the aborted ones).
     pub issued: u64,
@@ -339,16 +351,23 @@ pub struct Inputs {
     pub duration_ns: Option<u64>,
     /// The run finished (not interrupted) and every token count is in.
     pub complete: bool,
+    /// The run was interrupted.
     pub interrupted: bool,
+    /// TTFT of each tracked ok sample, ns.
     pub ttft_ns: Vec<i64>,
+    /// Latency of each tracked sample, ns.
     pub latency_ns: Vec<i64>,
+    /// TPOT of each tracked sample with tokens after the first chunk, ns.
     pub tpot_ns: Vec<f64>,
+    /// OSL of each tracked sample.
     pub osl: Vec<i64>,
     /// The OSL of every completed turn of the run, tracked or not (the OSL gate's series).
     pub osl_full_run: Vec<i64>,
+    /// ISL of each tracked sample.
     pub isl: Vec<i64>,
     /// `stop`, `length`, `tool_calls`, `content_filter`, `function_call`, `other`.
     pub finish_reasons: [u64; 6],
+    /// The run's configuration as the file records it.
     pub run_config: Value,
     /// Σ OSL and Σ latency of the tracked turns that completed with output (the v1.0
     /// `output_tokens_per_turn_total`, `e2e_turn_time_seconds_total`).
@@ -381,7 +400,9 @@ pub fn finish_reason_index(reason: &str) -> usize {
 /// The primary metrics of a point, derived as the reference derives them.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Throughput {
+    /// Completed samples per second of tracked duration.
     pub qps: Option<f64>,
+    /// Output tokens per second of tracked duration.
     pub tps: Option<f64>,
 }
 
@@ -553,10 +574,15 @@ pub fn run_config(concurrency: usize, warmup: Option<(u64, bool)>) -> Value {
 /// The rules' primary metrics of one point.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Primary {
+    /// Σ OSL / tracked duration, tokens/s.
     pub system_tps: Option<f64>,
+    /// 1000 / TPOT p90 (ms), tokens/s per user.
     pub tps_per_user: Option<f64>,
+    /// Σ OSL / Σ turn latency over the turns that completed with output, tokens/s.
     pub e2e_interactivity: Option<f64>,
+    /// TTFT p90 (numpy `lower`), ms.
     pub ttft_p90_ms: Option<f64>,
+    /// Completed samples / tracked duration.
     pub qps: Option<f64>,
     /// The TPOT p90 behind `tps_per_user`, ms.
     pub tpot_p90_ms: Option<f64>,
@@ -569,22 +595,27 @@ pub struct Primary {
 /// Σ output tokens and Σ latency (ns) of the tracked turns that completed with output.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Interactivity {
+    /// Σ output tokens.
     pub tokens: u64,
+    /// Σ latency, ns.
     pub latency_ns: u128,
 }
 
 impl Interactivity {
+    /// Adds one turn.
     pub fn add(&mut self, tokens: u64, latency_ns: u64) {
         self.tokens += tokens;
         self.latency_ns += u128::from(latency_ns);
     }
 
+    /// Tokens per second of latency, when any latency.
     pub fn value(&self) -> Option<f64> {
         (self.latency_ns > 0).then(|| self.tokens as f64 / (self.latency_ns as f64 / 1e9))
     }
 }
 
 impl Primary {
+    /// The primary metrics of `inputs`.
     pub fn compute(inputs: &Inputs) -> Primary {
         let t = inputs.throughput();
         let ttft = Series::Int(inputs.ttft_ns.clone()).rollup();

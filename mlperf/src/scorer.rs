@@ -116,7 +116,9 @@ impl Domain {
 /// What a turn is scored against.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Truth {
+    /// Workflow turns: the expected intent codes.
     Intents(BTreeSet<String>),
+    /// Coding turns: the expected actions.
     Actions(Vec<String>),
 }
 
@@ -131,7 +133,9 @@ struct Expected {
 /// The generated message of a turn, as the scorer reads it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelMessage {
+    /// The content.
     pub content: Option<String>,
+    /// The reasoning.
     pub reasoning_content: Option<String>,
     /// Merged tool calls (`function.arguments` as the model streamed them).
     pub tool_calls: Option<Vec<Value>>,
@@ -149,7 +153,9 @@ pub type TurnKey = (String, u32, u32);
 /// The score of one issued scorable turn.
 #[derive(Debug, Clone)]
 pub struct TurnScore {
+    /// The turn.
     pub key: TurnKey,
+    /// Its domain.
     pub domain: Domain,
     /// Unrounded.
     pub score: f64,
@@ -160,6 +166,7 @@ pub struct TurnScore {
 }
 
 impl Scorer {
+    /// The ground truth of `ds`.
     pub fn new(ds: &Dataset) -> Scorer {
         let mut expected = BTreeMap::new();
         for conv in &ds.conversations {
@@ -307,6 +314,7 @@ impl ScoreSet {
         self.scored.len()
     }
 
+    /// No turn scored.
     pub fn is_empty(&self) -> bool {
         self.scored.is_empty()
     }
@@ -348,6 +356,7 @@ pub struct ScoreSums {
 }
 
 impl ScoreSums {
+    /// Adds a turn's score.
     pub fn add(&mut self, domain: Domain, score: f64) {
         self.total += score;
         self.n += 1;
@@ -391,9 +400,11 @@ impl ScoreSums {
 /// A turn with no ground truth.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExcludedTurn {
+    /// The conversation.
     pub conversation_id: String,
     /// The assistant row's turn.
     pub turn: u32,
+    /// Its domain.
     pub domain: Domain,
 }
 
@@ -402,14 +413,21 @@ pub struct ExcludedTurn {
 pub struct Scores {
     /// Mean over scored turns, rounded to 4 decimals; `None` when nothing was scorable.
     pub score: Option<f64>,
+    /// Scorable turns issued.
     pub issued: u64,
+    /// Scorable turns the dataset expects.
     pub expected: u64,
+    /// Scorable turns with an output.
     pub observed: u64,
+    /// Scorable turns without one (score 0).
     pub missing: u64,
+    /// Turns scored.
     pub scored: u64,
     /// Per domain: rounded score and turns scored (coding first).
     pub domains: BTreeMap<Domain, (f64, u64)>,
+    /// Every scored turn.
     pub per_turn: Vec<TurnScore>,
+    /// Turns with no ground truth.
     pub excluded: Vec<ExcludedTurn>,
 }
 

@@ -15,23 +15,38 @@ pub const BUNDLED: &str = include_str!("../data/seed_sets.yaml");
 /// One published set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeedSet {
+    /// The set's id (`A`, …).
     pub id: String,
+    /// The scheduler's seed.
     pub scheduler_rng_seed: u64,
+    /// The sample order's seed.
     pub sample_index_rng_seed: u64,
+    /// The model's sampling seed (every request's `seed`).
     pub model_seed: u64,
     /// The cohort the set was published for, when the file says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cohort: Option<String>,
 }
 
+/// Why a seed set could not be found.
 #[derive(Debug, thiserror::Error)]
 pub enum SeedSetError {
+    /// The seed-set file is not one.
     #[error("{file}: {problem}")]
-    Bad { file: String, problem: String },
+    Bad {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// No set of that id.
     #[error("seed set {id:?} is not in {file} (published: {known})")]
     Unknown {
+        /// The id asked for.
         id: String,
+        /// The file looked in.
         file: String,
+        /// The ids it has.
         known: String,
     },
 }

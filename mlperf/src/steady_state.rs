@@ -47,14 +47,21 @@ use std::collections::HashMap;
 pub const MIN_TREND_N: usize = 4;
 /// A trend breaks a window only when its OLS end-to-end change is at least this fraction.
 pub const TREND_REL_DRIFT_MIN: f64 = 0.05;
+/// z of a two-sided 95 % interval.
 pub const CI_Z_95: f64 = 1.96;
+/// A median below this counts as zero (no relative change of it).
 pub const ZERO_MEDIAN_FLOOR: f64 = 1e-9;
+/// The CoV bounds of the reference's default profile, tightest first.
 pub const DEFAULT_COV_BOUNDS: [f64; 3] = [0.03, 0.05, 0.08];
+/// The minimum duration's target relative error (`ε` of k*).
 pub const MIN_DUR_EPS: f64 = 0.05;
+/// The minimum duration's latency term: this many latency p90s.
 pub const MIN_DUR_RELAX_MULT: f64 = 5.0;
+/// The minimum duration's floor, s.
 pub const MIN_DUR_FLOOR_S: f64 = 600.0;
 /// The agentic profile's super-pass (trajectories) and CoV bounds.
 pub const AGENTIC_SUPERPASS_TRAJECTORIES: usize = 32;
+/// The agentic profile's CoV bounds.
 pub const AGENTIC_COV_BOUNDS: [f64; 2] = [0.10, 0.15];
 
 /// One performance-tracked sample (a turn).
@@ -62,6 +69,7 @@ pub const AGENTIC_COV_BOUNDS: [f64; 2] = [0.10, 0.15];
 pub struct Sample {
     /// Issue instant, ns (any epoch; only differences matter).
     pub issue_ns: u64,
+    /// Issue → first token, ns.
     pub ttft_ns: Option<f64>,
     /// Issue → complete, ns (`None`: never completed).
     pub latency_ns: Option<f64>,
@@ -69,18 +77,26 @@ pub struct Sample {
     pub tpot: Option<(f64, u64)>,
     /// The trajectory (conversation and pass) and the turn's output tokens, for NATL.
     pub trajectory: String,
+    /// Its output tokens.
     pub output_tokens: Option<u64>,
 }
 
 /// One super-pass's samples.
 #[derive(Debug, Clone, Default)]
 pub struct SuperPass {
+    /// Samples issued.
     pub n_issued: usize,
+    /// First issue instant, ns.
     pub first_issue_ns: i64,
+    /// Last issue instant, ns.
     pub last_issue_ns: i64,
+    /// TTFTs, ns.
     pub ttft_ns: Vec<f64>,
+    /// TPOTs, ns.
     pub tpot_ns: Vec<f64>,
+    /// Latencies, ns.
     pub latency_ns: Vec<f64>,
+    /// Σ output tokens.
     pub out_tokens: u64,
 }
 
@@ -188,8 +204,11 @@ fn median_or_floor(v: &[f64]) -> f64 {
 /// Which per-super-pass series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
+    /// TTFT.
     Ttft,
+    /// TPOT.
     Tpot,
+    /// Latency.
     Latency,
 }
 
@@ -252,9 +271,13 @@ fn issue_span_ns(series: &[SuperPass]) -> i64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Trend {
+    /// Rising.
     Up,
+    /// Falling.
     Down,
+    /// No trend.
     Steady,
+    /// Too few points to tell.
     Insufficient,
 }
 
@@ -423,11 +446,16 @@ pub fn pettitt(v: &[f64]) -> Pettitt {
     }
 }
 
+/// Pettitt's change-point test of a series.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Pettitt {
+    /// Where the series changes (index).
     pub change_point: usize,
+    /// Pettitt's K.
     pub k_stat: f64,
+    /// Its p-value.
     pub pvalue: f64,
+    /// Below 0.05.
     pub significant: bool,
 }
 
@@ -547,16 +575,25 @@ pub fn adaptive_warmup(series: &[SuperPass], band: f64) -> usize {
 /// The minimum steady-window wall time of a window and whether it falls short.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShortWindow {
+    /// The window is shorter than its minimum.
     pub is_short: bool,
+    /// The window's span, s.
     pub window_duration_s: f64,
+    /// Its minimum, s.
     pub min_duration_s: f64,
+    /// Which term set the minimum (`kstar`, `latency`, `floor`).
     pub dominant: Cow<'static, str>,
+    /// k*: super-passes the CoV asks for.
     pub kstar: u64,
+    /// The CoV the k* term used.
     pub cov_b: f64,
+    /// Mean super-pass span, s.
     pub tau_sp_s: f64,
+    /// Latency p90, s.
     pub l_p90_s: f64,
 }
 
+/// The minimum duration of window `w` and whether it falls short.
 pub fn min_steady_duration(w: &[SuperPass]) -> ShortWindow {
     let tpot_p50: Vec<f64> = w
         .iter()
@@ -615,10 +652,15 @@ pub fn min_steady_duration(w: &[SuperPass]) -> ShortWindow {
 /// Percentiles of a window's pooled samples (the lower method).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
+    /// Samples.
     pub count: usize,
+    /// Their mean.
     pub mean: f64,
+    /// Median (lower).
     pub p50: f64,
+    /// 90th percentile (lower).
     pub p90: f64,
+    /// 99th percentile (lower).
     pub p99: f64,
 }
 
@@ -639,46 +681,71 @@ fn summarize(v: &[f64]) -> Option<Summary> {
 /// A detected window, in post-warmup super-pass indices `[sp_lo, sp_hi)`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SteadyWindow {
+    /// First super-pass (inclusive).
     pub sp_lo: usize,
+    /// Last super-pass (exclusive).
     pub sp_hi: usize,
+    /// Samples in it.
     pub n_samples: usize,
-    /// First and last issue instant of the window (the samples' clock).
+    /// First issue instant of the window (the samples' clock).
     pub start_ns: i64,
+    /// Last issue instant of the window.
     pub end_ns: i64,
+    /// Which plateau it is.
     pub plateau_index: usize,
+    /// Plateaus found.
     pub n_plateaus: usize,
+    /// Plateaus skipped as too short.
     pub skipped_short: usize,
 }
 
 /// A later plateau's TPOT level shift.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Anomaly {
+    /// A later plateau shifted.
     pub detected: bool,
+    /// Where (super-pass), when it did.
     pub change_point_sp: Option<usize>,
+    /// TPOT mean change, %.
     pub delta_pct: f64,
+    /// The Pettitt test behind it.
     pub pettitt: Option<Pettitt>,
+    /// The plateaus, `[lo, hi)`.
     pub plateaus: Vec<(usize, usize)>,
 }
 
 /// The detector's result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Steady {
+    /// A window was found.
     pub found: bool,
+    /// Why not, when none was.
     pub reason: Option<String>,
+    /// Samples per super-pass.
     pub superpass_size: usize,
+    /// Super-passes.
     pub n_super_passes: usize,
+    /// Warmup super-passes skipped.
     pub warmup: usize,
+    /// The window.
     pub window: Option<SteadyWindow>,
+    /// TTFT over the window, ns.
     pub ttft_ns: Option<Summary>,
+    /// TPOT over the window, ns.
     pub tpot_ns: Option<Summary>,
+    /// Latency over the window, ns.
     pub latency_ns: Option<Summary>,
     /// Per-user TPS (1e9 / mean TPOT) and system TPS (tokens / issue span), with 95 % intervals.
     pub tps_per_user: Option<(f64, [f64; 2])>,
+    /// System TPS and its 95 % interval.
     pub tps_system: Option<(f64, [f64; 2])>,
+    /// A later level shift.
     pub anomaly: Anomaly,
+    /// The minimum-duration check.
     pub short_window: Option<ShortWindow>,
     /// TPOT and TTFT p50/p90 from the window's start to the run's end.
     pub global_trend: Vec<(Cow<'static, str>, Trend)>,
+    /// Series trending up over the same span.
     pub drifting_up: Vec<Cow<'static, str>>,
 }
 
@@ -955,18 +1022,27 @@ fn up(gt: &[(Cow<'static, str>, Trend)]) -> Vec<Cow<'static, str>> {
 /// trajectories (`build_natl_result`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Natl {
+    /// Trajectories completed.
     pub n_trajectories: usize,
+    /// Trajectories per super-pass.
     pub superpass_trajectories: usize,
+    /// Super-passes.
     pub n_super_passes: usize,
+    /// 10th percentile, tokens/s.
     pub p10: f64,
+    /// Median.
     pub p50: f64,
+    /// 90th percentile.
     pub p90: f64,
+    /// 99th percentile.
     pub p99: f64,
+    /// Mean.
     pub mean: f64,
     /// CoV of the whole NATL distribution.
     pub cov: f64,
-    /// CoV of the per-super-pass medians, and its batch-means standard error in %.
+    /// CoV of the per-super-pass medians.
     pub across_cov: f64,
+    /// Its batch-means standard error, %.
     pub batch_means_se_pct: f64,
     /// At least two super-passes and `across_cov` within 0.15.
     pub found: bool,
@@ -1032,6 +1108,7 @@ pub struct AgenticSteadyState {
     pub official: bool,
     /// `whole_run`: the official numbers are the whole run's (the rules' fallback).
     pub basis: Cow<'static, str>,
+    /// Why no window is official.
     pub note: Cow<'static, str>,
     /// The reference's experimental per-trajectory throughput (not for submissions).
     pub natl: Natl,
@@ -1041,8 +1118,10 @@ pub struct AgenticSteadyState {
 }
 
 impl AgenticSteadyState {
+    /// [`AgenticSteadyState::note`]'s text.
     pub const NOTE: &'static str = "the reference's steady-state detector does not support agentic runs (its `agentic` profile): no window is official, the official numbers are the whole run's; NATL is the reference's experimental figure and the window tokentap's diagnostic";
 
+    /// What the benchmark and tokentap's diagnostics say of `samples` at `concurrency` over a dataset of `dataset_size`.
     pub fn of(samples: &[Sample], concurrency: u64, dataset_size: u64) -> AgenticSteadyState {
         let d = dataset_size.max(1);
         let trajectories_per_sp = d * concurrency.max(1).div_ceil(d);

@@ -41,12 +41,15 @@ impl std::fmt::Debug for ChatTemplate {
 /// What one rendering receives.
 #[derive(Debug, Clone, Default)]
 pub struct RenderInput<'a> {
+    /// The messages.
     pub messages: &'a [Json],
     /// Passed as `tools` (`None` is passed as Python `None`, as transformers does).
     pub tools: Option<&'a [Json]>,
+    /// `add_generation_prompt`.
     pub add_generation_prompt: bool,
     /// The request's `chat_template_kwargs` (and `tool_choice` when the request had one).
     pub kwargs: Option<&'a serde_json::Map<String, Json>>,
+    /// The request's `tool_choice`.
     pub tool_choice: Option<&'a Json>,
 }
 

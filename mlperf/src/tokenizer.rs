@@ -43,8 +43,14 @@ use tokentap_core::record::{CountSource, TurnRecord};
 /// Why a tokenizer folder could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
+    /// A file of the folder is missing or unusable.
     #[error("{path}: {what}")]
-    File { path: PathBuf, what: String },
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
 }
 
 fn file_err(path: &Path, what: impl Into<String>) -> TokenizerError {
@@ -57,6 +63,7 @@ fn file_err(path: &Path, what: impl Into<String>) -> TokenizerError {
 /// A token count and whether the reference's fallback path produced it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Count {
+    /// Tokens.
     pub tokens: u64,
     /// The chat template failed and the text fallback was counted (the reference logs this).
     pub fallback: bool,
@@ -75,10 +82,15 @@ impl Count {
 /// The inputs of an ISL count: the request as sent.
 #[derive(Debug, Clone, Default)]
 pub struct PromptInput {
+    /// `messages`.
     pub messages: Vec<Value>,
+    /// `tools`.
     pub tools: Option<Vec<Value>>,
+    /// `chat_template_kwargs`.
     pub chat_template_kwargs: Option<Map<String, Value>>,
+    /// `chat_template`.
     pub chat_template: Option<String>,
+    /// `tool_choice`.
     pub tool_choice: Option<Value>,
 }
 

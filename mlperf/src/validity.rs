@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 /// The official settings and gates of one model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Official {
+    /// The model's name.
     pub model: std::borrow::Cow<'static, str>,
     /// The exact sampling fields of every request, and nothing else; `None` where the reference
     /// has published none for the model (the gates still apply; the sampling rule is then not
@@ -27,8 +28,9 @@ pub struct Official {
     pub turn_timeout_s: Option<f64>,
     /// Inline accuracy gate, a fraction.
     pub min_inline_accuracy: f64,
-    /// Inclusive range of the full-run OSL per-turn mean.
+    /// Inclusive range of the full-run OSL per-turn mean: its low end.
     pub osl_min: f64,
+    /// Its high end.
     pub osl_max: f64,
     /// SWE-bench gate (mean of one run in each of the four mandatory regions).
     pub min_swe_bench_accuracy: f64,
@@ -127,15 +129,25 @@ impl Status {}
 /// (salting, delays, trajectories, `stop_issuing`, sampling, request bodies), which the
 /// checker cannot see in a submission's files, and keep tokentap's names.
 pub mod ids {
+    /// `--salt`.
     pub const SALTING: &str = "salting";
+    /// `--delays`.
     pub const DELAYS: &str = "delays";
+    /// A multiple of the dataset's trajectories.
     pub const TRAJECTORIES: &str = "trajectories";
+    /// `--stop-issuing-on-first-user-complete` off.
     pub const STOP_ISSUING: &str = "stop_issuing";
+    /// The official sampling settings.
     pub const SAMPLING: &str = "sampling";
+    /// Request bodies as the reference sends them.
     pub const REQUEST_BODY: &str = "request_body";
+    /// The inline accuracy gate.
     pub const INLINE_ACCURACY: &str = "agentic-accuracy-inline";
+    /// The OSL range gate.
     pub const OSL_RANGE: &str = "agentic-osl-range";
+    /// The point's minimum duration.
     pub const POINT_DURATION: &str = "point-duration";
+    /// The SWE-bench gate.
     pub const SWE_BENCH: &str = "agentic-accuracy-swebench";
 }
 
@@ -144,6 +156,7 @@ pub mod ids {
 pub struct Rule {
     /// Stable identifier, the official checker's where it has the rule ([`ids`]).
     pub rule: String,
+    /// Its outcome.
     pub status: Status,
     /// What was measured and what the rule requires.
     pub message: String,
@@ -168,17 +181,23 @@ tokentap_core::vocabulary! {
 /// What the rules look at.
 #[derive(Debug, Clone, Default)]
 pub struct Facts {
+    /// `--salt` was on.
     pub salt: bool,
+    /// `--delays` was on.
     pub delays: bool,
+    /// `--delay-scale`.
     pub delay_scale: f64,
+    /// Trajectories in the dataset.
     pub dataset_size: u64,
     /// Trajectories the run was to issue (all shards together).
     pub budget: u64,
-    /// Trajectories started / finished by this run.
+    /// Trajectories started by this run.
     pub trajectories_started: u64,
+    /// Trajectories finished by this run.
     pub trajectories_finished: u64,
     /// The run was sharded: the trajectory rule applies to the union (merge).
     pub shards: u64,
+    /// `--stop-issuing-on-first-user-complete`.
     pub stop_issuing_on_first_user_complete: bool,
     /// Issuing stopped early (`--max-duration`, Ctrl-C).
     pub stopped_early: Option<String>,
@@ -188,6 +207,7 @@ pub struct Facts {
     pub row_overrides: Vec<String>,
     /// Options that change the request bodies (`--include-usage`, `--clear-generated`).
     pub body_changes: Vec<String>,
+    /// The inline accuracy.
     pub inline_accuracy: Option<f64>,
     /// OSL per-turn mean with the reference tokenizer over every completed turn of the run
     /// (`output_sequence_lengths_full_run`, the field the gate reads); `None` without a
@@ -209,7 +229,9 @@ pub struct Facts {
 /// The verdict and every rule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Validity {
+    /// The verdict.
     pub verdict: Verdict,
+    /// Every rule.
     pub rules: Vec<Rule>,
 }
 
@@ -232,6 +254,7 @@ impl Validity {
             .collect()
     }
 
+    /// The rule `id`'s outcome, if evaluated.
     pub fn rule(&self, id: &str) -> Option<&Rule> {
         self.rules.iter().find(|r| r.rule == id)
     }

@@ -22,11 +22,13 @@ pub fn issued(r: &TurnRecord) -> bool {
 /// The folded window.
 #[derive(Debug, Default, Clone)]
 pub struct Window {
+    /// The samples, in the reference's terms.
     pub inputs: Inputs,
     /// Last completion of a tracked turn, absolute monotonic ns.
     pub last_complete: Option<MonoNs>,
     /// Tracked ok turns by the source of their OSL.
     pub osl_sources: BTreeMap<CountSource, u64>,
+    /// Tracked turns by the source of their ISL.
     pub isl_sources: BTreeMap<CountSource, u64>,
     /// Every tracked sample, for the steady-state detector ([`crate::steady_state`]).
     pub steady_samples: Vec<crate::steady_state::Sample>,
@@ -110,6 +112,7 @@ impl Window {
         crate::steady_state::AgenticSteadyState::of(&self.steady_samples, concurrency, dataset_size)
     }
 
+    /// The primary metrics of the window.
     pub fn primary(&self) -> Primary {
         Primary::compute(&self.inputs)
     }

@@ -12,6 +12,7 @@ use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// Answers one admin request: `/health`, `/metrics`, `/sessions`, `/sessions/{id}`.
 pub async fn handle(
     ledger: Arc<Ledger>,
     req: Request<Incoming>,

@@ -12,25 +12,43 @@ use std::time::Duration;
 /// The proxy's defaults that code and tests also name (the flags read them from here; the
 /// others are in their flag's declaration). Durations are spelled as on the command line.
 pub mod defaults {
+    /// `--records-max-bytes`.
     pub const RECORDS_MAX_BYTES: u64 = 256 << 20;
+    /// `--grace`.
     pub const GRACE: &str = "30s";
+    /// `--upstream-timeout`.
     pub const UPSTREAM_TIMEOUT: &str = "1h";
+    /// `--upstream-idle-timeout`.
     pub const UPSTREAM_IDLE_TIMEOUT: &str = "5m";
+    /// `--header-timeout`.
     pub const HEADER_TIMEOUT: &str = "30s";
+    /// `--body-timeout`.
     pub const BODY_TIMEOUT: &str = "60s";
+    /// `--max-connections`.
     pub const MAX_CONNECTIONS: usize = 10_000;
+    /// `--max-concurrent-streams`.
     pub const MAX_CONCURRENT_STREAMS: u32 = 128;
+    /// `--max-upstream-connections`.
     pub const MAX_UPSTREAM_CONNECTIONS: usize = 1024;
+    /// `--upstream-queue-timeout`.
     pub const UPSTREAM_QUEUE_TIMEOUT: &str = "30s";
+    /// `--connect-timeout`.
     pub const CONNECT_TIMEOUT: &str = "5s";
+    /// `--upstream-keepalive`.
     pub const UPSTREAM_KEEPALIVE: &str = "4s";
+    /// `--max-header-bytes`.
     pub const MAX_HEADER_BYTES: usize = 64 << 10;
     /// `--max-event-bytes`: the replay's too.
     pub const MAX_EVENT_BYTES: usize = tokentap_core::sse::DEFAULT_MAX_EVENT_BYTES;
+    /// `--max-body-bytes`.
     pub const MAX_BODY_BYTES: u64 = 64 << 20;
+    /// `--session-ttl`.
     pub const SESSION_TTL: &str = "1h";
+    /// `--max-sessions`.
     pub const MAX_SESSIONS: usize = 100_000;
+    /// `--max-session-bytes`.
     pub const MAX_SESSION_BYTES: u64 = 64 << 20;
+    /// `--max-session-id-bytes`.
     pub const MAX_SESSION_ID_BYTES: usize = 256;
 }
 
@@ -358,15 +376,19 @@ fn header_name(s: &str) -> Result<HeaderName, String> {
         .map_err(|_| format!("{s:?} is not a valid header name"))
 }
 
-/// `--messages-input-tokens`.
+/// `--messages-input-tokens` (its help says what each value means; a doc comment on a value
+/// would be clap's help of that value and turn the whole `--help` into its long layout).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[allow(missing_docs)]
 pub enum MessagesInput {
     Anthropic,
     Total,
 }
 
-/// Which client talks to plain `http://` upstreams.
+/// Which client talks to plain `http://` upstreams (`--upstream-client`, whose help says what
+/// each value means, as for [`MessagesInput`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[allow(missing_docs)]
 pub enum UpstreamClient {
     Direct,
     Hyper,

@@ -25,18 +25,29 @@ pub enum ProxyError {
     Reset(String),
     /// Request headers larger than `--max-header-bytes`.
     #[error("request headers are {got} bytes, the limit is {limit} bytes")]
-    HeadersTooLarge { got: usize, limit: usize },
+    HeadersTooLarge {
+        /// The headers' size.
+        got: usize,
+        /// `--max-header-bytes`.
+        limit: usize,
+    },
     /// A head past the HTTP layer's own bound (twice `--max-header-bytes`, or more header lines
     /// than it can index): refused by hyper before the proxy could read it.
     #[error("request head over {cap} bytes or {lines} header lines, refused unread by the HTTP layer (the limit is {limit} bytes)")]
     HeadUnread {
+        /// The HTTP layer's bound on the head, bytes.
         cap: usize,
+        /// Its bound on header lines.
         lines: usize,
+        /// `--max-header-bytes`.
         limit: usize,
     },
     /// Request body larger than `--max-body-bytes`.
     #[error("request body exceeds the limit of {limit} bytes")]
-    BodyTooLarge { limit: u64 },
+    BodyTooLarge {
+        /// `--max-body-bytes`.
+        limit: u64,
+    },
     /// The client's request body broke (it went away while uploading).
     #[error("request body could not be read: {0}")]
     RequestBody(String),
@@ -53,8 +64,11 @@ pub enum ProxyError {
     /// Every upstream connection of the replica was in use for `--upstream-queue-timeout` (503).
     #[error("upstream {upstream} is at its limit of {limit} requests in flight; waited {waited_ms} ms for a free one")]
     UpstreamBusy {
+        /// The replica.
         upstream: String,
+        /// `--max-upstream-connections`.
         limit: usize,
+        /// How long the request waited, ms.
         waited_ms: u64,
     },
     /// The client's request body stalled longer than `--body-timeout` (408).

@@ -41,6 +41,7 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Nothing to add or strip.
     pub fn is_noop(&self) -> bool {
         !self.drop_usage_chunk && !self.strip_chunk_usage && !self.strip_metrics
     }
@@ -119,10 +120,12 @@ pub struct Stripper {
 }
 
 impl Stripper {
+    /// A stripper of what `plan` added.
     pub fn new(plan: Plan) -> Self {
         Self::with_limit(plan, usize::MAX)
     }
 
+    /// The same, holding at most `limit` bytes of a partial event.
     pub fn with_limit(plan: Plan, limit: usize) -> Self {
         Stripper {
             plan,

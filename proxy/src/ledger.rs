@@ -16,8 +16,11 @@ use tokio::sync::Notify;
 
 /// The sinks of finished requests, shared by every request.
 pub struct Ledger {
+    /// The records' writer.
     pub writer: Writer,
+    /// The session table.
     pub sessions: Sessions,
+    /// The metrics.
     pub metrics: Metrics,
     /// `--tokenizer`: counts the reference's tokens before records reach the writer.
     pub tokens: Option<Stage>,
@@ -38,8 +41,11 @@ pub struct Ledger {
 
 /// What a ledger is made of besides its settings.
 pub struct Parts {
+    /// The records' writer.
     pub writer: Writer,
+    /// The session table.
     pub sessions: Sessions,
+    /// The metrics.
     pub metrics: Metrics,
     /// The tokenizer stage (`--tokenizer`).
     pub tokens: Option<Stage>,

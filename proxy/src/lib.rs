@@ -56,6 +56,8 @@
 //! wall clock at the same moment, and every other `*_ns` field is an offset from the start:
 //! `forwarded_ns` (request sent upstream), `headers_ns` (response head back from upstream),
 //! `ttfb_ns`/`ttft_ns`/chunk offsets (frame handed to hyper for the client), `e2e_ns` (last byte).
+
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod admin;

@@ -126,6 +126,7 @@ impl Tap {
         &mut self.rec
     }
 
+    /// The request's start, raw monotonic ns.
     pub fn start(&self) -> MonoNs {
         self.rec.start_mono_ns
     }
@@ -140,6 +141,7 @@ impl Tap {
         self.session_from_response = true;
     }
 
+    /// The request's slot in the in-flight table (its live view).
     pub fn set_cell(&mut self, cell: Arc<ReqCell>) {
         self.cell = Some(cell);
     }
@@ -487,6 +489,7 @@ pub struct MeteredBody<B: Body = UpstreamBody> {
 }
 
 impl<B: Body> MeteredBody<B> {
+    /// Meters `inner` for `tap`, taking out what `strip` says the proxy added.
     pub fn new(inner: B, tap: Tap, strip: Option<Stripper>) -> Self {
         let mut m = MeteredBody {
             inner,

@@ -35,12 +35,19 @@ pub const CHUNK_SAMPLE_EVERY: u32 = 8;
 
 /// Proxy-only series (not part of the shared client/wire set).
 pub const REQUESTS_SEEN_TOTAL: &str = "tokentap_proxy_requests_seen_total";
+/// Records written.
 pub const RECORDS_WRITTEN_TOTAL: &str = "tokentap_proxy_records_written_total";
+/// Records dropped (the writer's queue was full).
 pub const RECORDS_DROPPED_TOTAL: &str = "tokentap_proxy_records_dropped_total";
+/// Records lost to a write error.
 pub const RECORDS_FAILED_TOTAL: &str = "tokentap_proxy_records_failed_total";
+/// Session ids that were not plain ASCII or were cut, by kind.
 pub const SESSION_IDS_UNUSUAL_TOTAL: &str = "tokentap_proxy_session_ids_unusual_total";
+/// Client connections closed before a request, by reason.
 pub const CONNECTIONS_CLOSED_TOTAL: &str = "tokentap_proxy_connections_closed_total";
+/// SSE events the proxy could not read.
 pub const MALFORMED_EVENTS_TOTAL: &str = "tokentap_proxy_malformed_events_total";
+/// Requests the proxy asked usage for (`--inject-usage`).
 pub const USAGE_INJECTED_TOTAL: &str = "tokentap_proxy_usage_injected_total";
 
 /// The kinds of unusual session id (`session_ids_unusual`'s `kind`).
@@ -50,16 +57,21 @@ const CLOSE_REASONS: [&str; 3] = ["header_timeout", "tls_timeout", "over_limit"]
 
 /// Every metric the proxy exports.
 pub struct Metrics {
+    /// The registry `/metrics` serves.
     pub registry: Registry,
     /// `tokentap_requests_total{route,status_class,error_source,model,upstream}`.
     pub requests: IntCounterVec,
     /// Requests accepted by the service (the "seen" side of records written == requests seen).
     pub requests_seen: IntCounter,
+    /// Requests in flight.
     pub in_flight: IntGauge,
+    /// Records written.
     pub records_written: IntCounter,
+    /// Records dropped (the writer's queue was full).
     pub records_dropped: IntCounter,
     /// Records not written because of a write error (full or read-only disk).
     pub records_failed: IntCounter,
+    /// Sessions evicted from the table (TTL or bounds).
     pub session_evictions: IntCounter,
     /// `tokentap_proxy_session_ids_unusual_total{kind}`: session ids taken byte-exact from
     /// non-ASCII UTF-8 (`non_ascii`), percent-encoded from bytes that are not UTF-8 (`non_utf8`),
@@ -69,6 +81,7 @@ pub struct Metrics {
     /// before a request: `header_timeout` (no byte in time), `tls_timeout`, `over_limit`
     /// (`--max-connections` open already).
     pub connections_closed: IntCounterVec,
+    /// Sessions in the table.
     pub sessions_active: IntGauge,
     /// Mean turns started per session in the table, set at scrape time.
     pub turns_per_session: Gauge,
@@ -77,7 +90,9 @@ pub struct Metrics {
     /// `tokentap_upstream_errors_total{upstream,kind}`: `connect` (refused), `reset`, `timeout`,
     /// `stale_connection` (a kept-alive connection closed under a request, which was re-sent).
     pub upstream_errors: IntCounterVec,
+    /// SSE events the proxy could not read.
     pub malformed_events: IntCounter,
+    /// Requests the proxy asked usage for (`--inject-usage`).
     pub usage_injected: IntCounter,
     /// The per-turn series shared with the replay (latency histograms, token counters).
     pub turn: TurnSeries,

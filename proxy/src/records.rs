@@ -38,8 +38,10 @@ const BATCH: usize = 256 * 1024;
 /// Write failures are logged at most this often (the first at once).
 pub const LOG_EVERY: Duration = Duration::from_secs(10);
 
+/// How the records are written.
 #[derive(Debug, Clone, Default)]
 pub struct WriterConfig {
+    /// The records directory (`--records`); `None`: counted, not written.
     pub dir: Option<PathBuf>,
     /// Rotate after a file reaches this many bytes.
     pub max_bytes: u64,
@@ -72,6 +74,7 @@ impl Counts {
         self.dropped.load(Ordering::Relaxed) + self.failed.load(Ordering::Relaxed)
     }
 
+    /// The last write error.
     pub fn last_error(&self) -> Option<String> {
         self.last_error.lock().clone()
     }
@@ -81,8 +84,11 @@ impl Counts {
 #[derive(Debug, thiserror::Error)]
 #[error("records directory {}: {what}: {source}", dir.display())]
 pub struct DirError {
+    /// The directory.
     pub dir: PathBuf,
+    /// What failed.
     pub what: &'static str,
+    /// The system's error.
     #[source]
     pub source: std::io::Error,
 }
@@ -91,6 +97,7 @@ pub struct DirError {
 #[derive(Clone)]
 pub struct Writer {
     tx: mpsc::Sender<Msg>,
+    /// What became of the records.
     pub counts: Arc<Counts>,
     kept: watch::Receiver<Vec<TurnRecord>>,
 }

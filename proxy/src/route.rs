@@ -8,15 +8,19 @@ use tokentap_core::events::Dialect;
 /// status and E2E only. Also the `route` metric label (bounded).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
+    /// One of the measured APIs.
     Api(Api),
+    /// Any other path.
     Other,
 }
 
 impl Route {
+    /// The route of a request path.
     pub fn of(path: &str) -> Route {
         Api::of_path(path).map_or(Route::Other, Route::Api)
     }
 
+    /// A measured API (its response is parsed).
     pub fn is_llm(self) -> bool {
         self != Route::Other
     }
@@ -42,6 +46,7 @@ impl Route {
         self.api().is_some_and(Api::has_own_events)
     }
 
+    /// The `route` metric label: the API's path, or `other`.
     pub fn label(self) -> &'static str {
         match self {
             Route::Api(a) => a.as_str(),

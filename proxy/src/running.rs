@@ -20,19 +20,32 @@ use tokio_util::sync::CancellationToken;
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// A listener could not bind.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
+        /// The address.
         addr: SocketAddr,
+        /// The system's error.
         source: std::io::Error,
     },
+    /// The upstreams are unusable.
     #[error(transparent)]
     Upstream(#[from] upstream::UpstreamError),
+    /// The listener's TLS could not be set up.
     #[error("TLS {what}: {why}")]
-    Tls { what: String, why: String },
+    Tls {
+        /// The file or step.
+        what: String,
+        /// Why.
+        why: String,
+    },
+    /// The records directory is unusable.
     #[error("{0}")]
     Records(#[from] records::DirError),
+    /// The tokenizer stage's threads could not start.
     #[error("the tokenizer stage: {0}")]
     TokenStage(std::io::Error),
+    /// `--tokenizer` could not be loaded.
     #[error("--tokenizer: {0}")]
     Tokenizer(String),
 }
@@ -152,6 +165,7 @@ impl Proxy {
         format!("{scheme}://{}", self.addr)
     }
 
+    /// The admin listener's address (`/health`, `/metrics`, `/sessions`).
     pub fn admin_addr(&self) -> SocketAddr {
         self.admin_addr
     }

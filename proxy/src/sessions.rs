@@ -57,24 +57,37 @@ pub fn cap_id(id: String, max: usize) -> (String, bool) {
 /// offsets from the turn's first request byte.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TurnSummary {
+    /// The turn's index in the session.
     pub turn_index: u32,
+    /// How it ended.
     pub status: Status,
+    /// The response's status.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http_status: Option<u16>,
     /// Wall-clock ns since the epoch at the turn's first request byte.
     pub start_wall_ns: u64,
+    /// Time to first token.
     pub ttft_ns: Option<u64>,
+    /// Inter-token latency, median.
     pub itl_p50_ns: Option<f64>,
+    /// Inter-token latency, 99th percentile.
     pub itl_p99_ns: Option<f64>,
+    /// End to end.
     pub e2e_ns: Option<u64>,
+    /// Prompt tokens.
     pub prompt_tokens: Option<u64>,
+    /// Cached prompt tokens.
     pub cached_tokens: Option<u64>,
+    /// Output tokens.
     pub output_tokens: Option<u64>,
+    /// Messages in the request.
     pub messages: Option<u32>,
+    /// The replica it went to.
     pub upstream: Option<String>,
 }
 
 impl TurnSummary {
+    /// The summary of a finished request's record.
     pub fn from_record(r: &TurnRecord) -> Self {
         let mut itl: Samples = r.measured.itl_samples().collect();
         TurnSummary {
@@ -154,10 +167,15 @@ impl TimeSplit {
 /// One line of `GET /sessions`.
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionBrief {
+    /// The session's id.
     pub id: String,
+    /// Turns started.
     pub turns: u32,
+    /// Requests in flight.
     pub in_flight: u32,
+    /// First request, wall clock ns.
     pub first_seen_wall_ns: u64,
+    /// Last request started or ended, wall clock ns.
     pub last_activity_wall_ns: u64,
     /// Seconds since the last request started or ended.
     pub idle_s: f64,
@@ -187,14 +205,21 @@ impl SessionBrief {
 /// `GET /sessions/{id}`.
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionDetail {
+    /// The session's id.
     pub id: String,
+    /// Turns started.
     pub turns_started: u32,
+    /// Requests in flight.
     pub in_flight: u32,
+    /// First request, wall clock ns.
     pub first_seen_wall_ns: u64,
+    /// Last request started or ended, wall clock ns.
     pub last_activity_wall_ns: u64,
     /// As in [`SessionBrief`]: waiting on the model, and between turns.
     pub model_s: f64,
+    /// Seconds between turns: the agent's own time.
     pub between_turns_s: f64,
+    /// Its turns, in order.
     pub turns: Vec<TurnSummary>,
 }
 
@@ -206,6 +231,7 @@ pub struct Sessions {
     max_bytes: u64,
     /// Bytes the entries count (ids, turn summaries, overhead).
     bytes: AtomicU64,
+    /// Sessions evicted (TTL or bounds).
     pub evictions: AtomicU64,
     /// Responses API chains: a response's id → the session it belongs to, so a request that
     /// names it in `previous_response_id` continues that session. At most `max` links; past
@@ -315,6 +341,7 @@ impl Limits {
 }
 
 impl Sessions {
+    /// An empty table within `limits`.
     pub fn new(
         Limits {
             ttl_ns,
@@ -414,10 +441,12 @@ impl Sessions {
         self.bytes() >= self.max_bytes
     }
 
+    /// Sessions in the table.
     pub fn len(&self) -> usize {
         self.map.len()
     }
 
+    /// No session.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
@@ -596,6 +625,7 @@ impl Sessions {
         v
     }
 
+    /// The session `id`, with its turns.
     pub fn detail(&self, id: &str) -> Option<SessionDetail> {
         let now = clock::now();
         self.map.get(id).map(|s| SessionDetail {

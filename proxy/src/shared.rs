@@ -11,8 +11,11 @@ use std::sync::Arc;
 
 /// State shared by every request. Nothing in it is touched per chunk.
 pub struct Shared {
+    /// The proxy's options.
     pub cfg: Config,
+    /// The replicas.
     pub upstreams: Upstreams,
+    /// How requests reach them.
     pub sender: Sender,
     /// Records, sessions, metrics, the in-flight count: what a finished request touches.
     pub ledger: Arc<Ledger>,

@@ -28,7 +28,9 @@ use tokio::sync::oneshot;
 /// What the proxy learnt from a request body.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReqInfo {
+    /// `model`.
     pub model: Option<String>,
+    /// `stream`.
     pub stream: Option<bool>,
     /// `stream_options.include_usage`.
     pub include_usage: bool,
@@ -43,7 +45,9 @@ pub struct ReqInfo {
     /// (docs/usage.md, sessions of agents): `previous_response_id`, `prompt_cache_key`, and
     /// the session in `metadata.user_id`.
     pub previous_response_id: Option<String>,
+    /// `prompt_cache_key`.
     pub prompt_cache_key: Option<String>,
+    /// The session in `metadata.user_id` (Claude Code's).
     pub user_id_session: Option<String>,
     /// A chat request's message prefixes, hashed (`--session-from-body messages_prefix`):
     /// element i is the hash of messages 0..=i ([`message_prefixes`]); empty unless asked for.
@@ -240,10 +244,13 @@ pub struct ReqCell {
 /// Error a [`RequestTap`] fails with.
 #[derive(Debug, thiserror::Error)]
 pub enum TapError {
+    /// Past `--max-body-bytes`.
     #[error("request body exceeds {0} bytes")]
     TooLarge(u64),
+    /// The client's body broke.
     #[error("client request body failed: {0}")]
     Client(#[from] hyper::Error),
+    /// The client's body stalled past `--body-timeout`.
     #[error("client request body stalled for {0:?}")]
     Stalled(std::time::Duration),
 }

@@ -29,6 +29,7 @@ pub const QUEUE: usize = 4096;
 
 /// One finished request.
 pub struct Job {
+    /// Its record.
     pub rec: Box<TurnRecord>,
     /// The request body, when it was kept.
     pub request: Option<Bytes>,
@@ -57,6 +58,7 @@ pub struct Stage {
 }
 
 impl Stage {
+    /// Starts the stage's threads, handing counted records to `writer`.
     pub fn start(
         tokenizer: Arc<RefTokenizer>,
         writer: Writer,

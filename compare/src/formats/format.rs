@@ -22,6 +22,7 @@ macro_rules! formats {
             /// Every format, `auto` first.
             pub const ALL: [Format; [$(stringify!($variant)),+].len()] = [$(Format::$variant),+];
 
+            /// The name (`--format`'s value, the JSON's `format`).
             pub fn as_str(self) -> &'static str {
                 match self {
                     $(Format::$variant => $name,)+

@@ -42,7 +42,9 @@ pub struct Extras<'a> {
     pub result_summary: Option<PathBuf>,
     /// `scores.json`, if found.
     pub scores: Option<PathBuf>,
+    /// The reference tokenizer, to count the client's outputs.
     pub tokenizer: Option<&'a RefTokenizer>,
+    /// The dataset, to score them.
     pub dataset: Option<&'a Dataset>,
 }
 

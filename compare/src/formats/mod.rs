@@ -34,7 +34,9 @@ use std::path::Path;
 /// The reference tokenizer and dataset, for formats whose claims need them (MLPerf).
 #[derive(Default, Clone, Copy)]
 pub struct Reference<'a> {
+    /// The reference tokenizer, to count the client's outputs.
     pub tokenizer: Option<&'a tokentap_mlperf::RefTokenizer>,
+    /// The dataset, to score them.
     pub dataset: Option<&'a tokentap_dataset::Dataset>,
 }
 

@@ -12,6 +12,7 @@ use crate::error::CompareError;
 use std::path::Path;
 use tokentap_core::record::{Status, TurnRecord};
 
+/// Reads a tokentap replay's records (`records.jsonl`) from `text`.
 pub fn parse(path: &Path, text: &str, clock: Clock) -> Result<ClientRun, CompareError> {
     read(path, Source::Text(text), clock)
 }

@@ -19,8 +19,10 @@ impl From<Infallible> for TapError {
 /// Why an upstream response body failed.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamBodyError {
+    /// From hyper's client.
     #[error(transparent)]
     Hyper(#[from] hyper::Error),
+    /// From the direct client's socket.
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

@@ -67,20 +67,27 @@ pub enum ExchangeError {
 
 /// The request as it goes upstream.
 pub struct Outgoing<'a> {
+    /// The method.
     pub method: &'a Method,
     /// Path and query, with the replica's prefix.
     pub path: &'a str,
     /// Hop-by-hop headers already removed.
     pub headers: &'a HeaderMap,
+    /// The body.
     pub body: UpBody,
+    /// `--connect-timeout`.
     pub connect_timeout: Duration,
+    /// How long an idle kept-alive connection is trusted (`--upstream-keepalive`).
     pub keepalive: Duration,
 }
 
 /// A response head from upstream, and its body to poll.
 pub struct Incoming {
+    /// The status.
     pub status: StatusCode,
+    /// The headers.
     pub headers: HeaderMap,
+    /// The body.
     pub body: H1Body,
     /// The kept-alive connection first tried was closed under the request; it was sent again.
     pub resent: bool,

@@ -15,6 +15,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::time::Duration;
 
+/// hyper-util's pooled client for https:// and h2c:// upstreams.
 pub type HttpClient = Client<HttpsConnector<HttpConnector>, UpBody>;
 
 /// The two pooled clients.
@@ -29,14 +30,18 @@ pub struct Clients {
 /// Client settings.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
+    /// `--connect-timeout`.
     pub connect_timeout: Duration,
+    /// `--upstream-idle-timeout`.
     pub pool_idle_timeout: Duration,
+    /// `--upstream-ca`.
     pub extra_ca: Option<std::path::PathBuf>,
     /// Load the system's root certificates (only needed for https upstreams).
     pub native_roots: bool,
 }
 
 impl Clients {
+    /// The clients of these settings.
     pub fn new(cfg: &ClientConfig) -> Result<Clients, UpstreamError> {
         let tls = super::tls::client_config(cfg.extra_ca.clone(), cfg.native_roots)?;
         let mut http = HttpConnector::new();

@@ -43,6 +43,7 @@ pub type UpstreamBody = Either<direct::H1Body, hyper::body::Incoming>;
 
 /// A response head from one replica.
 pub struct Answer {
+    /// The response head and its body.
     pub response: Response<UpstreamBody>,
     /// The kept-alive connection first tried was closed under the request, which was sent
     /// again on a new one (counted as `stale_connection`).
@@ -62,6 +63,7 @@ pub enum SendError {
 
 /// Sends requests to replicas: the clients, and the settings of an attempt.
 pub struct Sender {
+    /// The clients.
     pub clients: Clients,
     /// Plain `http://` replicas go through [`direct`] (`--upstream-client direct`).
     pub direct: bool,

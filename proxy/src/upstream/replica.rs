@@ -104,6 +104,7 @@ pub use tokentap_core::route::hash64;
 
 /// The replica set.
 pub struct Upstreams {
+    /// The replicas, in `--upstream` order.
     pub list: Vec<Arc<Upstream>>,
 }
 
