@@ -167,6 +167,28 @@ fn bench(c: &mut Criterion) {
                 tok.count_prompt(&p)
             })
         });
+        // The same from the previous turn's memo, as the replay counts it.
+        let mut before = tokentap_mlperf::tokenizer::PromptMemo::default();
+        let _ = tok.count_prompt_after(&prompt(turns - 1), &mut before);
+        c.bench_function(&format!("isl_body_next_turn_after_depth_{turns}"), |b| {
+            b.iter_batched(
+                || before.clone(),
+                |mut memo| {
+                    let p = PromptInput::from_body(&body).expect("a chat body");
+                    tok.count_prompt_after(&p, &mut memo)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+        // Its two parts: the body read back, and the count of the prompt read.
+        if turns == 100 {
+            c.bench_function("isl_depth_100_body_only", |b| {
+                b.iter(|| PromptInput::from_body(&body).expect("a chat body"))
+            });
+            c.bench_function("isl_depth_100_count_only", |b| {
+                b.iter(|| tok.count_prompt(&p))
+            });
+        }
     }
 }
 

@@ -28,6 +28,14 @@
 //! exact for every tokenizer whose pieces do not depend on their position — it is switched off
 //! (whole-text counting) for added tokens with `lstrip`/`rstrip`/`single_word` and for a
 //! Metaspace pre-tokenizer that prepends only at the start of the text.
+//!
+//! A conversation's next prompt begins with its previous one's text (the agent re-sends the
+//! whole history). [`RefTokenizer::count_prompt_after`] keeps, in a [`PromptMemo`], the previous
+//! rendered prompt and the token count at the end of each special token in it; the next prompt
+//! is counted from the last such end that lies, with the longest special token's length to
+//! spare, inside the text the two prompts share — every piece and special-token match before
+//! it was decided by those shared bytes — so only the rest is scanned and its pieces looked up.
+//! The count is the same as [`RefTokenizer::count_prompt`]'s (a test holds them equal).
 
 use crate::output::{MessageParts, ModelOutput};
 use crate::pyjson;
@@ -165,6 +173,25 @@ impl std::fmt::Debug for RefTokenizer {
 /// Leftmost-longest matcher of the added tokens' texts.
 struct Splitter {
     ac: aho_corasick::AhoCorasick,
+    /// The longest added token, bytes: a match ending this far before a change in the text was
+    /// decided without the changed bytes.
+    max_len: usize,
+}
+
+/// What one prompt of a conversation leaves for the next one's count
+/// ([`RefTokenizer::count_prompt_after`]): its rendered text and, at the end of each special
+/// token in it, the tokens up to there. Empty: nothing to reuse.
+#[derive(Debug, Clone, Default)]
+pub struct PromptMemo {
+    text: String,
+    marks: Vec<(usize, u64)>,
+}
+
+impl PromptMemo {
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.text.capacity() + self.marks.capacity() * std::mem::size_of::<(usize, u64)>()
+    }
 }
 
 const PIECE_CACHE_MAX: usize = 2_000_000;
@@ -333,16 +360,30 @@ impl RefTokenizer {
         kwargs: Option<&Map<String, Value>>,
         tool_choice: Option<&Value>,
     ) -> Result<u64, String> {
-        let text = t
-            .render(&RenderInput {
+        let mut scratch = PromptMemo::default();
+        self.render_count_after(
+            t,
+            &RenderInput {
                 messages,
                 tools,
                 add_generation_prompt,
                 kwargs,
                 tool_choice,
-            })
-            .map_err(|e| format!("{e:#}"))?;
-        Ok(self.count_long(&text))
+            },
+            &mut scratch,
+        )
+    }
+
+    /// Renders `input` and counts it from what `memo` shares with it; `memo` then holds this
+    /// text.
+    fn render_count_after(
+        &self,
+        t: &ChatTemplate,
+        input: &RenderInput<'_>,
+        memo: &mut PromptMemo,
+    ) -> Result<u64, String> {
+        let text = t.render(input).map_err(|e| format!("{e:#}"))?;
+        Ok(self.count_long_after(text, memo))
     }
 
     fn note_fallback(&self, why: String) {
@@ -380,6 +421,34 @@ impl RefTokenizer {
             at = m.end();
         }
         total + self.count_piece(&text[at..])
+    }
+
+    /// [`Self::count_long`], reusing the count of the prefix `text` shares with `memo`'s text
+    /// up to a special token's end decided by shared bytes alone; `memo` then holds `text`.
+    fn count_long_after(&self, text: String, memo: &mut PromptMemo) -> u64 {
+        let Some(sp) = self
+            .splitter
+            .as_ref()
+            .filter(|_| text.len() >= PIECEWISE_MIN)
+        else {
+            *memo = PromptMemo::default();
+            return self.count_text(&text);
+        };
+        let shared = common_prefix(memo.text.as_bytes(), text.as_bytes());
+        let safe = shared.saturating_sub(sp.max_len);
+        let keep = memo.marks.partition_point(|&(end, _)| end <= safe);
+        memo.marks.truncate(keep);
+        let (mut at, mut total) = memo.marks.last().copied().unwrap_or((0, 0));
+        let from = at;
+        for m in sp.ac.find_iter(&text[from..]) {
+            let (start, end) = (from + m.start(), from + m.end());
+            total += self.count_piece(&text[at..start]) + 1;
+            at = end;
+            memo.marks.push((at, total));
+        }
+        total += self.count_piece(&text[at..]);
+        memo.text = text;
+        total
     }
 
     fn count_piece(&self, piece: &str) -> u64 {
@@ -453,17 +522,27 @@ impl RefTokenizer {
 
     /// `_token_count_prompt`: the ISL of one request.
     pub fn count_prompt(&self, p: &PromptInput) -> Count {
+        self.count_prompt_after(p, &mut PromptMemo::default())
+    }
+
+    /// [`Self::count_prompt`] of the next request of a conversation whose previous request
+    /// left `memo` (empty for its first): the same count, paying only for the text past what
+    /// the two prompts share. `memo` then holds this prompt.
+    pub fn count_prompt_after(&self, p: &PromptInput, memo: &mut PromptMemo) -> Count {
         let messages = normalize_prompt_messages(&p.messages);
         let rendered = self
             .template_for(p.chat_template.as_deref(), p.tools.is_some())
             .and_then(|t| {
-                self.render_count(
+                self.render_count_after(
                     t,
-                    &messages,
-                    p.tools.as_deref(),
-                    true,
-                    p.chat_template_kwargs.as_ref(),
-                    p.tool_choice.as_ref(),
+                    &RenderInput {
+                        messages: &messages,
+                        tools: p.tools.as_deref(),
+                        add_generation_prompt: true,
+                        kwargs: p.chat_template_kwargs.as_ref(),
+                        tool_choice: p.tool_choice.as_ref(),
+                    },
+                    memo,
                 )
             });
         match rendered {
@@ -530,10 +609,34 @@ impl RefTokenizer {
 
     /// Counts the request as sent into a record: `isl` and `isl_source`.
     pub fn record_prompt(&self, p: &PromptInput, rec: &mut TurnRecord) {
-        let c = self.count_prompt(p);
+        self.record_prompt_after(p, &mut PromptMemo::default(), rec);
+    }
+
+    /// [`Self::record_prompt`] of a conversation's next request ([`Self::count_prompt_after`]).
+    pub fn record_prompt_after(
+        &self,
+        p: &PromptInput,
+        memo: &mut PromptMemo,
+        rec: &mut TurnRecord,
+    ) {
+        let c = self.count_prompt_after(p, memo);
         rec.isl = Some(c.tokens);
         rec.isl_source = Some(Count::source(c.fallback));
     }
+}
+
+/// Bytes `a` and `b` share from their start.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 64;
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + BLOCK <= n && a[i..i + BLOCK] == b[i..i + BLOCK] {
+        i += BLOCK;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
 }
 
 fn hash128(s: &str) -> (u64, u64) {
@@ -571,7 +674,8 @@ impl Splitter {
             .match_kind(aho_corasick::MatchKind::LeftmostLongest)
             .build(&texts)
             .ok()?;
-        Some(Splitter { ac })
+        let max_len = texts.iter().map(String::len).max().unwrap_or(0);
+        Some(Splitter { ac, max_len })
     }
 }
 

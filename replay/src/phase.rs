@@ -141,6 +141,7 @@ impl Phase {
                 tokenizer: self.tokenizer.clone(),
                 scorer: self.scorer.clone(),
                 record_outputs: self.config.record_outputs && self.scorer.is_some(),
+                memos: Default::default(),
             }),
             tx,
             post::threads(self.tokenizer.is_some()),

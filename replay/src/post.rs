@@ -13,15 +13,21 @@
 //!
 //! The pool drains completely before the run's files are written: a run stopped with Ctrl-C
 //! still has every count and score of the turns it recorded.
+//!
+//! A trajectory's prompts each begin with the one before: the ISL of its next turn is counted
+//! from what its previous prompt left ([`Memos`]: the rendered prompt and its counts at each
+//! special token), so a turn pays for its new text, not for the whole conversation again.
 
 use crate::collector::{Msg, RefTurn, ReplayRecord};
 use crate::request::RequestBody;
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::Arc;
 use tokentap_core::record::{CountSource, Status, TurnRecord};
 use tokentap_core::timeline::TokenSource;
 use tokentap_mlperf::scorer::{ModelMessage, TurnKey};
+use tokentap_mlperf::tokenizer::PromptMemo;
 use tokentap_mlperf::{ModelOutput, PromptInput, RefTokenizer, Scorer};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -45,6 +51,57 @@ pub(crate) struct Ctx {
     pub scorer: Option<Arc<Scorer>>,
     /// `--record-outputs`.
     pub record_outputs: bool,
+    /// Each trajectory's last prompt, for its next ISL count.
+    pub memos: Mutex<Memos>,
+}
+
+/// The trajectories' last prompts ([`PromptMemo`]), the least recently used let go past
+/// [`Memos::MAX_BYTES`]. A memo in use by one turn is taken out of the table: a second turn of
+/// the same trajectory counted at the same time (its previous one still being counted) starts
+/// from nothing — the same count, paid in full.
+#[derive(Debug, Default)]
+pub(crate) struct Memos {
+    map: HashMap<String, (PromptMemo, u64)>,
+    bytes: usize,
+    tick: u64,
+}
+
+impl Memos {
+    /// The most the table holds; a run's active trajectories' prompts fit far below it.
+    pub const MAX_BYTES: usize = 256 << 20;
+
+    /// `trajectory`'s memo, taken out of the table (empty when it has none).
+    pub fn take(&mut self, trajectory: &str) -> PromptMemo {
+        match self.map.remove(trajectory) {
+            Some((m, _)) => {
+                self.bytes -= m.bytes();
+                m
+            }
+            None => PromptMemo::default(),
+        }
+    }
+
+    /// Puts `memo` back as `trajectory`'s, letting the least recently used go past the bound.
+    pub fn put(&mut self, trajectory: String, memo: PromptMemo) {
+        self.tick += 1;
+        self.bytes += memo.bytes();
+        if let Some((old, _)) = self.map.insert(trajectory, (memo, self.tick)) {
+            self.bytes -= old.bytes();
+        }
+        while self.bytes > Self::MAX_BYTES && self.map.len() > 1 {
+            let Some(oldest) = self
+                .map
+                .iter()
+                .min_by_key(|(_, (_, t))| *t)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if let Some((m, _)) = self.map.remove(&oldest) {
+                self.bytes -= m.bytes();
+            }
+        }
+    }
 }
 
 /// Starts `threads` workers; returns the job sender. The workers stop when every sender is
@@ -129,7 +186,10 @@ pub(crate) fn process(ctx: &Ctx, job: Job) -> ReplayRecord {
         match (&ctx.tokenizer, &body) {
             (Some(tok), Some(b)) => {
                 if let Some(p) = PromptInput::from_body(&b.to_vec()) {
-                    tok.record_prompt(&p, &mut record);
+                    let trajectory = record.conversation_id.clone().unwrap_or_default();
+                    let mut memo = ctx.memos.lock().take(&trajectory);
+                    tok.record_prompt_after(&p, &mut memo, &mut record);
+                    ctx.memos.lock().put(trajectory, memo);
                 }
             }
             _ => {
