@@ -187,6 +187,55 @@ pub struct PromptMemo {
     marks: Vec<(usize, u64)>,
 }
 
+/// Conversations' last prompts ([`PromptMemo`]) by conversation, the least recently used let go
+/// past [`PromptMemos::MAX_BYTES`]. A memo in use is taken out of the table: a second request of
+/// the same conversation counted at the same time starts from nothing — the same count, paid
+/// in full.
+#[derive(Debug, Default)]
+pub struct PromptMemos {
+    map: HashMap<String, (PromptMemo, u64)>,
+    bytes: usize,
+    tick: u64,
+}
+
+impl PromptMemos {
+    /// The most the table holds; the active conversations' prompts of a run fit far below it.
+    pub const MAX_BYTES: usize = 256 << 20;
+
+    /// `conversation`'s memo, taken out of the table (empty when it has none).
+    pub fn take(&mut self, conversation: &str) -> PromptMemo {
+        match self.map.remove(conversation) {
+            Some((m, _)) => {
+                self.bytes -= m.bytes();
+                m
+            }
+            None => PromptMemo::default(),
+        }
+    }
+
+    /// Puts `memo` back as `conversation`'s, letting the least recently used go past the bound.
+    pub fn put(&mut self, conversation: String, memo: PromptMemo) {
+        self.tick += 1;
+        self.bytes += memo.bytes();
+        if let Some((old, _)) = self.map.insert(conversation, (memo, self.tick)) {
+            self.bytes -= old.bytes();
+        }
+        while self.bytes > Self::MAX_BYTES && self.map.len() > 1 {
+            let Some(oldest) = self
+                .map
+                .iter()
+                .min_by_key(|(_, (_, t))| *t)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if let Some((m, _)) = self.map.remove(&oldest) {
+                self.bytes -= m.bytes();
+            }
+        }
+    }
+}
+
 impl PromptMemo {
     /// Bytes held.
     pub fn bytes(&self) -> usize {

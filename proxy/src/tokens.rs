@@ -8,6 +8,10 @@
 //! sent no usage — makes the tokenizer's OSL the record's `output_tokens` (source `tokenizer`,
 //! spread over the text chunks), then passes the record on to the writer.
 //!
+//! A session's next request re-sends its history: its ISL is counted from the session's
+//! previous prompt (`PromptMemos`), paying only for the new text; a request without a session
+//! is counted on its own. The counts are the same either way.
+//!
 //! The stage never loses a record: when its queue is full the record goes to the writer without
 //! counts (`tokentap_tokenizer_skipped_total`), and at shutdown the stage drains before the
 //! writer flushes.
@@ -21,6 +25,7 @@ use std::sync::Arc;
 use tokentap_core::record::{Status, TurnRecord};
 use tokentap_core::sse::Framer;
 use tokentap_core::timeline::TokenSource;
+use tokentap_mlperf::tokenizer::PromptMemos;
 use tokentap_mlperf::{Accumulator, PromptInput, RefTokenizer};
 use tokio::sync::Notify;
 
@@ -70,19 +75,21 @@ impl Stage {
             n: AtomicU64::new(0),
             idle: Notify::new(),
         });
+        let memos = Arc::new(Mutex::new(PromptMemos::default()));
         for i in 0..threads.max(1) {
-            let (rx, tok, w, p) = (
+            let (rx, tok, w, p, memos) = (
                 rx.clone(),
                 tokenizer.clone(),
                 writer.clone(),
                 pending.clone(),
+                memos.clone(),
             );
             std::thread::Builder::new()
                 .name(format!("tokentap-tokens-{i}"))
                 .spawn(move || loop {
                     let job = rx.lock().recv();
                     let Ok(job) = job else { return };
-                    w.send(count(&tok, job));
+                    w.send(count_after(&tok, &memos, job));
                     if p.n.fetch_sub(1, Ordering::AcqRel) == 1 {
                         p.idle.notify_waiters();
                     }
@@ -125,6 +132,11 @@ impl Stage {
 
 /// Counts one record's tokens.
 pub fn count(tok: &RefTokenizer, job: Job) -> Box<TurnRecord> {
+    count_after(tok, &Mutex::new(PromptMemos::default()), job)
+}
+
+/// [`count`], the ISL counted from the session's previous prompt in `memos`.
+pub fn count_after(tok: &RefTokenizer, memos: &Mutex<PromptMemos>, job: Job) -> Box<TurnRecord> {
     let Job {
         mut rec,
         request,
@@ -136,7 +148,14 @@ pub fn count(tok: &RefTokenizer, job: Job) -> Box<TurnRecord> {
         return rec;
     }
     if let Some(p) = request.as_deref().and_then(PromptInput::from_body) {
-        tok.record_prompt(&p, &mut rec);
+        match rec.conversation_id.clone() {
+            Some(session) => {
+                let mut memo = memos.lock().take(&session);
+                tok.record_prompt_after(&p, &mut memo, &mut rec);
+                memos.lock().put(session, memo);
+            }
+            None => tok.record_prompt(&p, &mut rec),
+        }
     }
     if rec.status != Status::Ok || response.is_empty() {
         return rec;

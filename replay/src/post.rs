@@ -15,19 +15,18 @@
 //! still has every count and score of the turns it recorded.
 //!
 //! A trajectory's prompts each begin with the one before: the ISL of its next turn is counted
-//! from what its previous prompt left ([`Memos`]: the rendered prompt and its counts at each
-//! special token), so a turn pays for its new text, not for the whole conversation again.
+//! from what its previous prompt left (`PromptMemos`: the rendered prompt and its counts at
+//! each special token), so a turn pays for its new text, not for the whole conversation again.
 
 use crate::collector::{Msg, RefTurn, ReplayRecord};
 use crate::request::RequestBody;
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::Arc;
 use tokentap_core::record::{CountSource, Status, TurnRecord};
 use tokentap_core::timeline::TokenSource;
 use tokentap_mlperf::scorer::{ModelMessage, TurnKey};
-use tokentap_mlperf::tokenizer::PromptMemo;
+use tokentap_mlperf::tokenizer::PromptMemos;
 use tokentap_mlperf::{ModelOutput, PromptInput, RefTokenizer, Scorer};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -52,56 +51,7 @@ pub(crate) struct Ctx {
     /// `--record-outputs`.
     pub record_outputs: bool,
     /// Each trajectory's last prompt, for its next ISL count.
-    pub memos: Mutex<Memos>,
-}
-
-/// The trajectories' last prompts ([`PromptMemo`]), the least recently used let go past
-/// [`Memos::MAX_BYTES`]. A memo in use by one turn is taken out of the table: a second turn of
-/// the same trajectory counted at the same time (its previous one still being counted) starts
-/// from nothing — the same count, paid in full.
-#[derive(Debug, Default)]
-pub(crate) struct Memos {
-    map: HashMap<String, (PromptMemo, u64)>,
-    bytes: usize,
-    tick: u64,
-}
-
-impl Memos {
-    /// The most the table holds; a run's active trajectories' prompts fit far below it.
-    pub const MAX_BYTES: usize = 256 << 20;
-
-    /// `trajectory`'s memo, taken out of the table (empty when it has none).
-    pub fn take(&mut self, trajectory: &str) -> PromptMemo {
-        match self.map.remove(trajectory) {
-            Some((m, _)) => {
-                self.bytes -= m.bytes();
-                m
-            }
-            None => PromptMemo::default(),
-        }
-    }
-
-    /// Puts `memo` back as `trajectory`'s, letting the least recently used go past the bound.
-    pub fn put(&mut self, trajectory: String, memo: PromptMemo) {
-        self.tick += 1;
-        self.bytes += memo.bytes();
-        if let Some((old, _)) = self.map.insert(trajectory, (memo, self.tick)) {
-            self.bytes -= old.bytes();
-        }
-        while self.bytes > Self::MAX_BYTES && self.map.len() > 1 {
-            let Some(oldest) = self
-                .map
-                .iter()
-                .min_by_key(|(_, (_, t))| *t)
-                .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            if let Some((m, _)) = self.map.remove(&oldest) {
-                self.bytes -= m.bytes();
-            }
-        }
-    }
+    pub memos: Mutex<PromptMemos>,
 }
 
 /// Starts `threads` workers; returns the job sender. The workers stop when every sender is
