@@ -51,6 +51,9 @@ pub struct RenderInput<'a> {
     pub kwargs: Option<&'a serde_json::Map<String, Json>>,
     /// The request's `tool_choice`.
     pub tool_choice: Option<&'a Json>,
+    /// The messages already in the template's values (then `messages` is not read): a
+    /// conversation's unchanged messages are converted once, not at every prompt.
+    pub messages_value: Option<Value>,
 }
 
 const NAME: &str = "chat_template";
@@ -97,7 +100,13 @@ impl ChatTemplate {
             ctx.retain(|(name, _)| name != "tool_choice");
             ctx.push(("tool_choice".into(), Value::from_serialize(tc)));
         }
-        ctx.push(("messages".into(), Value::from_serialize(input.messages)));
+        ctx.push((
+            "messages".into(),
+            match &input.messages_value {
+                Some(v) => v.clone(),
+                None => Value::from_serialize(input.messages),
+            },
+        ));
         ctx.push((
             "tools".into(),
             match input.tools {

@@ -185,6 +185,8 @@ struct Splitter {
 pub struct PromptMemo {
     text: String,
     marks: Vec<(usize, u64)>,
+    /// Each message as given, and as the template's value (normalized, converted once).
+    messages: Vec<(Value, minijinja::Value)>,
 }
 
 /// Conversations' last prompts ([`PromptMemo`]) by conversation, the least recently used let go
@@ -237,9 +239,32 @@ impl PromptMemos {
 }
 
 impl PromptMemo {
-    /// Bytes held.
+    /// Bytes held, estimated: the text, its marks, and the messages at about the text's size
+    /// twice (as given and as values).
     pub fn bytes(&self) -> usize {
-        self.text.capacity() + self.marks.capacity() * std::mem::size_of::<(usize, u64)>()
+        3 * self.text.capacity() + self.marks.capacity() * std::mem::size_of::<(usize, u64)>()
+    }
+
+    /// `messages` as the template's value: the messages this memo holds already (the same, at
+    /// the same place) reused, the rest normalized and converted; the memo then holds these.
+    fn messages_value(&mut self, messages: &[Value]) -> minijinja::Value {
+        let same = self
+            .messages
+            .iter()
+            .zip(messages)
+            .take_while(|((held, _), m)| held == *m)
+            .count();
+        self.messages.truncate(same);
+        for m in &messages[same..] {
+            let v = minijinja::Value::from_serialize(normalize_prompt_message(m).as_ref());
+            self.messages.push((m.clone(), v));
+        }
+        minijinja::Value::from(
+            self.messages
+                .iter()
+                .map(|(_, v)| v.clone())
+                .collect::<Vec<_>>(),
+        )
     }
 }
 
@@ -418,6 +443,7 @@ impl RefTokenizer {
                 add_generation_prompt,
                 kwargs,
                 tool_choice,
+                messages_value: None,
             },
             &mut scratch,
         )
@@ -578,18 +604,19 @@ impl RefTokenizer {
     /// left `memo` (empty for its first): the same count, paying only for the text past what
     /// the two prompts share. `memo` then holds this prompt.
     pub fn count_prompt_after(&self, p: &PromptInput, memo: &mut PromptMemo) -> Count {
-        let messages = normalize_prompt_messages(&p.messages);
         let rendered = self
             .template_for(p.chat_template.as_deref(), p.tools.is_some())
             .and_then(|t| {
+                let messages = memo.messages_value(&p.messages);
                 self.render_count_after(
                     t,
                     &RenderInput {
-                        messages: &messages,
+                        messages: &[],
                         tools: p.tools.as_deref(),
                         add_generation_prompt: true,
                         kwargs: p.chat_template_kwargs.as_ref(),
                         tool_choice: p.tool_choice.as_ref(),
+                        messages_value: Some(messages),
                     },
                     memo,
                 )
@@ -602,7 +629,10 @@ impl RefTokenizer {
             Err(why) => {
                 self.note_fallback(format!("prompt: {why}"));
                 let mut o = Map::new();
-                o.insert("messages".into(), Value::Array(messages));
+                o.insert(
+                    "messages".into(),
+                    Value::Array(normalize_prompt_messages(&p.messages)),
+                );
                 if let Some(t) = &p.tools {
                     o.insert("tools".into(), Value::Array(t.clone()));
                 }
@@ -758,18 +788,23 @@ pub fn normalize_tool_calls(calls: &[Value]) -> Vec<Value> {
 pub fn normalize_prompt_messages(messages: &[Value]) -> Vec<Value> {
     messages
         .iter()
-        .map(|m| match m.get("tool_calls") {
-            Some(Value::Array(calls)) if !calls.is_empty() => {
-                let mut m2 = m.as_object().cloned().unwrap_or_default();
-                m2.insert(
-                    "tool_calls".into(),
-                    Value::Array(normalize_tool_calls(calls)),
-                );
-                Value::Object(m2)
-            }
-            _ => m.clone(),
-        })
+        .map(|m| normalize_prompt_message(m).into_owned())
         .collect()
+}
+
+/// One message of [`normalize_prompt_messages`] (borrowed when it has no tool call).
+fn normalize_prompt_message(m: &Value) -> std::borrow::Cow<'_, Value> {
+    match m.get("tool_calls") {
+        Some(Value::Array(calls)) if !calls.is_empty() => {
+            let mut m2 = m.as_object().cloned().unwrap_or_default();
+            m2.insert(
+                "tool_calls".into(),
+                Value::Array(normalize_tool_calls(calls)),
+            );
+            std::borrow::Cow::Owned(Value::Object(m2))
+        }
+        _ => std::borrow::Cow::Borrowed(m),
+    }
 }
 
 /// transformers' `special_tokens_map`: the named special tokens (and model-specific `*_token`

@@ -55,13 +55,32 @@ fn renderings_match_transformers() {
             let messages = case["messages"].as_array().unwrap().clone();
             let tools = case.get("tools").and_then(Value::as_array).cloned();
             let kwargs = case.get("kwargs").and_then(Value::as_object).cloned();
-            let got = tmpl.render(&RenderInput {
+            let input = RenderInput {
                 messages: &messages,
                 tools: tools.as_deref(),
                 add_generation_prompt: case["add_generation_prompt"].as_bool().unwrap(),
                 kwargs: kwargs.as_ref(),
                 tool_choice: None,
+                messages_value: None,
+            };
+            let got = tmpl.render(&input);
+            // The messages given as values converted one by one (a conversation's memo) render
+            // the same.
+            let one_by_one = minijinja::Value::from(
+                messages
+                    .iter()
+                    .map(minijinja::Value::from_serialize)
+                    .collect::<Vec<_>>(),
+            );
+            let again = tmpl.render(&RenderInput {
+                messages_value: Some(one_by_one),
+                ..input.clone()
             });
+            assert_eq!(
+                got.as_ref().ok(),
+                again.as_ref().ok(),
+                "{name} / {cname}: messages converted one by one render otherwise"
+            );
             let want = &t["renderings"][cname];
             match (got, want.get("rendered").and_then(Value::as_str)) {
                 (Ok(g), Some(w)) if g == w => {}
