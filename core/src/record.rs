@@ -453,3 +453,79 @@ mod error_kinds_are_documented {
         }
     }
 }
+
+#[cfg(test)]
+mod fields_are_documented {
+    use super::TurnRecord;
+    use serde_json::Value;
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+
+    /// The records tokentap's replay and proxy wrote that the repository keeps: the earlier
+    /// layouts' runs and proxies (testdata/run-layouts) and the real agents' sessions through the
+    /// proxy (compare's fixtures).
+    fn committed_records() -> Vec<PathBuf> {
+        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+            for e in std::fs::read_dir(dir).expect("a committed directory") {
+                let p = e.expect("an entry").path();
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if name.starts_with("records") && name.ends_with(".jsonl") {
+                    out.push(p);
+                }
+            }
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut out = Vec::new();
+        walk(&root.join("testdata/run-layouts"), &mut out);
+        walk(&root.join("compare/tests/fixtures/agents"), &mut out);
+        out
+    }
+
+    fn keys(v: &Value, into: &mut BTreeSet<String>) {
+        match v {
+            Value::Object(o) => {
+                for (k, x) in o {
+                    into.insert(k.clone());
+                    keys(x, into);
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| keys(x, into)),
+            _ => {}
+        }
+    }
+
+    /// Every field of every committed record reads into [`TurnRecord`] and is named in
+    /// docs/records.md (in a code span), so a field a writer adds cannot go undocumented once a
+    /// record of it is committed.
+    #[test]
+    fn every_field_written_is_documented() {
+        let doc = include_str!("../../docs/records.md");
+        let named: BTreeSet<&str> = doc
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .flat_map(|span| span.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+            .collect();
+        let files = committed_records();
+        assert!(files.len() >= 6, "committed records: {files:?}");
+        let mut seen = BTreeSet::new();
+        for f in &files {
+            for (i, line) in std::fs::read_to_string(f).unwrap().lines().enumerate() {
+                let v: Value = serde_json::from_str(line).unwrap();
+                serde_json::from_value::<TurnRecord>(v.clone())
+                    .unwrap_or_else(|e| panic!("{}:{}: {e}", f.display(), i + 1));
+                keys(&v, &mut seen);
+            }
+        }
+        let missing: Vec<&String> = seen
+            .iter()
+            .filter(|k| !named.contains(k.as_str()))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "fields written but not in docs/records.md: {missing:?}"
+        );
+    }
+}
