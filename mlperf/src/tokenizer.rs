@@ -479,27 +479,9 @@ impl RefTokenizer {
         }
     }
 
-    /// Counts a long text piece by piece (see the module docs), exactly as a whole.
-    fn count_long(&self, text: &str) -> u64 {
-        let Some(sp) = self
-            .splitter
-            .as_ref()
-            .filter(|_| text.len() >= PIECEWISE_MIN)
-        else {
-            return self.count_text(text);
-        };
-        let mut total = 0u64;
-        let mut at = 0;
-        for m in sp.ac.find_iter(text) {
-            total += self.count_piece(&text[at..m.start()]);
-            total += 1;
-            at = m.end();
-        }
-        total + self.count_piece(&text[at..])
-    }
-
-    /// [`Self::count_long`], reusing the count of the prefix `text` shares with `memo`'s text
-    /// up to a special token's end decided by shared bytes alone; `memo` then holds `text`.
+    /// Counts a long text piece by piece (see the module docs), exactly as a whole, reusing the
+    /// count of the prefix `text` shares with `memo`'s text up to a special token's end decided
+    /// by shared bytes alone (an empty memo: nothing reused); `memo` then holds `text`.
     fn count_long_after(&self, text: String, memo: &mut PromptMemo) -> u64 {
         let Some(sp) = self
             .splitter
@@ -637,7 +619,10 @@ impl RefTokenizer {
                     o.insert("tools".into(), Value::Array(t.clone()));
                 }
                 Count {
-                    tokens: self.count_long(&pyjson::msgspec_encode(&Value::Object(o))),
+                    tokens: self.count_long_after(
+                        pyjson::msgspec_encode(&Value::Object(o)),
+                        &mut PromptMemo::default(),
+                    ),
                     fallback: true,
                 }
             }
