@@ -149,16 +149,18 @@ impl ChunkInfo {
     }
 }
 
-/// A response id's text from its raw JSON value: a non-empty string, else none.
-pub fn response_id(raw: &RawValue) -> Option<String> {
+/// A response id's text from its raw JSON value: a non-empty string, else none. Borrowed
+/// from the event unless the id has escapes (every event of a stream carries the id: the
+/// common case allocates nothing).
+pub fn response_id(raw: &RawValue) -> Option<std::borrow::Cow<'_, str>> {
     let s = raw.get();
     if !s.starts_with('"') {
         return None;
     }
     let id = if s.contains('\\') {
-        serde_json::from_str::<String>(s).ok()?
+        std::borrow::Cow::Owned(serde_json::from_str::<String>(s).ok()?)
     } else {
-        s[1..s.len() - 1].to_string()
+        std::borrow::Cow::Borrowed(&s[1..s.len() - 1])
     };
     (!id.is_empty()).then_some(id)
 }
@@ -400,7 +402,7 @@ mod tests {
     fn the_response_id() {
         let id = |s: &str| {
             let (_, raw) = ChunkInfo::parse_with_id(s.as_bytes()).unwrap();
-            raw.and_then(response_id)
+            raw.and_then(response_id).map(|c| c.into_owned())
         };
         assert_eq!(
             id(r#"{"id":"chatcmpl-7f3","choices":[{"delta":{"content":"a"}}]}"#).as_deref(),

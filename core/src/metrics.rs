@@ -557,18 +557,23 @@ impl TurnSeries {
                 h.with_label_values(&l).observe(secs(t));
             }
         }
-        let itl = self.itl.with_label_values(&l);
+        // A sample per chunk: counted here first, then added to the shared histograms once
+        // per bucket (`local`), not three shared atomic updates per chunk.
+        let itl = self.itl.with_label_values(&l).local();
         for s in ms.itl_samples() {
             itl.observe(s / 1e9);
         }
-        let ic = self.inter_chunk.with_label_values(&l);
+        itl.flush();
+        let ic = self.inter_chunk.with_label_values(&l).local();
         for s in ms.inter_chunk_samples() {
             ic.observe(s / 1e9);
         }
-        let tpc = self.tokens_per_chunk.with_label_values(&l);
+        ic.flush();
+        let tpc = self.tokens_per_chunk.with_label_values(&l).local();
         for c in ms.chunks.iter().filter(|c| c.text) {
             tpc.observe(c.tokens as f64);
         }
+        tpc.flush();
         if let Some(p) = ms.prompt_tokens {
             self.prompt_tokens_per_turn
                 .with_label_values(&l)

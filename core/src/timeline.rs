@@ -356,14 +356,14 @@ impl Timeline {
             &self.m.response_id,
             ev.id.and_then(crate::chunk::response_id),
         ) {
-            (None, id) => self.m.response_id = id,
+            (None, id) => self.m.response_id = id.map(|i| i.into_owned()),
             // One response per stream in these APIs: another id is a second response.
             (Some(first), Some(id))
                 if *first != id
                     && self.dialect.api.has_own_events()
                     && self.m.second_response.is_none() =>
             {
-                self.m.second_response = Some(id)
+                self.m.second_response = Some(id.into_owned())
             }
             _ => {}
         }

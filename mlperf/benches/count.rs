@@ -180,6 +180,40 @@ fn bench(c: &mut Criterion) {
                 BatchSize::LargeInput,
             )
         });
+        // As the replay counts it now: only the new messages read (the trajectory's earlier
+        // ones are the same segments of the body, known unchanged), counted on from the memo.
+        let kept = prompt(turns - 1).messages.len();
+        assert_eq!(
+            prompt(turns - 1).messages[..],
+            p.messages[..kept],
+            "prompts grow"
+        );
+        let new_segment = serde_json::to_vec(&p.messages[kept..]).expect("messages");
+        let whole = tok.count_prompt(&p).tokens;
+        let mut check = before.clone();
+        let q = PromptInput {
+            messages: p.messages[kept..].to_vec(),
+            ..p.clone()
+        };
+        assert_eq!(
+            tok.count_prompt_continued(&q, kept, &mut check).tokens,
+            whole
+        );
+        c.bench_function(&format!("isl_continued_depth_{turns}"), |b| {
+            b.iter_batched(
+                || before.clone(),
+                |mut memo| {
+                    let q = PromptInput {
+                        messages: serde_json::from_slice(&new_segment).expect("messages"),
+                        tools: p.tools.clone(),
+                        chat_template_kwargs: p.chat_template_kwargs.clone(),
+                        ..PromptInput::default()
+                    };
+                    tok.count_prompt_continued(&q, kept, &mut memo)
+                },
+                BatchSize::LargeInput,
+            )
+        });
         // Its two parts: the body read back, and the count of the prompt read.
         if turns == 100 {
             c.bench_function("isl_depth_100_body_only", |b| {

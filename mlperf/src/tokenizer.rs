@@ -107,8 +107,7 @@ impl PromptInput {
     /// the sample: `messages`, `tools` (a list), `chat_template_kwargs` (an object),
     /// `chat_template` (a string), `tool_choice` (a string or object).
     pub fn from_body(body: &[u8]) -> Option<PromptInput> {
-        let v: Value = serde_json::from_slice(body).ok()?;
-        let mut o = match v {
+        let mut o = match serde_json::from_slice(body).ok()? {
             Value::Object(o) => o,
             _ => return None,
         };
@@ -116,7 +115,12 @@ impl PromptInput {
             Some(Value::Array(m)) if !m.is_empty() => m,
             _ => return None,
         };
-        Some(PromptInput {
+        Some(PromptInput::from_object(o, messages))
+    }
+
+    /// From a request's other fields (`messages` taken apart, e.g. only the new ones).
+    pub fn from_object(mut o: Map<String, Value>, messages: Vec<Value>) -> PromptInput {
+        PromptInput {
             messages,
             tools: match o.remove("tools") {
                 Some(Value::Array(t)) => Some(t),
@@ -133,7 +137,7 @@ impl PromptInput {
             tool_choice: o
                 .remove("tool_choice")
                 .filter(|t| t.is_string() || t.is_object()),
-        })
+        }
     }
 }
 
@@ -189,49 +193,73 @@ pub struct PromptMemo {
     messages: Vec<(Value, minijinja::Value)>,
 }
 
+/// Which messages a prompt count is given.
+#[derive(Clone, Copy)]
+enum Messages {
+    /// All of them.
+    All,
+    /// Those after the first `n` the memo holds.
+    After(usize),
+}
+
 /// Conversations' last prompts ([`PromptMemo`]) by conversation, the least recently used let go
 /// past [`PromptMemos::MAX_BYTES`]. A memo in use is taken out of the table: a second request of
 /// the same conversation counted at the same time starts from nothing — the same count, paid
 /// in full.
-#[derive(Debug, Default)]
-pub struct PromptMemos {
-    map: HashMap<String, (PromptMemo, u64)>,
+///
+/// `X`: what the caller keeps beside each memo (the replay: the body segments the prompt was
+/// read from), let go with it.
+#[derive(Debug)]
+pub struct PromptMemos<X = ()> {
+    map: HashMap<String, (PromptMemo, X, u64)>,
     bytes: usize,
     tick: u64,
 }
 
-impl PromptMemos {
+impl<X> Default for PromptMemos<X> {
+    fn default() -> Self {
+        PromptMemos {
+            map: HashMap::new(),
+            bytes: 0,
+            tick: 0,
+        }
+    }
+}
+
+impl<X: Default> PromptMemos<X> {
     /// The most the table holds; the active conversations' prompts of a run fit far below it.
     pub const MAX_BYTES: usize = 256 << 20;
 
-    /// `conversation`'s memo, taken out of the table (empty when it has none).
-    pub fn take(&mut self, conversation: &str) -> PromptMemo {
+    /// `conversation`'s memo and what was kept beside it, taken out of the table (empty when it
+    /// has none).
+    pub fn take(&mut self, conversation: &str) -> (PromptMemo, X) {
         match self.map.remove(conversation) {
-            Some((m, _)) => {
+            Some((m, x, _)) => {
                 self.bytes -= m.bytes();
-                m
+                (m, x)
             }
-            None => PromptMemo::default(),
+            None => (PromptMemo::default(), X::default()),
         }
     }
 
-    /// Puts `memo` back as `conversation`'s, letting the least recently used go past the bound.
-    pub fn put(&mut self, conversation: String, memo: PromptMemo) {
+    /// Puts `memo` (and `extra`) back as `conversation`'s, letting the least recently used go
+    /// past the bound.
+    pub fn put(&mut self, conversation: String, memo: PromptMemo, extra: X) {
         self.tick += 1;
         self.bytes += memo.bytes();
-        if let Some((old, _)) = self.map.insert(conversation, (memo, self.tick)) {
+        if let Some((old, _, _)) = self.map.insert(conversation, (memo, extra, self.tick)) {
             self.bytes -= old.bytes();
         }
         while self.bytes > Self::MAX_BYTES && self.map.len() > 1 {
             let Some(oldest) = self
                 .map
                 .iter()
-                .min_by_key(|(_, (_, t))| *t)
+                .min_by_key(|(_, (_, _, t))| *t)
                 .map(|(k, _)| k.clone())
             else {
                 break;
             };
-            if let Some((m, _)) = self.map.remove(&oldest) {
+            if let Some((m, _, _)) = self.map.remove(&oldest) {
                 self.bytes -= m.bytes();
             }
         }
@@ -245,26 +273,48 @@ impl PromptMemo {
         3 * self.text.capacity() + self.marks.capacity() * std::mem::size_of::<(usize, u64)>()
     }
 
+    /// Messages of the prompt this memo holds.
+    pub fn messages(&self) -> usize {
+        self.messages.len()
+    }
+
     /// `messages` as the template's value: the messages this memo holds already (the same, at
     /// the same place) reused, the rest normalized and converted; the memo then holds these.
-    fn messages_value(&mut self, messages: &[Value]) -> minijinja::Value {
-        let same = self
-            .messages
-            .iter()
-            .zip(messages)
-            .take_while(|((held, _), m)| held == *m)
-            .count();
+    /// The first `known` are the memo's own (not compared).
+    fn messages_value(&mut self, known: usize, messages: &[Value]) -> minijinja::Value {
+        let known = known.min(self.messages.len());
+        let same = known
+            + self.messages[known..]
+                .iter()
+                .zip(&messages[known.min(messages.len())..])
+                .take_while(|((held, _), m)| held == *m)
+                .count();
         self.messages.truncate(same);
         for m in &messages[same..] {
             let v = minijinja::Value::from_serialize(normalize_prompt_message(m).as_ref());
             self.messages.push((m.clone(), v));
         }
+        self.value()
+    }
+
+    /// The messages held, as the template's value.
+    fn value(&self) -> minijinja::Value {
         minijinja::Value::from(
             self.messages
                 .iter()
                 .map(|(_, v)| v.clone())
                 .collect::<Vec<_>>(),
         )
+    }
+
+    /// Keeps the first `kept` messages held and adds `new` after them.
+    fn continue_with(&mut self, kept: usize, new: &[Value]) -> minijinja::Value {
+        self.messages.truncate(kept);
+        for m in new {
+            let v = minijinja::Value::from_serialize(normalize_prompt_message(m).as_ref());
+            self.messages.push((m.clone(), v));
+        }
+        self.value()
     }
 }
 
@@ -586,10 +636,31 @@ impl RefTokenizer {
     /// left `memo` (empty for its first): the same count, paying only for the text past what
     /// the two prompts share. `memo` then holds this prompt.
     pub fn count_prompt_after(&self, p: &PromptInput, memo: &mut PromptMemo) -> Count {
+        self.count_prompt_of(p, Messages::All, memo)
+    }
+
+    /// [`Self::count_prompt_after`] of a prompt given by what is new: its messages are the
+    /// first `kept` of the prompt `memo` holds (`kept` ≤ [`PromptMemo::messages`]), then
+    /// `p.messages`. The kept messages are neither given again nor compared (a caller that
+    /// knows them unchanged — the replay, which sends a trajectory's earlier messages as the
+    /// same bytes — pays nothing for them).
+    pub fn count_prompt_continued(
+        &self,
+        p: &PromptInput,
+        kept: usize,
+        memo: &mut PromptMemo,
+    ) -> Count {
+        self.count_prompt_of(p, Messages::After(kept.min(memo.messages())), memo)
+    }
+
+    fn count_prompt_of(&self, p: &PromptInput, which: Messages, memo: &mut PromptMemo) -> Count {
         let rendered = self
             .template_for(p.chat_template.as_deref(), p.tools.is_some())
             .and_then(|t| {
-                let messages = memo.messages_value(&p.messages);
+                let messages = match which {
+                    Messages::All => memo.messages_value(0, &p.messages),
+                    Messages::After(kept) => memo.continue_with(kept, &p.messages),
+                };
                 self.render_count_after(
                     t,
                     &RenderInput {
@@ -610,14 +681,24 @@ impl RefTokenizer {
             },
             Err(why) => {
                 self.note_fallback(format!("prompt: {why}"));
+                let all: Vec<Value> = match which {
+                    Messages::All => p.messages.clone(),
+                    Messages::After(kept) => memo.messages[..kept]
+                        .iter()
+                        .map(|(m, _)| m.clone())
+                        .chain(p.messages.iter().cloned())
+                        .collect(),
+                };
                 let mut o = Map::new();
                 o.insert(
                     "messages".into(),
-                    Value::Array(normalize_prompt_messages(&p.messages)),
+                    Value::Array(normalize_prompt_messages(&all)),
                 );
                 if let Some(t) = &p.tools {
                     o.insert("tools".into(), Value::Array(t.clone()));
                 }
+                // The memo is left empty: the next prompt is counted from nothing.
+                *memo = PromptMemo::default();
                 Count {
                     tokens: self.count_long_after(
                         pyjson::msgspec_encode(&Value::Object(o)),
@@ -674,6 +755,19 @@ impl RefTokenizer {
     /// Counts the request as sent into a record: `isl` and `isl_source`.
     pub fn record_prompt(&self, p: &PromptInput, rec: &mut TurnRecord) {
         self.record_prompt_after(p, &mut PromptMemo::default(), rec);
+    }
+
+    /// [`Self::record_prompt`] of a prompt given by what is new ([`Self::count_prompt_continued`]).
+    pub fn record_prompt_continued(
+        &self,
+        p: &PromptInput,
+        kept: usize,
+        memo: &mut PromptMemo,
+        rec: &mut TurnRecord,
+    ) {
+        let c = self.count_prompt_continued(p, kept, memo);
+        rec.isl = Some(c.tokens);
+        rec.isl_source = Some(Count::source(c.fallback));
     }
 
     /// [`Self::record_prompt`] of a conversation's next request ([`Self::count_prompt_after`]).

@@ -116,3 +116,32 @@ fn a_memo_of_another_conversation_changes_nothing() {
     let b = prompt(conversation(&words(300, 6), 6, 30));
     agree(&tok, &[a, b.clone(), b], &mut memo);
 }
+
+/// Given only what is new (`count_prompt_continued`: the first `kept` messages are the memo's),
+/// each prompt of a growing conversation counts as on its own — including when the template
+/// renders an earlier message differently once later ones exist (this template drops the
+/// reasoning of turns before the last user message), and after a count that kept nothing.
+#[test]
+fn given_only_the_new_messages_each_prompt_counts_as_alone() {
+    let tok = tokenizer();
+    let system = format!("[salt: 4461]\n\n{}", words(300, 5));
+    let mut all = conversation(&system, 10, 30);
+    // A second user message late in the conversation: earlier reasoning is dropped from then on.
+    all.insert(15, json!({"role": "user", "content": words(20, 3)}));
+    let mut memo = PromptMemo::default();
+    let mut kept = 0;
+    for end in (2..=all.len()).step_by(2) {
+        let whole = tokenizer().count_prompt(&prompt(all[..end].to_vec()));
+        let new = prompt(all[kept..end].to_vec());
+        let got = tok.count_prompt_continued(&new, kept, &mut memo);
+        assert_eq!(got, whole, "prompt of {end} messages, {kept} kept");
+        assert_eq!(memo.messages(), end);
+        kept = end;
+    }
+    // Counted from nothing again (kept 0) with the whole prompt: the same.
+    let whole = tokenizer().count_prompt(&prompt(all.clone()));
+    assert_eq!(
+        tok.count_prompt_continued(&prompt(all), 0, &mut memo),
+        whole
+    );
+}

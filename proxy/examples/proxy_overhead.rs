@@ -29,7 +29,13 @@
 //! (`--hyper`: also the proxy with `--upstream-client hyper`, the hyper-util client it had before;
 //! `--pin`: sim and client on CPU 0, each proxy on CPU 1 with one worker — the proxy with a core
 //! of its own instead of competing with the load generator; needs `taskset`.)
-//! (`PROXY_WORKERS=N` / `PROXY_RT=current` change the proxy child's runtime.)
+//! (`PROXY_THREADS=N`: the proxy child's `--threads`; `PROXY_WORKERS=N` / `PROXY_RT=current`:
+//! the runtime its accept loop runs on.)
+//! (`--variant NAME:K=V,…`: the proxy again as `tokentap-NAME`, with these environment
+//! variables; `BIN=PATH` among them runs that build of this example as the proxy, e.g. an
+//! earlier commit's, so a before and after are measured in one run.)
+//! (`--rounds N`: every level N times, the proxies' order reversed each round; after the table,
+//! each path beside nginx as medians over the rounds, with the ratio.)
 //! (`--decode` is the sim's decode time per token, a duration.)
 //! (`--api chat,responses,messages`: the same table for each API in turn, in one run — the
 //! OpenAI Responses API and the Anthropic Messages API beside chat completions; chunks are then
@@ -125,7 +131,24 @@ fn main() -> anyhow::Result<()> {
         nginx: args.iter().any(|a| a == "--nginx"),
         hyper: args.iter().any(|a| a == "--hyper"),
         pin: args.iter().any(|a| a == "--pin"),
+        variants: args
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| *a == "--variant")
+            .filter_map(|(i, _)| args.get(i + 1))
+            .map(|v| {
+                let (name, env) = v.split_once(':').unwrap_or((v, ""));
+                let env = env
+                    .split(',')
+                    .filter_map(|kv| kv.split_once('='))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                (name.to_string(), env)
+            })
+            .collect(),
+        rounds: arg(&args, "--rounds").map_or(Ok(1), |s| s.parse())?.max(1),
     };
+
     if peers.pin {
         // Sim and client on CPU 0 (threads inherit this); proxies on CPU 1.
         let mut set = nix::sched::CpuSet::new();
@@ -162,6 +185,13 @@ fn child(upstream: String, hyper: bool) -> anyhow::Result<()> {
     };
     rt.block_on(async move {
         let mut cfg = tokentap_proxy::Config::new([upstream]);
+        // PROXY_THREADS=N: the serving threads (`--threads`).
+        if let Some(n) = std::env::var("PROXY_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            cfg.threads = n;
+        }
         if hyper {
             cfg.upstream_client = tokentap_proxy::config::UpstreamClient::Hyper;
         }
@@ -205,11 +235,23 @@ struct ChildProxy {
 impl ChildProxy {
     /// `client`: `direct` (the default) or `hyper` (`--upstream-client`). `pin`: on CPU 1 with
     /// one worker thread.
-    fn spawn(upstream: &str, client: &str, pin: bool) -> anyhow::Result<ChildProxy> {
-        let mut cmd = on_cpu1(std::env::current_exe()?, pin);
+    fn spawn(
+        upstream: &str,
+        client: &str,
+        pin: bool,
+        env: &[(String, String)],
+    ) -> anyhow::Result<ChildProxy> {
+        // `BIN=PATH` among the variables: that build of this example is the child (a before
+        // and after in one run).
+        let exe = match env.iter().find(|(k, _)| k == "BIN") {
+            Some((_, bin)) => std::path::PathBuf::from(bin),
+            None => std::env::current_exe()?,
+        };
+        let mut cmd = on_cpu1(exe, pin);
         if pin {
             cmd.env("PROXY_WORKERS", "1");
         }
+        cmd.envs(env.iter().filter(|(k, _)| k != "BIN").map(|(k, v)| (k, v)));
         let mut child = cmd
             .args(["--child", "--upstream", upstream, "--client", client])
             .stdin(Stdio::piped())
@@ -241,9 +283,8 @@ impl ChildProxy {
         Ok(line.trim().trim_start_matches("allocs ").parse()?)
     }
 
-    /// utime + stime in ns (USER_HZ is 100 on Linux).
-    fn cpu_ns(&self) -> anyhow::Result<u64> {
-        proc_cpu_ns(self.child.id())
+    fn counters(&self) -> anyhow::Result<Counters> {
+        Counters::of(&[self.child.id()])
     }
 
     fn rss_kib(&self) -> anyhow::Result<u64> {
@@ -546,8 +587,8 @@ impl Nginx {
         })
     }
 
-    /// utime + stime of the master and its workers, ns.
-    fn cpu_ns(&self) -> anyhow::Result<u64> {
+    /// The master's and its workers' counters.
+    fn counters(&self) -> anyhow::Result<Counters> {
         let master = self.child.id();
         let mut pids = vec![master];
         for e in std::fs::read_dir("/proc")?.flatten() {
@@ -561,7 +602,7 @@ impl Nginx {
                 }
             }
         }
-        pids.iter().map(|p| proc_cpu_ns(*p)).sum()
+        Counters::of(&pids)
     }
 }
 
@@ -590,12 +631,55 @@ impl Drop for Nginx {
     }
 }
 
-fn proc_cpu_ns(pid: u32) -> anyhow::Result<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let after = &s[s.rfind(')').ok_or_else(|| anyhow::anyhow!("stat"))? + 2..];
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks: u64 = f[11].parse::<u64>()? + f[12].parse::<u64>()?;
-    Ok(ticks * 10_000_000)
+/// What the kernel counted of a set of processes, every thread summed: CPU time (schedstat,
+/// nanoseconds, not ticks), wake-ups (voluntary context switches: each is a thread that blocked
+/// — in `epoll_wait`, a futex — and had to be woken again) and read- and write-type system calls
+/// (`/proc/PID/io`'s `syscr` + `syscw`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    cpu_ns: u64,
+    wakeups: u64,
+    syscalls: u64,
+}
+
+impl Counters {
+    fn of(pids: &[u32]) -> anyhow::Result<Counters> {
+        let mut c = Counters::default();
+        for pid in pids {
+            for t in std::fs::read_dir(format!("/proc/{pid}/task"))?.flatten() {
+                let p = t.path();
+                let Ok(sched) = std::fs::read_to_string(p.join("schedstat")) else {
+                    continue; // the thread ended meanwhile
+                };
+                c.cpu_ns += sched
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+                let status = std::fs::read_to_string(p.join("status")).unwrap_or_default();
+                c.wakeups += field(&status, "voluntary_ctxt_switches:");
+            }
+            let io = std::fs::read_to_string(format!("/proc/{pid}/io"))?;
+            c.syscalls += field(&io, "syscr:") + field(&io, "syscw:");
+        }
+        Ok(c)
+    }
+
+    fn since(self, before: Counters) -> Counters {
+        Counters {
+            cpu_ns: self.cpu_ns.saturating_sub(before.cpu_ns),
+            wakeups: self.wakeups.saturating_sub(before.wakeups),
+            syscalls: self.syscalls.saturating_sub(before.syscalls),
+        }
+    }
+}
+
+/// The number after `name` on its line of a /proc text (0 when missing).
+fn field(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// One measured path's numbers at one concurrency.
@@ -640,6 +724,39 @@ struct Peers {
     nginx: bool,
     hyper: bool,
     pin: bool,
+    /// `--variant NAME:K=V,K=V`: the proxy again, with these environment variables.
+    variants: Vec<(String, Vec<(String, String)>)>,
+    /// `--rounds`: each level this many times.
+    rounds: usize,
+}
+
+/// A measured path other than `direct`.
+enum Peer {
+    Ours(ChildProxy),
+    Nginx(Nginx),
+}
+
+impl Peer {
+    fn url(&self) -> &str {
+        match self {
+            Peer::Ours(c) => &c.url,
+            Peer::Nginx(n) => &n.url,
+        }
+    }
+
+    fn counters(&self) -> anyhow::Result<Counters> {
+        match self {
+            Peer::Ours(c) => c.counters(),
+            Peer::Nginx(n) => n.counters(),
+        }
+    }
+
+    fn allocs(&mut self) -> anyhow::Result<Option<u64>> {
+        match self {
+            Peer::Ours(c) => c.allocs().map(Some),
+            Peer::Nginx(_) => Ok(None),
+        }
+    }
 }
 
 async fn parent(
@@ -651,6 +768,7 @@ async fn parent(
     peers: Peers,
     apis: Vec<u8>,
 ) -> anyhow::Result<()> {
+    let rounds = peers.rounds;
     let mut cfg = SimConfig::zero_delay();
     cfg.output.always_max = true;
     cfg.timing.decode_ms = decode_ms;
@@ -658,28 +776,38 @@ async fn parent(
     // batch of ready chunks).
     cfg.timing.flush_each_chunk = true;
     let sim = SimServer::start(cfg).await?;
-    let mut px = ChildProxy::spawn(&sim.base_url(), "direct", peers.pin)?;
-    let mut hx = if peers.hyper {
-        Some(ChildProxy::spawn(&sim.base_url(), "hyper", peers.pin)?)
-    } else {
-        None
-    };
-    let ng = if peers.nginx {
-        Some(Nginx::spawn(&sim.base_url(), peers.pin)?)
-    } else {
-        None
-    };
+    // The measured paths besides `direct`: the proxy as shipped, its variants (`--variant`),
+    // hyper's client (`--hyper`), nginx (`--nginx`).
+    let mut paths: Vec<(String, Peer)> = vec![(
+        "tokentap".into(),
+        Peer::Ours(ChildProxy::spawn(
+            &sim.base_url(),
+            "direct",
+            peers.pin,
+            &[],
+        )?),
+    )];
+    for (name, env) in &peers.variants {
+        let c = ChildProxy::spawn(&sim.base_url(), "direct", peers.pin, env)?;
+        paths.push((format!("tokentap-{name}"), Peer::Ours(c)));
+    }
+    if peers.hyper {
+        let c = ChildProxy::spawn(&sim.base_url(), "hyper", peers.pin, &[])?;
+        paths.push(("tokentap-hyper".into(), Peer::Ours(c)));
+    }
+    if peers.nginx {
+        paths.push((
+            "nginx".into(),
+            Peer::Nginx(Nginx::spawn(&sim.base_url(), peers.pin)?),
+        ));
+    }
     // Paced runs measure latency: reads stop at each chunk's end. Zero-delay runs measure
     // throughput: reads take what is there.
     let precise = decode_ms > 0.0;
     // Warm every path (connections, pools, allocator arenas).
     let _ = phase(&sim.base_url(), 8, 64, tokens, 0, precise).await;
-    let _ = phase(&px.url, 8, 64, tokens, 0, precise).await;
-    if let Some(h) = &hx {
-        let _ = phase(&h.url, 8, 64, tokens, 0, precise).await;
-    }
-    if let Some(n) = &ng {
-        let _ = phase(&n.url, 8, 64, tokens, 0, precise).await;
+    for (_, p) in &paths {
+        let _ = phase(p.url(), 8, 64, tokens, 0, precise).await;
     }
     sim.clear_log();
     let mode = if decode_ms > 0.0 {
@@ -687,75 +815,116 @@ async fn parent(
     } else {
         "zero-delay sim".to_string()
     };
-    println!("# proxy overhead — {mode}, one write per chunk, {tokens} tokens/request, requests per level: max({requests}, 4×C); arrivals = kernel receive timestamps at the client");
-    println!("| C | path | chunk p50 µs | chunk p99 µs | added chunk p50 / p99 µs | added TTFT p50 / p99 µs | chunk/s | ratio | CPU µs/chunk | allocs/chunk |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("# proxy overhead — {mode}, one write per chunk, {tokens} tokens/request, requests per level: max({requests}, 4×C), {rounds} round(s) per level, the proxies' order reversed each round; arrivals = kernel receive timestamps at the client");
+    println!("| C | path | chunk p50 µs | chunk p99 µs | added chunk p50 / p99 µs | added TTFT p50 / p99 µs | chunk/s | ratio | CPU µs/chunk | wake-ups/chunk | writes/chunk | allocs/chunk |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut id = 1_000_000_000u64;
     let mut next_id = || {
         id += 1_000_000_000;
         id
     };
+    // Per level, per path: (added chunk p50 µs, CPU µs per chunk, wake-ups per chunk) of each round.
+    let mut summary: Vec<(usize, Vec<Vec<[f64; 3]>>)> = Vec::new();
+    let mut round_no = 0usize;
     for (&a, &conc) in apis
         .iter()
         .flat_map(|a| streams.iter().map(move |c| (a, c)))
     {
         API.store(a, std::sync::atomic::Ordering::Relaxed);
         if apis.len() > 1 && Some(&conc) == streams.first() {
-            println!("| **{}** | | | | | | | | | |", api().0);
+            println!("| **{}** | | | | | | | | | | | |", api().0);
         }
         let total = requests.max(conc * 4);
-        let d = measure(
-            &sim,
-            &sim.base_url(),
-            conc,
-            total,
-            tokens,
-            next_id(),
-            precise,
-        )
-        .await?;
-        println!(
-            "| {conc} | direct | {:.1} | {:.1} | | | {:.0} | | | |",
-            us(d.chunk.p50),
-            us(d.chunk.p99),
-            d.rate
-        );
-        let row = |name: &str, p: &Level, cpu: u64, allocs: Option<u64>| {
-            println!(
-                "| {conc} | {name} | {:.1} | {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.0} | {:.3} | {:.2} | {} |",
-                us(p.chunk.p50),
-                us(p.chunk.p99),
-                us(p.chunk.p50 - d.chunk.p50),
-                us(p.chunk.p99 - d.chunk.p99),
-                us(p.ttft.p50 - d.ttft.p50),
-                us(p.ttft.p99 - d.ttft.p99),
-                p.rate,
-                p.rate / d.rate,
-                us(cpu as f64 / p.events.max(1) as f64),
-                allocs.map_or("-".into(), |a| format!("{:.3}", a as f64 / p.events.max(1) as f64)),
+        let mut per_path = vec![Vec::new(); paths.len()];
+        for _ in 0..rounds {
+            let d = measure(
+                &sim,
+                &sim.base_url(),
+                conc,
+                total,
+                tokens,
+                next_id(),
+                precise,
             )
-        };
-        let mut ours = vec![("tokentap", &mut px)];
-        if let Some(h) = hx.as_mut() {
-            ours.push(("tokentap-hyper", h));
+            .await?;
+            println!(
+                "| {conc} | direct | {:.1} | {:.1} | | | {:.0} | | | | | |",
+                us(d.chunk.p50),
+                us(d.chunk.p99),
+                d.rate
+            );
+            // Alternate the order, so neither proxy always runs first after the direct path.
+            let mut order: Vec<usize> = (0..paths.len()).collect();
+            if round_no % 2 == 1 {
+                order.reverse();
+            }
+            round_no += 1;
+            for i in order {
+                let (name, peer) = &mut paths[i];
+                let a0 = peer.allocs()?;
+                let c0 = peer.counters()?;
+                let p = measure(&sim, peer.url(), conc, total, tokens, next_id(), precise).await?;
+                let c = peer.counters()?.since(c0);
+                let allocs = match (a0, peer.allocs()?) {
+                    (Some(a0), Some(a1)) => Some(a1 - a0),
+                    _ => None,
+                };
+                let per = |n: u64| n as f64 / p.events.max(1) as f64;
+                println!(
+                    "| {conc} | {name} | {:.1} | {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.0} | {:.3} | {:.2} | {:.2} | {:.2} | {} |",
+                    us(p.chunk.p50),
+                    us(p.chunk.p99),
+                    us(p.chunk.p50 - d.chunk.p50),
+                    us(p.chunk.p99 - d.chunk.p99),
+                    us(p.ttft.p50 - d.ttft.p50),
+                    us(p.ttft.p99 - d.ttft.p99),
+                    p.rate,
+                    p.rate / d.rate,
+                    us(per(c.cpu_ns)),
+                    per(c.wakeups),
+                    per(c.syscalls),
+                    allocs.map_or("-".into(), |a| format!("{:.3}", per(a))),
+                );
+                per_path[i].push([
+                    us(p.chunk.p50 - d.chunk.p50),
+                    us(per(c.cpu_ns)),
+                    per(c.wakeups),
+                ]);
+            }
         }
-        for (name, c) in ours {
-            let a0 = c.allocs()?;
-            let cpu0 = c.cpu_ns()?;
-            let p = measure(&sim, &c.url, conc, total, tokens, next_id(), precise).await?;
-            let cpu1 = c.cpu_ns()?;
-            let a1 = c.allocs()?;
-            row(name, &p, cpu1 - cpu0, Some(a1 - a0));
-        }
-        if let Some(n) = &ng {
-            let cpu0 = n.cpu_ns()?;
-            let p = measure(&sim, &n.url, conc, total, tokens, next_id(), precise).await?;
-            let cpu1 = n.cpu_ns()?;
-            row("nginx", &p, cpu1 - cpu0, None);
+        summary.push((conc, per_path));
+    }
+    // Each path beside nginx (the last path when `--nginx`): medians over the rounds.
+    if peers.nginx && paths.len() > 1 {
+        let ng = paths.len() - 1;
+        println!("\n# beside nginx — medians over {rounds} round(s); ratio = path ÷ nginx (below 1: cheaper than nginx)");
+        println!("| C | path | added chunk p50 µs (nginx) | ratio | CPU µs/chunk (nginx) | ratio | wake-ups/chunk (nginx) |");
+        println!("|---|---|---|---|---|---|---|");
+        for (conc, per_path) in &summary {
+            let med = |v: &[[f64; 3]], k: usize| {
+                let mut x: Vec<f64> = v.iter().map(|r| r[k]).collect();
+                x.sort_by(f64::total_cmp);
+                x[x.len() / 2]
+            };
+            for (i, (name, _)) in paths.iter().enumerate().take(ng) {
+                let (o, n) = (&per_path[i], &per_path[ng]);
+                println!(
+                    "| {conc} | {name} | {:.1} ({:.1}) | {:.2} | {:.2} ({:.2}) | {:.2} | {:.2} ({:.2}) |",
+                    med(o, 0),
+                    med(n, 0),
+                    med(o, 0) / med(n, 0),
+                    med(o, 1),
+                    med(n, 1),
+                    med(o, 1) / med(n, 1),
+                    med(o, 2),
+                    med(n, 2),
+                );
+            }
         }
     }
-    drop(ng);
-    drop(hx);
+    let Some((_, Peer::Ours(mut px))) = paths.into_iter().next() else {
+        anyhow::bail!("the first path is the proxy");
+    };
     if !extras {
         return Ok(());
     }
@@ -795,7 +964,7 @@ async fn parent(
     pcfg.output.always_max = true;
     pcfg.timing.decode_ms = 20.0;
     let paced = SimServer::start(pcfg).await?;
-    let px = ChildProxy::spawn(&paced.base_url(), "direct", peers.pin)?;
+    let px = ChildProxy::spawn(&paced.base_url(), "direct", peers.pin, &[])?;
     let _ = phase(&px.url, 4, 8, 4, next_id(), false).await;
     let rss0 = px.rss_kib()?;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(held);

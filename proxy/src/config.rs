@@ -189,6 +189,16 @@ pub struct Config {
     #[arg(long, env = "TOKENTAP_PROXY_MAX_CONNECTIONS", default_value_t = defaults::MAX_CONNECTIONS,
         value_parser = tokentap_core::value::positive::<usize>)]
     pub max_connections: usize,
+    /// Serving threads, each one event loop (a single-threaded runtime) that holds its client
+    /// connections and their upstream connections; a new connection goes to the thread with the
+    /// fewest open. 0: one per core.
+    #[arg(
+        long,
+        env = "TOKENTAP_PROXY_THREADS",
+        default_value_t = 0,
+        value_name = "N"
+    )]
+    pub threads: usize,
     /// Most concurrent streams per client HTTP/2 connection (nginx's default: 128).
     #[arg(
         long,
@@ -362,6 +372,14 @@ impl Config {
     /// on the usage chunk).
     pub fn injects_usage(&self) -> bool {
         self.inject_usage || self.inject_metrics
+    }
+
+    /// `--threads`, 0 resolved: one per core.
+    pub fn serving_threads(&self) -> usize {
+        match self.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
     }
 
     /// `--tls-cert` and `--tls-key`, given together.

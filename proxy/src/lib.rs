@@ -79,6 +79,7 @@ pub mod shared;
 pub mod sniff;
 pub mod tokens;
 pub mod upstream;
+pub mod workers;
 
 pub use config::Config;
 pub use running::{run, shared, Proxy, ShutdownReport, StartError};

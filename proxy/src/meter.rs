@@ -471,6 +471,40 @@ struct Idle {
     limit: Duration,
     last: MonoNs,
     sleep: Pin<Box<tokio::time::Sleep>>,
+    /// The waker the sleep last registered: a timer keeps it until it fires, so the sleep is
+    /// polled again only when it fired or the task's waker changed (not on every wait for a
+    /// chunk: each poll re-registers the waker, two atomics per chunk).
+    armed_for: Option<std::task::Waker>,
+}
+
+impl Idle {
+    /// Called when the body waits for upstream: the limit, when nothing came for that long;
+    /// else the timer is (still) armed to wake this task at the limit.
+    fn expired(&mut self, cx: &mut Context<'_>) -> Option<Duration> {
+        let armed = !self.sleep.is_elapsed()
+            && self
+                .armed_for
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()));
+        if armed {
+            return None;
+        }
+        self.armed_for = Some(cx.waker().clone());
+        if self.sleep.as_mut().poll(cx).is_pending() {
+            return None;
+        }
+        let quiet = clock::now().saturating_sub(self.last);
+        let limit = self.limit.as_nanos() as u64;
+        if quiet >= limit {
+            return Some(self.limit);
+        }
+        let left = Duration::from_nanos(limit - quiet);
+        self.sleep
+            .as_mut()
+            .reset(tokio::time::Instant::now() + left);
+        let _ = self.sleep.as_mut().poll(cx);
+        None
+    }
 }
 
 /// The upstream response body, measured on its way to the client.
@@ -518,6 +552,7 @@ impl<B: Body> MeteredBody<B> {
                 limit,
                 last: clock::now(),
                 sleep: Box::pin(tokio::time::sleep(limit)),
+                armed_for: None,
             });
         }
         self
@@ -559,29 +594,18 @@ where
             let polled = match Pin::new(&mut this.inner).poll_frame(cx) {
                 Poll::Ready(r) => r,
                 Poll::Pending => {
-                    if let Some(idle) = this.idle.as_mut() {
-                        if idle.sleep.as_mut().poll(cx).is_ready() {
-                            let quiet = clock::now().saturating_sub(idle.last);
-                            let limit = idle.limit.as_nanos() as u64;
-                            if quiet >= limit {
-                                this.ended = true;
-                                let e = BodyError::Idle(idle.limit);
-                                this.tap.fail(
-                                    Status::TimedOut,
-                                    TurnError::new(
-                                        ErrorSource::Upstream,
-                                        ErrorKind::IdleTimeout,
-                                        e.to_string(),
-                                    ),
-                                );
-                                return Poll::Ready(Some(Err(e)));
-                            }
-                            let left = Duration::from_nanos(limit - quiet);
-                            idle.sleep
-                                .as_mut()
-                                .reset(tokio::time::Instant::now() + left);
-                            let _ = idle.sleep.as_mut().poll(cx);
-                        }
+                    if let Some(limit) = this.idle.as_mut().and_then(|i| i.expired(cx)) {
+                        this.ended = true;
+                        let e = BodyError::Idle(limit);
+                        this.tap.fail(
+                            Status::TimedOut,
+                            TurnError::new(
+                                ErrorSource::Upstream,
+                                ErrorKind::IdleTimeout,
+                                e.to_string(),
+                            ),
+                        );
+                        return Poll::Ready(Some(Err(e)));
                     }
                     this.unflushed = false;
                     return Poll::Pending;

@@ -5,6 +5,7 @@ use crate::config::Config;
 use crate::ledger::Ledger;
 use crate::records::{Writer, WriterConfig};
 use crate::shared::Shared;
+use crate::workers::Workers;
 use crate::{config, ledger, metrics, records, server, sessions, tokens, upstream};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -42,6 +43,9 @@ pub enum StartError {
     /// The records directory is unusable.
     #[error("{0}")]
     Records(#[from] records::DirError),
+    /// The serving threads could not start.
+    #[error("the serving threads: {0}")]
+    Workers(std::io::Error),
     /// The tokenizer stage's threads could not start.
     #[error("the tokenizer stage: {0}")]
     TokenStage(std::io::Error),
@@ -81,6 +85,7 @@ pub struct Proxy {
     shared: Arc<Shared>,
     stop: Option<oneshot::Sender<Duration>>,
     accept: JoinHandle<server::DrainReport>,
+    workers: Option<Arc<Workers>>,
     admin_stop: CancellationToken,
     admin: JoinHandle<()>,
     sweeper: JoinHandle<()>,
@@ -113,9 +118,16 @@ impl Proxy {
         let addr = bound(&listener, cfg.listen)?;
         let admin_addr = bound(&admin_listener, cfg.admin)?;
         let ttl = cfg.session_ttl;
+        let workers = Arc::new(Workers::start(cfg.serving_threads()).map_err(StartError::Workers)?);
         let shared = shared(cfg)?;
         let (stop_tx, stop_rx) = oneshot::channel();
-        let accept = tokio::spawn(server::accept_loop(listener, shared.clone(), tls, stop_rx));
+        let accept = tokio::spawn(server::accept_loop(
+            listener,
+            shared.clone(),
+            tls,
+            workers.clone(),
+            stop_rx,
+        ));
         let admin_stop = CancellationToken::new();
         let admin = tokio::spawn(server::admin_loop(
             admin_listener,
@@ -144,6 +156,7 @@ impl Proxy {
             shared,
             stop: Some(stop_tx),
             accept,
+            workers: Some(workers),
             admin_stop,
             admin,
             sweeper,
@@ -221,6 +234,10 @@ impl Proxy {
                 );
             }
         }
+        // The accept loop has ended, so this is the last handle on the serving threads.
+        if let Some(w) = self.workers.take().and_then(Arc::into_inner) {
+            w.stop().await;
+        }
         ledger.writer.flush().await;
         self.admin_stop.cancel();
         let _ = (&mut self.admin).await;
@@ -241,7 +258,11 @@ impl Proxy {
 /// any listener: [`Proxy::start`] uses it, and so do benches that drive a [`meter::MeteredBody`]
 /// directly. Must be called inside a tokio runtime.
 pub fn shared(cfg: Config) -> Result<Arc<Shared>, StartError> {
-    let upstreams = upstream::Upstreams::new(&cfg.upstreams, cfg.max_upstream_connections)?;
+    let upstreams = upstream::Upstreams::new(
+        &cfg.upstreams,
+        cfg.max_upstream_connections,
+        cfg.serving_threads(),
+    )?;
     let needs_roots = cfg.upstreams.iter().any(|u| u.starts_with("https://"));
     let clients = upstream::Clients::new(&upstream::ClientConfig {
         connect_timeout: cfg.connect_timeout,

@@ -1,9 +1,10 @@
 //! Listeners: accepting clients (plain or TLS, HTTP/1.1 and h2), the admin port, and the drain.
 //!
-//! Each accepted socket gets `TCP_NODELAY` and its own task running hyper-util's `auto`
+//! Each accepted socket gets `TCP_NODELAY` and its own task, on the serving thread with the
+//! fewest open connections ([`crate::workers`]), running hyper-util's `auto`
 //! connection (HTTP/1.1 or h2 by preface; over TLS, ALPN offers `h2` and `http/1.1`). Every
-//! connection is watched by a [`GracefulShutdown`] and tracked by a [`Tracker`]: on shutdown the
-//! accept loop stops, graceful shutdown asks each connection to finish what it has in flight
+//! connection is watched by a [`Drain`] and tracked by a [`Tracker`]: on shutdown the
+//! accept loop stops, the drain asks each connection to finish what it has in flight
 //! (h1: no more keep-alive; h2: GOAWAY), and when the grace period runs out [`Tracker::cut`]
 //! aborts whatever is left — which drops their response bodies, whose taps record them
 //! `cancelled`. h2 streams run in tasks of their own, spawned through the same tracker.
@@ -11,18 +12,20 @@
 use crate::ledger::Ledger;
 use crate::service;
 use crate::shared::Shared;
+use crate::workers::Workers;
 use dashmap::DashMap;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use hyper_util::server::graceful::GracefulConnection;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
-use tokio::task::AbortHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
@@ -42,9 +45,27 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    /// Spawns a tracked task (dropped at once if the cut already happened).
+    /// Spawns a tracked task on this runtime (dropped at once if the cut already happened).
     pub fn spawn<F>(&self, fut: F)
     where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.track(fut, |f| tokio::spawn(f));
+    }
+
+    /// Spawns a tracked task on the least busy serving thread.
+    pub fn spawn_on<F>(&self, workers: &Workers, fut: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.track(fut, |f| workers.serve(f));
+    }
+
+    fn track<F>(
+        &self,
+        fut: F,
+        spawn: impl FnOnce(Pin<Box<dyn Future<Output = ()> + Send>>) -> JoinHandle<()>,
+    ) where
         F: Future<Output = ()> + Send + 'static,
     {
         if self.cut.load(Ordering::Acquire) {
@@ -52,10 +73,10 @@ impl Tracker {
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let tasks = self.tasks.clone();
-        let h = tokio::spawn(async move {
+        let h = spawn(Box::pin(async move {
             fut.await;
             tasks.remove(&id);
-        });
+        }));
         self.tasks.insert(id, h.abort_handle());
         // The task may have finished before its handle was inserted.
         if h.is_finished() {
@@ -117,6 +138,122 @@ impl Backoff {
     }
 }
 
+/// The graceful part of a shutdown: [`Drain::run`] asks every watched connection to finish what
+/// it has in flight (HTTP/1.1: no more keep-alive; h2: GOAWAY) and waits until all have ended.
+///
+/// hyper-util's `GracefulShutdown` does the same with a `watch` channel whose change every
+/// connection re-polls each time it is polled — once per forwarded chunk, and every poll of a
+/// registered waiter takes the channel's one mutex, shared by all connections on all threads.
+/// Here each connection leaves its waker once per poll in a slot of its own (two uncontended
+/// atomics) and reads one flag that changes once.
+#[derive(Clone, Default)]
+pub struct Drain(Arc<DrainState>);
+
+#[derive(Default)]
+struct DrainState {
+    started: AtomicBool,
+    next: AtomicU64,
+    /// The watched connections' wakers, by id.
+    conns: DashMap<u64, Arc<atomic_waker::AtomicWaker>>,
+    /// Told when the last watched connection ends during a drain.
+    idle: tokio::sync::Notify,
+}
+
+impl Drain {
+    /// A place for one connection, taken when it is accepted (the drain waits for it from
+    /// then on, even before it is [`Watcher::watch`]ed).
+    pub fn watcher(&self) -> Watcher {
+        let id = self.0.next.fetch_add(1, Ordering::Relaxed);
+        let slot = Arc::new(atomic_waker::AtomicWaker::new());
+        self.0.conns.insert(id, slot.clone());
+        Watcher {
+            drain: self.clone(),
+            id,
+            slot,
+        }
+    }
+
+    /// Starts the drain and waits until every watched connection has ended.
+    pub async fn run(&self) {
+        self.0.started.store(true, Ordering::Release);
+        for c in self.0.conns.iter() {
+            c.value().wake();
+        }
+        loop {
+            let idle = self.0.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.0.conns.is_empty() {
+                return;
+            }
+            idle.await;
+        }
+    }
+}
+
+/// One connection's place in a [`Drain`]; dropping it ends the wait for that connection.
+pub struct Watcher {
+    drain: Drain,
+    id: u64,
+    slot: Arc<atomic_waker::AtomicWaker>,
+}
+
+impl Watcher {
+    /// `conn`, asked to finish gracefully once the drain starts.
+    pub fn watch<C: GracefulConnection>(self, conn: C) -> Watched<C> {
+        Watched {
+            conn: Box::pin(conn),
+            watcher: self,
+            asked: false,
+            waker: None,
+        }
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        let d = &self.drain.0;
+        d.conns.remove(&self.id);
+        if d.started.load(Ordering::Acquire) && d.conns.is_empty() {
+            d.idle.notify_waiters();
+        }
+    }
+}
+
+/// A connection watched by a [`Drain`].
+pub struct Watched<C> {
+    conn: Pin<Box<C>>,
+    watcher: Watcher,
+    /// Its graceful shutdown was asked for.
+    asked: bool,
+    /// The waker left in the slot.
+    waker: Option<std::task::Waker>,
+}
+
+impl<C: GracefulConnection> Future for Watched<C> {
+    type Output = C::Output;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let this = &mut *self;
+        if !this.asked {
+            // The waker first, then the flag: a drain that starts in between wakes this task.
+            // (Registered again only when the task's waker changed.)
+            if !this.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                this.watcher.slot.register(cx.waker());
+                this.waker = Some(cx.waker().clone());
+            }
+            if this.watcher.drain.0.started.load(Ordering::Acquire) {
+                this.asked = true;
+                this.conn.as_mut().graceful_shutdown();
+            }
+        }
+        this.conn.as_mut().poll(cx)
+    }
+}
+
 /// How the drain went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DrainReport {
@@ -129,11 +266,12 @@ pub async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
     tls: Option<TlsAcceptor>,
+    workers: Arc<Workers>,
     stop: oneshot::Receiver<Duration>,
 ) -> DrainReport {
     let tracker = Tracker::default();
     let setup = ConnSetup::new(&tracker, &shared);
-    let graceful = GracefulShutdown::new();
+    let drain = Drain::default();
     let mut backoff = Backoff::default();
     let open = Arc::new(tokio::sync::Semaphore::new(shared.cfg.max_connections));
     tokio::pin!(stop);
@@ -162,20 +300,27 @@ pub async fn accept_loop(
                     continue;
                 };
                 let _ = sock.set_nodelay(true);
-                tracker.spawn(serve_connection(
-                    setup.clone(),
-                    shared.clone(),
-                    sock,
-                    tls.clone(),
-                    graceful.watcher(),
-                    slot,
-                ));
+                // Handed to a serving thread, where it is registered again (so its readiness
+                // is reported to the thread that reads it).
+                let sock = match sock.into_std() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "an accepted socket could not be handed over");
+                        continue;
+                    }
+                };
+                let (setup, shared, tls, watcher) =
+                    (setup.clone(), shared.clone(), tls.clone(), drain.watcher());
+                tracker.spawn_on(&workers, async move {
+                    let Ok(sock) = TcpStream::from_std(sock) else { return };
+                    serve_connection(setup, shared, sock, tls, watcher, slot).await;
+                });
             }
         }
     };
     drop(listener);
     let drained = tokio::select! {
-        _ = graceful.shutdown() => true,
+        _ = drain.run() => true,
         _ = tokio::time::sleep(grace) => false,
     };
     if !drained {

@@ -150,9 +150,9 @@ pub fn count_after(tok: &RefTokenizer, memos: &Mutex<PromptMemos>, job: Job) -> 
     if let Some(p) = request.as_deref().and_then(PromptInput::from_body) {
         match rec.conversation_id.clone() {
             Some(session) => {
-                let mut memo = memos.lock().take(&session);
+                let (mut memo, ()) = memos.lock().take(&session);
                 tok.record_prompt_after(&p, &mut memo, &mut rec);
-                memos.lock().put(session, memo);
+                memos.lock().put(session, memo, ());
             }
             None => tok.record_prompt(&p, &mut rec),
         }

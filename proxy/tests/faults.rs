@@ -356,6 +356,29 @@ async fn a_stream_that_goes_silent_is_cut_after_the_idle_timeout() {
     assert!(!s.log()[0].finished);
 }
 
+/// The idle limit is between two chunks, not the stream's length: a stream three times as long
+/// as the limit, a chunk every fifth of it, is forwarded whole (the timer is armed again after
+/// it fires while chunks still come).
+#[tokio::test]
+async fn a_slow_stream_that_keeps_sending_is_not_cut() {
+    let mut cfg = sim_cfg();
+    cfg.timing.decode_ms = 60.0;
+    cfg.output.always_max = true;
+    let s = sim(cfg).await;
+    let mut pc = proxy_cfg(&[s.base_url()]);
+    pc.upstream_idle_timeout = Duration::from_millis(300);
+    let p = proxy(pc).await;
+    let got = send(&client(), post(&url(&p), chat(true, 15, json!({})), None)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    let rec = within(p.wait_records(1)).await.remove(0);
+    assert_eq!(rec.status, Status::Ok, "{:?}", rec.error);
+    assert!(
+        rec.measured.e2e_ns.unwrap_or(0) > 600_000_000,
+        "the stream outlasted the limit twice: {:?}",
+        rec.measured.e2e_ns
+    );
+}
+
 /// A client that leaves once the response's end event reached it, before the server closed the
 /// stream (Codex does on `response.completed`): the turn is whole, `ok` — not cancelled.
 #[tokio::test]

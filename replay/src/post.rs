@@ -20,6 +20,7 @@
 
 use crate::collector::{Msg, RefTurn, ReplayRecord};
 use crate::request::RequestBody;
+use bytes::Bytes;
 use parking_lot::Mutex;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -50,8 +51,67 @@ pub(crate) struct Ctx {
     pub scorer: Option<Arc<Scorer>>,
     /// `--record-outputs`.
     pub record_outputs: bool,
-    /// Each trajectory's last prompt, for its next ISL count.
-    pub memos: Mutex<PromptMemos>,
+    /// Each trajectory's last prompt, for its next ISL count, and the segments it was read
+    /// from.
+    pub memos: Mutex<PromptMemos<Segments>>,
+}
+
+/// The `messages` segments of a trajectory's last body counted, with how many messages each
+/// holds. A segment is held (a refcount), so one at the same address is the same one: the
+/// next body's segments that are these were read already.
+#[derive(Debug, Default)]
+pub(crate) struct Segments(Vec<(Bytes, usize)>);
+
+impl Segments {
+    /// The prompt of `body` as what is new since the last body read — its messages past the
+    /// first `kept`, which are the memo's (it holds `memo_messages`) — or `None` when the body
+    /// has no messages or is not JSON (no count, as for any request the reference cannot read).
+    fn next(&mut self, body: &RequestBody, memo_messages: usize) -> Option<(PromptInput, usize)> {
+        let got = self.read(body, memo_messages);
+        if got.is_none() {
+            // Nothing counted: the memo was not moved on, so nothing here may be trusted.
+            self.0.clear();
+        }
+        got
+    }
+
+    fn read(&mut self, body: &RequestBody, memo_messages: usize) -> Option<(PromptInput, usize)> {
+        let (segs, tail) = body.message_parts();
+        let same = self
+            .0
+            .iter()
+            .zip(segs)
+            .take_while(|((held, _), s)| held.as_ptr() == s.as_ptr() && held.len() == s.len())
+            .count();
+        let mut kept: usize = self.0[..same].iter().map(|(_, n)| n).sum();
+        let mut from = same;
+        if kept > memo_messages {
+            // The memo was let go (or counted nothing): everything is read again.
+            (kept, from) = (0, 0);
+        }
+        self.0.truncate(from);
+        let mut new = Vec::new();
+        for s in &segs[from..] {
+            let list = s.strip_prefix(b",").unwrap_or(s);
+            let mut json = Vec::with_capacity(list.len() + 2);
+            json.push(b'[');
+            json.extend_from_slice(list);
+            json.push(b']');
+            let msgs: Vec<serde_json::Value> = serde_json::from_slice(&json).ok()?;
+            self.0.push((s.clone(), msgs.len()));
+            new.extend(msgs);
+        }
+        if kept + new.len() == 0 {
+            return None;
+        }
+        let mut settings = Vec::with_capacity(tail.len() + 13);
+        settings.extend_from_slice(b"{\"messages\":[");
+        settings.extend_from_slice(tail);
+        let serde_json::Value::Object(o) = serde_json::from_slice(&settings).ok()? else {
+            return None;
+        };
+        Some((PromptInput::from_object(o, new), kept))
+    }
 }
 
 /// Starts `threads` workers; returns the job sender. The workers stop when every sender is
@@ -135,12 +195,12 @@ pub(crate) fn process(ctx: &Ctx, job: Job) -> ReplayRecord {
     if record.status != Status::Aborted {
         match (&ctx.tokenizer, &body) {
             (Some(tok), Some(b)) => {
-                if let Some(p) = PromptInput::from_body(&b.to_vec()) {
-                    let trajectory = record.conversation_id.clone().unwrap_or_default();
-                    let mut memo = ctx.memos.lock().take(&trajectory);
-                    tok.record_prompt_after(&p, &mut memo, &mut record);
-                    ctx.memos.lock().put(trajectory, memo);
+                let trajectory = record.conversation_id.clone().unwrap_or_default();
+                let (mut memo, mut read) = ctx.memos.lock().take(&trajectory);
+                if let Some((p, kept)) = read.next(b, memo.messages()) {
+                    tok.record_prompt_continued(&p, kept, &mut memo, &mut record);
                 }
+                ctx.memos.lock().put(trajectory, memo, read);
             }
             _ => {
                 if let Some(p) = record.measured.prompt_tokens {

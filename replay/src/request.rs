@@ -424,6 +424,14 @@ impl RequestBody {
         &self.frames
     }
 
+    /// The `messages` array's segments (one per turn, shared with the trajectory's earlier
+    /// bodies; every one after the first begins with a comma) and the tail after the array
+    /// (`],"temperature":…}`).
+    pub fn message_parts(&self) -> (&[Bytes], &Bytes) {
+        let n = self.frames.len();
+        (&self.frames[1..n - 1], &self.frames[n - 1])
+    }
+
     /// Number of segments.
     pub fn frame_count(&self) -> usize {
         self.frames.len()

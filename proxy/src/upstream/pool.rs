@@ -8,16 +8,32 @@ use tokentap_core::http1;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-/// Idle connections kept per replica at most.
+/// Idle connections kept per replica and thread at most.
 const MAX_IDLE: usize = 4096;
 
-/// One replica's idle connections.
-#[derive(Debug, Default)]
+type Idle = Vec<(TcpStream, Instant)>;
+
+/// One replica's idle connections, a list per serving thread.
+#[derive(Debug)]
 pub struct Pool {
-    idle: Mutex<Vec<(TcpStream, Instant)>>,
+    /// Indexed by [`crate::workers::slot`] (0: any other thread).
+    idle: Box<[Mutex<Idle>]>,
+}
+
+impl Default for Pool {
+    fn default() -> Pool {
+        Pool::new(1)
+    }
 }
 
 impl Pool {
+    /// A pool for `threads` serving threads (and the others).
+    pub fn new(threads: usize) -> Pool {
+        Pool {
+            idle: (0..=threads).map(|_| Mutex::default()).collect(),
+        }
+    }
+
     /// The newest idle connection that is younger than `keepalive` and still open.
     pub(crate) fn take(&self, keepalive: Duration) -> Option<TcpStream> {
         loop {
@@ -37,15 +53,18 @@ impl Pool {
 
     /// Closes idle connections older than `keepalive`.
     pub fn sweep(&self, keepalive: Duration) {
-        self.lock().retain(|(_, at)| at.elapsed() < keepalive);
+        for l in &self.idle {
+            l.lock().retain(|(_, at)| at.elapsed() < keepalive);
+        }
     }
 
     /// Idle connections now.
     pub fn idle(&self) -> usize {
-        self.lock().len()
+        self.idle.iter().map(|l| l.lock().len()).sum()
     }
 
-    fn lock(&self) -> parking_lot::MutexGuard<'_, Vec<(TcpStream, Instant)>> {
-        self.idle.lock()
+    /// This thread's list.
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Idle> {
+        self.idle[crate::workers::slot() % self.idle.len()].lock()
     }
 }

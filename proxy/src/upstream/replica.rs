@@ -110,7 +110,12 @@ pub struct Upstreams {
 
 impl Upstreams {
     /// The replicas of `urls`, each with at most `max_connections` requests in flight.
-    pub fn new(urls: &[String], max_connections: usize) -> Result<Upstreams, UpstreamError> {
+    /// `threads`: the serving threads, each with its own idle connections.
+    pub fn new(
+        urls: &[String],
+        max_connections: usize,
+        threads: usize,
+    ) -> Result<Upstreams, UpstreamError> {
         if urls.is_empty() {
             return Err(UpstreamError::None);
         }
@@ -121,6 +126,7 @@ impl Upstreams {
         let n = max_connections.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
         for u in &mut list {
             u.slots = Arc::new(tokio::sync::Semaphore::new(n));
+            u.pool = Arc::new(super::pool::Pool::new(threads));
         }
         Ok(Upstreams {
             list: list.into_iter().map(Arc::new).collect(),
@@ -202,8 +208,8 @@ mod tests {
         let three: Vec<String> = (0..3).map(|i| format!("http://10.0.0.{i}:80")).collect();
         let mut four = three.clone();
         four.push("http://10.0.0.9:80".into());
-        let a = Upstreams::new(&three, 8).unwrap();
-        let b = Upstreams::new(&four, 8).unwrap();
+        let a = Upstreams::new(&three, 8, 1).unwrap();
+        let b = Upstreams::new(&four, 8, 1).unwrap();
         let mut moved = 0;
         let mut per = [0usize; 3];
         for s in 0..4000 {
@@ -223,7 +229,7 @@ mod tests {
 
     #[test]
     fn no_session_goes_to_least_loaded() {
-        let u = Upstreams::new(&["http://a:1".into(), "http://b:1".into()], 8).unwrap();
+        let u = Upstreams::new(&["http://a:1".into(), "http://b:1".into()], 8, 1).unwrap();
         u.list[0].in_flight.store(3, Ordering::Relaxed);
         assert_eq!(u.ranking(None), vec![1, 0]);
     }
