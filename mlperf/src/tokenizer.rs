@@ -520,7 +520,39 @@ impl RefTokenizer {
     }
 
     /// `encode(text, add_special_tokens=False)` length.
+    ///
+    /// Counted through the tokenizer's own steps — its added tokens split out, its normalizer,
+    /// its pre-tokenizer, its model on each piece — as `encode` runs them, without building the
+    /// `Encoding` (offsets, word ids, masks and a `String` per token, which was most of the
+    /// cost of a count; `count_is_encode`, in the tests, holds the two equal).
     pub fn count_text(&self, text: &str) -> u64 {
+        use tokenizers::{Model, OffsetReferential, OffsetType, PreTokenizer};
+        let mut pieces = self
+            .tok
+            .get_added_vocabulary()
+            .extract_and_normalize(self.tok.get_normalizer(), text);
+        if let Some(pre) = self.tok.get_pre_tokenizer() {
+            if pre.pre_tokenize(&mut pieces).is_err() {
+                return self.encode_len(text);
+            }
+        }
+        let model = self.tok.get_model();
+        let mut n = 0u64;
+        for (piece, _, tokens) in pieces.get_splits(OffsetReferential::Normalized, OffsetType::None)
+        {
+            n += match tokens {
+                Some(t) => t.len() as u64,
+                None => match model.tokenize(piece) {
+                    Ok(t) => t.len() as u64,
+                    Err(_) => return self.encode_len(text),
+                },
+            };
+        }
+        n
+    }
+
+    /// `encode(text, add_special_tokens=False)` length, by `encode` itself.
+    pub fn encode_len(&self, text: &str) -> u64 {
         match self.tok.encode_fast(text, false) {
             Ok(e) => e.len() as u64,
             // Encoding cannot fail for a loaded BPE/WordPiece/Unigram model on valid UTF-8;
