@@ -5,12 +5,6 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-/// mimalloc instead of the C library's allocator: the reference tokenizer's encoding allocates
-/// per token, and with glibc's malloc nearly half of the replay's counting CPU was the
-/// allocator's (docs/benchmarks.md, "Reference token counts").
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 mod demo;
 mod shutdown;
 

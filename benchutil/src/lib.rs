@@ -1,7 +1,6 @@
 //! Bench-only helpers, shared by the benches and examples that prove "no allocation per chunk".
 //!
-//! [`Counting`] wraps the allocator the `tokentap` binary ships with (mimalloc) and counts every
-//! allocation and reallocation. It is
+//! [`Counting`] wraps the system allocator and counts every allocation and reallocation. It is
 //! the one place that needs `unsafe` (`GlobalAlloc` is an unsafe trait): a measured need, kept
 //! out of every shipped crate — only `[dev-dependencies]` name this crate.
 //!
@@ -13,16 +12,15 @@
 #![warn(missing_docs)]
 #![allow(unsafe_code)]
 
-use mimalloc::MiMalloc as Shipped;
-use std::alloc::{GlobalAlloc, Layout};
+use std::alloc::{GlobalAlloc, Layout, System as Shipped};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
 
-/// The shipped allocator, counting allocations and reallocations.
+/// The system allocator, counting allocations and reallocations.
 pub struct Counting;
 
-// SAFETY: every method forwards to the shipped allocator with the caller's arguments unchanged; the only
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged; the only
 // addition is a relaxed atomic increment, which cannot allocate or unwind.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {

@@ -10,10 +10,6 @@
 //! Results (the table, the date and the machine, and where the time goes):
 //! docs/benchmarks.md, "Reference token counts".
 
-/// The allocator the `tokentap` binary ships with.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Value};
 use std::path::PathBuf;

@@ -31,10 +31,6 @@
 //! docs/benchmarks.md, "Replay client overhead".
 
 use clap::{Parser, Subcommand};
-
-/// The allocator the `tokentap` binary ships with, so this measures the replay as it runs there.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
