@@ -11,6 +11,7 @@
 //!   the first chunk" means.
 //! - [`tokenizer`]: the reference tokenizer — HF `tokenizers` plus the model's chat template —
 //!   counting OSL, the TPOT denominator and ISL as the reference does, fallbacks included.
+//! - `bytelevel`: a byte-level BPE tokenizer's count by its own rules (the tokenizer's fast path).
 //! - [`template`]: Hugging Face chat templates rendered with transformers' Jinja settings.
 //! - [`pyjson`]: JSON and float text exactly as Python's `json.dumps` / `repr` and msgspec write it.
 //! - [`scorer`]: the inline accuracy scorer and `scores.json`.
@@ -40,6 +41,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod bytelevel;
 pub mod early_stopping;
 pub mod output;
 pub mod pareto;

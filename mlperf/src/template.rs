@@ -20,7 +20,7 @@
 //! golden tokenizer's own.
 
 use crate::pyjson::{self, Dumps};
-use minijinja::value::{Kwargs, Value, ValueKind};
+use minijinja::value::{Enumerator, Kwargs, Object, ObjectRepr, Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, UndefinedBehavior};
 use serde_json::Value as Json;
 
@@ -54,6 +54,8 @@ pub struct RenderInput<'a> {
     /// The messages already in the template's values (then `messages` is not read): a
     /// conversation's unchanged messages are converted once, not at every prompt.
     pub messages_value: Option<Value>,
+    /// The tools already in the template's values ([`tools_value`]; then `tools` is not read).
+    pub tools_value: Option<Value>,
 }
 
 const NAME: &str = "chat_template";
@@ -109,9 +111,10 @@ impl ChatTemplate {
         ));
         ctx.push((
             "tools".into(),
-            match input.tools {
-                Some(t) => Value::from_serialize(t),
-                None => Value::from(()),
+            match (&input.tools_value, input.tools) {
+                (Some(v), _) => v.clone(),
+                (None, Some(t)) => Value::from_serialize(t),
+                (None, None) => Value::from(()),
             },
         ));
         ctx.push(("documents".into(), Value::from(())));
@@ -172,8 +175,96 @@ fn tojson(v: Value, kwargs: Kwargs) -> Result<Value, Error> {
         opts.sort_keys = s;
     }
     kwargs.assert_all_used()?;
+    if let Some(d) = v.downcast_object_ref::<Dumped>() {
+        if opts == Dumps::default() {
+            return Ok(Value::from_safe_string(d.json.clone()));
+        }
+    }
     let json = to_json(&v)?;
     Ok(Value::from_safe_string(pyjson::dumps(&json, &opts)))
+}
+
+/// A map given to the template with its `tojson` text (transformers' default options) made
+/// when it was converted: a conversation's tools and tool-call arguments are converted once and
+/// dumped once, not at every turn's rendering. Everything else sees the map itself: indexing,
+/// iteration, length, truth and rendering are the map's.
+#[derive(Debug)]
+struct Dumped {
+    map: Value,
+    json: String,
+}
+
+impl Object for Dumped {
+    fn repr(self: &std::sync::Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &std::sync::Arc<Self>, key: &Value) -> Option<Value> {
+        self.map.as_object()?.get_value(key)
+    }
+
+    fn enumerate(self: &std::sync::Arc<Self>) -> Enumerator {
+        self.map
+            .as_object()
+            .map_or(Enumerator::Empty, |o| o.enumerate())
+    }
+
+    fn enumerator_len(self: &std::sync::Arc<Self>) -> Option<usize> {
+        self.map.as_object()?.enumerator_len()
+    }
+}
+
+/// `json` as the template's value, with its default `tojson` text made now when it is an
+/// object (see [`Dumped`]).
+fn dumped(json: &Json) -> Value {
+    let map = Value::from_serialize(json);
+    match (json, to_json(&map)) {
+        (Json::Object(_), Ok(j)) => Value::from_object(Dumped {
+            json: pyjson::dumps(&j, &Dumps::default()),
+            map,
+        }),
+        _ => map,
+    }
+}
+
+/// A request's tools as the template's value, each with its `tojson` text made once.
+pub fn tools_value(tools: &[Json]) -> Value {
+    Value::from(tools.iter().map(dumped).collect::<Vec<_>>())
+}
+
+/// One message as the template's value (as `Value::from_serialize` converts it), each tool
+/// call's arguments given as an object with their `tojson` text made once.
+pub fn message_value(m: &Json) -> Value {
+    let (Json::Object(o), Some(Json::Array(calls))) = (m, m.get("tool_calls")) else {
+        return Value::from_serialize(m);
+    };
+    let call = |c: &Json| -> Value {
+        let Json::Object(c) = c else {
+            return Value::from_serialize(c);
+        };
+        Value::from_iter(c.iter().map(|(k, v)| {
+            let v = match v {
+                Json::Object(f) if k == "function" => Value::from_iter(f.iter().map(|(k, v)| {
+                    let v = if k == "arguments" {
+                        dumped(v)
+                    } else {
+                        Value::from_serialize(v)
+                    };
+                    (Value::from(k.as_str()), v)
+                })),
+                _ => Value::from_serialize(v),
+            };
+            (Value::from(k.as_str()), v)
+        }))
+    };
+    Value::from_iter(o.iter().map(|(k, v)| {
+        let v = if k == "tool_calls" {
+            Value::from(calls.iter().map(call).collect::<Vec<_>>())
+        } else {
+            Value::from_serialize(v)
+        };
+        (Value::from(k.as_str()), v)
+    }))
 }
 
 /// Jinja2's `string` filter: Python's `str()`.
@@ -321,6 +412,55 @@ mod tests {
             ..RenderInput::default()
         })
         .unwrap()
+    }
+
+    /// Tools and tool-call arguments converted once with their `tojson` text render as the
+    /// plain maps do, through every way a template reads a map.
+    #[test]
+    fn maps_dumped_once_render_as_the_maps() {
+        let src = "{% for t in tools %}{{ t | tojson }}|{{ t | tojson(indent=2) }}|{{ t }}|\
+            {{ t.function.name }}|{{ t['type'] }}|{{ t | length }}|{{ t is mapping }}|\
+            {% for k in t %}{{ k }},{% endfor %}|{% for k, v in t.items() %}{{ k }}={{ v }};{% endfor %}|\
+            {{ t.keys() | list }}|{{ t.get('nope', 'd') }}|{{ 'type' in t }}|{{ t | dictsort }}|\
+            {{ [t] | tojson }}{% if t %}!{% endif %}\n{% endfor %}\
+            {% for m in messages %}{% for c in m.tool_calls %}{% set a = c.function.arguments %}\
+            {{ a | tojson }}|{{ a }}|{{ a.command }}|{{ a | length }}|{{ a is mapping }}|\
+            {{ a | tojson(ensure_ascii=true) }}|{{ m | tojson }}{% if not a %}empty{% endif %}\n{% endfor %}{% endfor %}";
+        let t = ChatTemplate::new(src, vec![]).unwrap();
+        let tools = vec![
+            json!({"type": "function", "function": {"name": "bash", "parameters": {"type": "object",
+                "properties": {"command": {"type": "string", "description": "é \"q\""}}}}}),
+        ];
+        let messages = vec![json!({"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash",
+                "arguments": {"command": "ls ✓", "n": 1.0, "z": null}}},
+            {"id": "c2", "type": "function", "function": {"name": "noop", "arguments": {}}},
+            {"id": "c3", "type": "function", "function": {"name": "s", "arguments": "{\"a\": 1}"}}
+        ]})];
+        let plain = t
+            .render(&RenderInput {
+                messages: &messages,
+                tools: Some(&tools),
+                ..RenderInput::default()
+            })
+            .unwrap();
+        let converted = Value::from(messages.iter().map(message_value).collect::<Vec<_>>());
+        let once = t
+            .render(&RenderInput {
+                messages_value: Some(converted),
+                tools_value: Some(tools_value(&tools)),
+                ..RenderInput::default()
+            })
+            .unwrap();
+        assert!(plain.contains("\"ls ✓\""), "{plain}");
+        assert_eq!(once, plain);
+        let args = message_value(&messages[0])
+            .get_attr("tool_calls")
+            .and_then(|c| c.get_item(&Value::from(0)))
+            .and_then(|c| c.get_attr("function"))
+            .and_then(|f| f.get_attr("arguments"))
+            .unwrap();
+        assert!(args.downcast_object_ref::<Dumped>().is_some());
     }
 
     #[test]

@@ -161,6 +161,9 @@ pub struct RefTokenizer {
     baseline_error: Option<String>,
     /// Added tokens to split prompts at for piecewise counting; `None`: count whole texts.
     splitter: Option<Splitter>,
+    /// The count of a byte-level BPE tokenizer without the tokenizers crate's bookkeeping;
+    /// `None`: not of that shape.
+    byte_level: Option<crate::bytelevel::ByteLevelCount>,
     pieces: Mutex<HashMap<(u64, u64), u32>>,
     fallbacks: AtomicU64,
     first_fallback: Mutex<Option<String>>,
@@ -191,6 +194,9 @@ pub struct PromptMemo {
     marks: Vec<(usize, u64)>,
     /// Each message as given, and as the template's value (normalized, converted once).
     messages: Vec<(Value, minijinja::Value)>,
+    /// The last prompt's tools as given, as the template's value (converted once), and their
+    /// JSON text's length.
+    tools: Option<(Vec<Value>, minijinja::Value, usize)>,
 }
 
 /// Which messages a prompt count is given.
@@ -267,10 +273,13 @@ impl<X: Default> PromptMemos<X> {
 }
 
 impl PromptMemo {
-    /// Bytes held, estimated: the text, its marks, and the messages at about the text's size
-    /// twice (as given and as values).
+    /// Bytes held, estimated: the text, its marks, the messages at about the text's size twice
+    /// (as given and as values), and the tools four times their JSON (as given, as values, their
+    /// `tojson` text).
     pub fn bytes(&self) -> usize {
-        3 * self.text.capacity() + self.marks.capacity() * std::mem::size_of::<(usize, u64)>()
+        3 * self.text.capacity()
+            + self.marks.capacity() * std::mem::size_of::<(usize, u64)>()
+            + self.tools.as_ref().map_or(0, |t| 4 * t.2)
     }
 
     /// Messages of the prompt this memo holds.
@@ -291,10 +300,23 @@ impl PromptMemo {
                 .count();
         self.messages.truncate(same);
         for m in &messages[same..] {
-            let v = minijinja::Value::from_serialize(normalize_prompt_message(m).as_ref());
+            let v = crate::template::message_value(normalize_prompt_message(m).as_ref());
             self.messages.push((m.clone(), v));
         }
         self.value()
+    }
+
+    /// `tools` as the template's value: the one held when they are the last prompt's.
+    fn tools_value(&mut self, tools: &[Value]) -> minijinja::Value {
+        match &self.tools {
+            Some((held, v, _)) if held.as_slice() == tools => v.clone(),
+            _ => {
+                let v = crate::template::tools_value(tools);
+                let len = tools.iter().map(|t| t.to_string().len()).sum();
+                self.tools = Some((tools.to_vec(), v.clone(), len));
+                v
+            }
+        }
     }
 
     /// The messages held, as the template's value.
@@ -311,7 +333,7 @@ impl PromptMemo {
     fn continue_with(&mut self, kept: usize, new: &[Value]) -> minijinja::Value {
         self.messages.truncate(kept);
         for m in new {
-            let v = minijinja::Value::from_serialize(normalize_prompt_message(m).as_ref());
+            let v = crate::template::message_value(normalize_prompt_message(m).as_ref());
             self.messages.push((m.clone(), v));
         }
         self.value()
@@ -382,6 +404,7 @@ impl RefTokenizer {
             }
         };
         let splitter = Splitter::for_tokenizer(&tok, &tj);
+        let byte_level = crate::bytelevel::ByteLevelCount::for_tokenizer(&tok);
         let mut t = RefTokenizer {
             dir: dir.to_path_buf(),
             tok,
@@ -391,6 +414,7 @@ impl RefTokenizer {
             baseline: 0,
             baseline_error: None,
             splitter,
+            byte_level,
             pieces: Mutex::new(HashMap::new()),
             fallbacks: AtomicU64::new(0),
             first_fallback: Mutex::new(None),
@@ -494,6 +518,7 @@ impl RefTokenizer {
                 kwargs,
                 tool_choice,
                 messages_value: None,
+                tools_value: None,
             },
             &mut scratch,
         )
@@ -524,8 +549,36 @@ impl RefTokenizer {
     /// Counted through the tokenizer's own steps — its added tokens split out, its normalizer,
     /// its pre-tokenizer, its model on each piece — as `encode` runs them, without building the
     /// `Encoding` (offsets, word ids, masks and a `String` per token, which was most of the
-    /// cost of a count; `count_is_encode`, in the tests, holds the two equal).
+    /// cost of a count; `count_is_encode`, in the tests, holds the two equal). A byte-level BPE
+    /// tokenizer is counted by its own rules without the tokenizers crate's per-piece
+    /// bookkeeping (`bytelevel`, held equal to `encode` by the same tests).
     pub fn count_text(&self, text: &str) -> u64 {
+        if let Some(b) = &self.byte_level {
+            let slow = |mapped: &str| {
+                use tokenizers::Model;
+                self.tok
+                    .get_model()
+                    .tokenize(mapped)
+                    .ok()
+                    .map(|t| t.len() as u64)
+            };
+            if let Some(n) = b.count(text, &slow) {
+                return n;
+            }
+        }
+        self.count_steps(text)
+    }
+
+    /// Whether [`count_text`](Self::count_text) counts by the byte-level BPE rules of its own
+    /// (the tokenizer is of that make and shape) rather than through the tokenizers crate's
+    /// steps.
+    pub fn counts_byte_level(&self) -> bool {
+        self.byte_level.is_some()
+    }
+
+    /// [`count_text`](Self::count_text) through the tokenizers crate's steps, whatever the
+    /// tokenizer's make (the byte-level count's fallback, and its reference in the tests).
+    pub fn count_steps(&self, text: &str) -> u64 {
         use tokenizers::{Model, OffsetReferential, OffsetType, PreTokenizer};
         let mut pieces = self
             .tok
@@ -702,6 +755,7 @@ impl RefTokenizer {
                         kwargs: p.chat_template_kwargs.as_ref(),
                         tool_choice: p.tool_choice.as_ref(),
                         messages_value: Some(messages),
+                        tools_value: p.tools.as_deref().map(|t| memo.tools_value(t)),
                     },
                     memo,
                 )

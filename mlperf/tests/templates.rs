@@ -62,18 +62,21 @@ fn renderings_match_transformers() {
                 kwargs: kwargs.as_ref(),
                 tool_choice: None,
                 messages_value: None,
+                tools_value: None,
             };
             let got = tmpl.render(&input);
-            // The messages given as values converted one by one (a conversation's memo) render
-            // the same.
+            // The messages given as values converted one by one (a conversation's memo), and
+            // the tools and tool-call arguments with their `tojson` text made once, render the
+            // same.
             let one_by_one = minijinja::Value::from(
                 messages
                     .iter()
-                    .map(minijinja::Value::from_serialize)
+                    .map(tokentap_mlperf::template::message_value)
                     .collect::<Vec<_>>(),
             );
             let again = tmpl.render(&RenderInput {
                 messages_value: Some(one_by_one),
+                tools_value: tools.as_deref().map(tokentap_mlperf::template::tools_value),
                 ..input.clone()
             });
             assert_eq!(

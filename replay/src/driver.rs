@@ -283,6 +283,7 @@ impl<'a> Traj<'a> {
                     complete_output: false,
                     body: None,
                     key: self.key(row),
+                    last: ti + 1 == self.turns.len(),
                 },
             );
         }
@@ -515,6 +516,7 @@ async fn turn(
             complete_output: capture == client::Capture::Full,
             body: isl_body,
             key: t.key(row),
+            last: ti + 1 == t.turns.len(),
             record: rec,
         },
     );

@@ -42,6 +42,8 @@ pub(crate) struct Job {
     /// The request as sent, for the ISL count (only with a tokenizer).
     pub body: Option<RequestBody>,
     pub key: TurnKey,
+    /// The trajectory's last turn: its prompt memo is let go once counted.
+    pub last: bool,
 }
 
 /// What the pool counts and scores with.
@@ -166,6 +168,7 @@ pub(crate) fn process(ctx: &Ctx, job: Job) -> ReplayRecord {
         complete_output,
         body,
         key,
+        last,
     } = job;
     let ok = record.status == Status::Ok;
     if let (true, true, Some(out)) = (ctx.record_outputs, complete_output, &output) {
@@ -200,7 +203,9 @@ pub(crate) fn process(ctx: &Ctx, job: Job) -> ReplayRecord {
                 if let Some((p, kept)) = read.next(b, memo.messages()) {
                     tok.record_prompt_continued(&p, kept, &mut memo, &mut record);
                 }
-                ctx.memos.lock().put(trajectory, memo, read);
+                if !last {
+                    ctx.memos.lock().put(trajectory, memo, read);
+                }
             }
             _ => {
                 if let Some(p) = record.measured.prompt_tokens {
