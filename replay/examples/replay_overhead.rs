@@ -19,7 +19,8 @@
 //!
 //! `full`: a 613-trajectory synthetic dataset (`tokentap_dataset::synth`, the official 113:500
 //! mix) replayed once against the separate zero-delay sim: turns/s and this process's peak RSS
-//! (VmHWM from /proc/self/status).
+//! (VmHWM from /proc/self/status); `--depth-scale X` makes the trajectories X times deeper, for
+//! the CPU per turn against the depth.
 //!
 //! Run (release):
 //! ```text
@@ -101,6 +102,9 @@ enum Cmd {
         /// Synthetic size multiplier.
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
+        /// Synthetic depth multiplier (turns per trajectory; on top of `--scale`).
+        #[arg(long, default_value_t = 1.0)]
+        depth_scale: f64,
         /// Sim output tokens per turn (mean, lognormal sigma 0.7); 400 ≈ MLPerf.
         #[arg(long, default_value_t = 400.0)]
         mean_tokens: f64,
@@ -541,7 +545,7 @@ async fn tls(levels: Vec<usize>, tokens: u64, turns: usize, bin: PathBuf) -> any
 
 async fn full(
     concurrency: usize,
-    scale: f64,
+    (scale, depth_scale): (f64, f64),
     mean_tokens: f64,
     include_usage: bool,
 ) -> anyhow::Result<()> {
@@ -549,6 +553,7 @@ async fn full(
     let path = dir.join("synth.jsonl");
     let cfg = tokentap_dataset::synth::SynthConfig {
         scale,
+        depth_scale,
         ..Default::default()
     };
     let mut f = std::io::BufWriter::new(std::fs::File::create(&path)?);
@@ -556,9 +561,10 @@ async fn full(
     f.flush()?;
     drop(f);
     println!(
-        "dataset: {} trajectories, {} client turns, {:.1} MB",
+        "dataset: {} trajectories, {} client turns ({:.1} per trajectory), {:.1} MB",
         s.trajectories,
         s.client_turns,
+        s.client_turns as f64 / s.trajectories.max(1) as f64,
         s.bytes as f64 / 1e6
     );
     let hwm_before = vm_hwm_kb();
@@ -664,9 +670,18 @@ fn main() -> anyhow::Result<()> {
             Cmd::Full {
                 concurrency,
                 scale,
+                depth_scale,
                 mean_tokens,
                 include_usage,
-            } => full(concurrency, scale, mean_tokens, include_usage).await,
+            } => {
+                full(
+                    concurrency,
+                    (scale, depth_scale),
+                    mean_tokens,
+                    include_usage,
+                )
+                .await
+            }
             Cmd::ServeSim {
                 log,
                 mean_tokens,
