@@ -1,13 +1,13 @@
-//! The reference tokenizer's count without building an encoding (`RefTokenizer::count_text`)
-//! is `encode(text, add_special_tokens=False)`'s length (`encode_len`), text for text: words,
-//! whitespace runs, newlines and `\r\n`, digits, punctuation, accents composed and decomposed
-//! (NFC in the variant that normalizes), emoji, CJK, the added tokens' texts glued to words,
-//! and long mixes of all of them, and character by character over an alphabet of the split
-//! regexes' edge cases — on the golden tokenizer (byte-level BPE with GPT-2's split regex), on
-//! the same vocabulary behind the split regexes of Llama 3, Qwen 2 and gpt-oss (with
-//! `ignore_merges`, with NFC), all counted by the byte-level rules of tokentap's own, and
-//! on a tokenizer of another make (a lowercasing, whitespace-splitting word-level one with
-//! its own added token).
+//! The reference tokenizer's count without building an encoding (`RefTokenizer::count_text`) is
+//! `encode(text, add_special_tokens=False)`'s length (`encode_len`), text for text: words,
+//! whitespace runs, newlines and `\r\n`, digits, punctuation, accents composed and decomposed (NFC
+//! in the variant that normalizes), emoji, CJK, the added tokens' texts glued to words, and long
+//! mixes of all of them, character by character over an alphabet of the split regexes' edge cases
+//! and over code points drawn from the whole Unicode range — on the golden tokenizer (byte-level
+//! BPE with GPT-2's split regex), on the same vocabulary behind the split regexes of Llama 3, Qwen
+//! 2 and gpt-oss (with `ignore_merges`, with NFC), all counted by the byte-level rules of
+//! tokentap's own, and on a tokenizer of another make (a lowercasing, whitespace-splitting
+//! word-level one with its own added token).
 
 use std::path::PathBuf;
 use tokentap_mlperf::RefTokenizer;
@@ -142,6 +142,44 @@ fn the_split_regexes_of_other_models_count_as_encode() {
         );
         for t in texts() {
             assert_eq!(tok.count_text(&t), tok.encode_len(&t), "{name}: {t:?}");
+        }
+    }
+}
+
+/// `n` texts of code points drawn from the whole Unicode range, among spaces, apostrophes and
+/// ASCII letters and digits (so every class meets every other at a piece's edge).
+fn any_unicode(n: usize) -> Vec<String> {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    (0..n)
+        .map(|i| {
+            (0..1 + i % 48)
+                .map(|_| {
+                    let r = next();
+                    match r % 4 {
+                        0 => char::from_u32((r >> 8) as u32 % 0x11_0000).unwrap_or('\u{fffd}'),
+                        1 => char::from_u32((r >> 8) as u32 % 0x3400).unwrap_or(' '),
+                        2 => [' ', ' ', '\n', '\'', '\u{a0}'][(r >> 8) as usize % 5],
+                        _ => ['a', 'S', '7', 'x', '.'][(r >> 8) as usize % 5],
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn any_code_point_counts_as_encode() {
+    let (_dir, llama) = variant(split_then_bytes(LLAMA3), false, true);
+    for tok in [golden(), llama] {
+        assert!(tok.counts_byte_level());
+        for t in any_unicode(2000) {
+            assert_eq!(tok.count_text(&t), tok.encode_len(&t), "{t:?}");
         }
     }
 }
