@@ -232,39 +232,72 @@ pub fn tools_value(tools: &[Json]) -> Value {
     Value::from(tools.iter().map(dumped).collect::<Vec<_>>())
 }
 
-/// One message as the template's value (as `Value::from_serialize` converts it), each tool
-/// call's arguments given as an object with their `tojson` text made once.
+/// A message, tool call or function as the template's value: its fields in order, looked up by
+/// a scan of their names (a message has a handful; the map `Value::from_serialize` makes hashes
+/// every lookup). Everything else — iteration, length, truth, rendering, `tojson` — is the map's.
+#[derive(Debug)]
+struct Fields(Vec<(Value, Value)>);
+
+impl Object for Fields {
+    fn repr(self: &std::sync::Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &std::sync::Arc<Self>, key: &Value) -> Option<Value> {
+        let key = key.as_str()?;
+        self.0
+            .iter()
+            .find(|(k, _)| k.as_str() == Some(key))
+            .map(|(_, v)| v.clone())
+    }
+
+    fn enumerate(self: &std::sync::Arc<Self>) -> Enumerator {
+        Enumerator::Values(self.0.iter().map(|(k, _)| k.clone()).collect())
+    }
+
+    fn enumerator_len(self: &std::sync::Arc<Self>) -> Option<usize> {
+        Some(self.0.len())
+    }
+}
+
+/// `o` as [`Fields`], each field's value made by `value(name, json)`.
+fn fields(o: &serde_json::Map<String, Json>, value: impl Fn(&str, &Json) -> Value) -> Value {
+    Value::from_object(Fields(
+        o.iter()
+            .map(|(k, v)| (Value::from(k.as_str()), value(k, v)))
+            .collect(),
+    ))
+}
+
+/// One message as the template's value (as `Value::from_serialize` converts it, its fields
+/// looked up without hashing), each tool call's arguments given as an object with their `tojson`
+/// text made once.
 pub fn message_value(m: &Json) -> Value {
-    let (Json::Object(o), Some(Json::Array(calls))) = (m, m.get("tool_calls")) else {
+    let Json::Object(o) = m else {
         return Value::from_serialize(m);
     };
-    let call = |c: &Json| -> Value {
-        let Json::Object(c) = c else {
-            return Value::from_serialize(c);
-        };
-        Value::from_iter(c.iter().map(|(k, v)| {
-            let v = match v {
-                Json::Object(f) if k == "function" => Value::from_iter(f.iter().map(|(k, v)| {
-                    let v = if k == "arguments" {
-                        dumped(v)
-                    } else {
-                        Value::from_serialize(v)
-                    };
-                    (Value::from(k.as_str()), v)
-                })),
-                _ => Value::from_serialize(v),
-            };
-            (Value::from(k.as_str()), v)
-        }))
+    let function = |k: &str, v: &Json| match v {
+        Json::Object(f) if k == "function" => fields(f, |k, v| {
+            if k == "arguments" {
+                dumped(v)
+            } else {
+                Value::from_serialize(v)
+            }
+        }),
+        _ => Value::from_serialize(v),
     };
-    Value::from_iter(o.iter().map(|(k, v)| {
-        let v = if k == "tool_calls" {
-            Value::from(calls.iter().map(call).collect::<Vec<_>>())
-        } else {
-            Value::from_serialize(v)
-        };
-        (Value::from(k.as_str()), v)
-    }))
+    fields(o, |k, v| match v {
+        Json::Array(calls) if k == "tool_calls" => Value::from(
+            calls
+                .iter()
+                .map(|c| match c {
+                    Json::Object(c) => fields(c, function),
+                    _ => Value::from_serialize(c),
+                })
+                .collect::<Vec<_>>(),
+        ),
+        _ => Value::from_serialize(v),
+    })
 }
 
 /// Jinja2's `string` filter: Python's `str()`.
@@ -414,8 +447,8 @@ mod tests {
         .unwrap()
     }
 
-    /// Tools and tool-call arguments converted once with their `tojson` text render as the
-    /// plain maps do, through every way a template reads a map.
+    /// Messages as fields, and tools and tool-call arguments converted once with their `tojson`
+    /// text, render as the plain maps do, through every way a template reads a map.
     #[test]
     fn maps_dumped_once_render_as_the_maps() {
         let src = "{% for t in tools %}{{ t | tojson }}|{{ t | tojson(indent=2) }}|{{ t }}|\
@@ -423,7 +456,11 @@ mod tests {
             {% for k in t %}{{ k }},{% endfor %}|{% for k, v in t.items() %}{{ k }}={{ v }};{% endfor %}|\
             {{ t.keys() | list }}|{{ t.get('nope', 'd') }}|{{ 'type' in t }}|{{ t | dictsort }}|\
             {{ [t] | tojson }}{% if t %}!{% endif %}\n{% endfor %}\
-            {% for m in messages %}{% for c in m.tool_calls %}{% set a = c.function.arguments %}\
+            {% for m in messages %}{{ m.role }}|{{ m['content'] }}|{{ m.get('x', 'd') }}|{{ m | length }}|\
+            {{ 'role' in m }}|{{ m | dictsort }}|{% for k, v in m.items() %}{{ k }};{% endfor %}|{{ m }}|\
+            {{ m.keys() | list }}|{{ m is mapping }}|{% if m.tool_calls %}{{ m.tool_calls | length }}{% endif %}\n\
+            {% for c in m.tool_calls %}{{ c.id }}|{{ c | tojson }}|{{ c.function | tojson }}\n{% endfor %}\
+            {% for c in m.tool_calls %}{% set a = c.function.arguments %}\
             {{ a | tojson }}|{{ a }}|{{ a.command }}|{{ a | length }}|{{ a is mapping }}|\
             {{ a | tojson(ensure_ascii=true) }}|{{ m | tojson }}{% if not a %}empty{% endif %}\n{% endfor %}{% endfor %}";
         let t = ChatTemplate::new(src, vec![]).unwrap();
@@ -431,12 +468,15 @@ mod tests {
             json!({"type": "function", "function": {"name": "bash", "parameters": {"type": "object",
                 "properties": {"command": {"type": "string", "description": "é \"q\""}}}}}),
         ];
-        let messages = vec![json!({"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "bash",
-                "arguments": {"command": "ls ✓", "n": 1.0, "z": null}}},
-            {"id": "c2", "type": "function", "function": {"name": "noop", "arguments": {}}},
-            {"id": "c3", "type": "function", "function": {"name": "s", "arguments": "{\"a\": 1}"}}
-        ]})];
+        let messages = vec![
+            json!({"role": "user", "content": "hi ✓"}),
+            json!({"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "bash",
+                    "arguments": {"command": "ls ✓", "n": 1.0, "z": null}}},
+                {"id": "c2", "type": "function", "function": {"name": "noop", "arguments": {}}},
+                {"id": "c3", "type": "function", "function": {"name": "s", "arguments": "{\"a\": 1}"}}
+            ]}),
+        ];
         let plain = t
             .render(&RenderInput {
                 messages: &messages,
@@ -454,7 +494,7 @@ mod tests {
             .unwrap();
         assert!(plain.contains("\"ls ✓\""), "{plain}");
         assert_eq!(once, plain);
-        let args = message_value(&messages[0])
+        let args = message_value(&messages[1])
             .get_attr("tool_calls")
             .and_then(|c| c.get_item(&Value::from(0)))
             .and_then(|c| c.get_attr("function"))
