@@ -1,7 +1,8 @@
-//! Framer and chunk-parser cost per event.
+//! Framer and chunk-parser cost per event; one chunk read by the scan and by serde_json.
 //!
 //! Run: `cargo bench -p tokentap-core --bench sse` (results, when recorded: docs/benchmarks.md).
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use tokentap_core::chunk::ChunkInfo;
 use tokentap_core::sse::Framer;
 use tokentap_core::timeline::Timeline;
 
@@ -46,6 +47,22 @@ fn bench(c: &mut Criterion) {
             t.finish(None).events
         })
     });
+    g.finish();
+
+    // One chunk read, the proxy's way (the scan) against serde_json alone: a vLLM-shaped content
+    // chunk of 218 bytes, and the usage chunk that ends a stream.
+    let content = br#"{"id":"chatcmpl-4f1c2a","object":"chat.completion.chunk","created":1732000000,"model":"Qwen/Qwen3.6-35B-A3B","choices":[{"index":0,"delta":{"content":" w0042"},"logprobs":null,"finish_reason":null}]}"#;
+    let usage = br#"{"id":"chatcmpl-4f1c2a","object":"chat.completion.chunk","created":1732000000,"model":"Qwen/Qwen3.6-35B-A3B","choices":[],"usage":{"prompt_tokens":1200,"total_tokens":1264,"completion_tokens":64,"prompt_tokens_details":{"cached_tokens":1024}}}"#;
+    let mut g = c.benchmark_group("chunk");
+    for (name, chunk) in [("content", &content[..]), ("usage", &usage[..])] {
+        assert!(ChunkInfo::scan_with_id(chunk).is_some());
+        g.bench_function(format!("{name}/scan"), |b| {
+            b.iter(|| ChunkInfo::parse_with_id(std::hint::black_box(chunk)).is_ok())
+        });
+        g.bench_function(format!("{name}/serde_json"), |b| {
+            b.iter(|| ChunkInfo::deserialize_with_id(std::hint::black_box(chunk)).is_ok())
+        });
+    }
     g.finish();
 }
 

@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::fmt;
 
+use crate::jsonscan::Scan;
+
 crate::vocabulary! {
     /// Why a response ended, as the server said.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,10 +129,25 @@ impl ChunkInfo {
         Self::parse_with_id(data).map(|(info, _)| info)
     }
 
-    /// [`ChunkInfo::parse`], and the response's `id` as the server wrote it (a JSON string,
-    /// quotes included), when the chunk carries one: the server's response id (`chatcmpl-…`),
-    /// the same on every chunk of a stream.
-    pub fn parse_with_id(data: &[u8]) -> Result<(ChunkInfo, Option<&RawValue>), serde_json::Error> {
+    /// [`ChunkInfo::parse`], and the response's `id` as the server wrote it (raw JSON text: a
+    /// string's quotes included), when the chunk carries one: the server's response id
+    /// (`chatcmpl-…`), the same on every chunk of a stream.
+    ///
+    /// The common shapes are read by a plain scan ([`crate::jsonscan`]); anything it does not
+    /// read with certainty goes through serde_json, whose answer stands.
+    pub fn parse_with_id(data: &[u8]) -> Result<(ChunkInfo, Option<&str>), serde_json::Error> {
+        match Self::scan_with_id(data) {
+            Some(read) => Ok(read),
+            None => Self::deserialize_with_id(data),
+        }
+    }
+
+    /// [`ChunkInfo::parse_with_id`] by serde_json alone: the reading the scan is held equal to
+    /// (public for the fuzz harness's differential property).
+    #[doc(hidden)]
+    pub fn deserialize_with_id(
+        data: &[u8],
+    ) -> Result<(ChunkInfo, Option<&str>), serde_json::Error> {
         let raw: RawChunk<'_> = serde_json::from_slice(data)?;
         let mut info = raw.choices.0;
         info.usage = raw.usage.map(|u| Usage {
@@ -145,15 +162,82 @@ impl ChunkInfo {
             Some(Metrics::Ignored(why)) => info.engine_ignored = Some(why),
             None => {}
         }
-        Ok((info, raw.id))
+        Ok((info, raw.id.map(RawValue::get)))
+    }
+
+    /// [`ChunkInfo::parse_with_id`] by the scan alone: `None` where it leaves the chunk to
+    /// serde_json (a `metrics` member, a key with an escape, malformed JSON, ...).
+    #[doc(hidden)]
+    pub fn scan_with_id(data: &[u8]) -> Option<(ChunkInfo, Option<&str>)> {
+        let mut s = Scan::new(data);
+        let mut info = ChunkInfo::default();
+        let mut id = None;
+        let mut seen = Seen::default();
+        s.object(|s, key| {
+            match key {
+                b"choices" => {
+                    seen.once(0)?;
+                    if !s.null()? {
+                        s.eat(b'[')?;
+                        scan_choices(s, &mut info)?;
+                    }
+                }
+                b"usage" => {
+                    seen.once(1)?;
+                    info.usage = scan_usage(s)?;
+                }
+                b"error" => {
+                    seen.once(2)?;
+                    if !s.null()? {
+                        s.skip(0)?;
+                        info.error = true;
+                    }
+                }
+                b"object" => {
+                    seen.once(3)?;
+                    info.error |= s.raw()? == "\"error\"";
+                }
+                b"id" => {
+                    seen.once(4)?;
+                    id = Some(s.raw()?).filter(|r| *r != "null");
+                }
+                // vLLM's engine metrics: once per response, read by serde_json.
+                b"metrics" => {
+                    if !s.null()? {
+                        return None;
+                    }
+                    seen.once(5)?;
+                }
+                _ => s.skip(0)?,
+            }
+            Some(())
+        })?;
+        s.at_end().then_some((info, id))
+    }
+
+    /// Folds one choice into the chunk's reading.
+    fn add_choice(&mut self, c: &ChoiceText<'_>) {
+        self.choices += 1;
+        for d in c.deltas.iter().flatten() {
+            self.content |= non_empty(d.content);
+            self.reasoning |= non_empty(d.reasoning_content) || non_empty(d.reasoning);
+            self.tool_call |= non_empty(d.tool_calls);
+            self.role |= d.role.is_some();
+        }
+        self.content |= non_empty(c.text);
+        if self.finish_reason.is_none() {
+            self.finish_reason = c
+                .finish_reason
+                .and_then(|r| FinishReason::from_raw(r.as_bytes()));
+        }
     }
 }
 
 /// A response id's text from its raw JSON value: a non-empty string, else none. Borrowed
 /// from the event unless the id has escapes (every event of a stream carries the id: the
 /// common case allocates nothing).
-pub fn response_id(raw: &RawValue) -> Option<std::borrow::Cow<'_, str>> {
-    let s = raw.get();
+pub fn response_id(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
+    let s = raw;
     if !s.starts_with('"') {
         return None;
     }
@@ -163,6 +247,145 @@ pub fn response_id(raw: &RawValue) -> Option<std::borrow::Cow<'_, str>> {
         std::borrow::Cow::Borrowed(&s[1..s.len() - 1])
     };
     (!id.is_empty()).then_some(id)
+}
+
+/// The members of one object already read: serde_json refuses a struct's field given twice,
+/// so the scan leaves such an object to it.
+#[derive(Default)]
+struct Seen(u8);
+
+impl Seen {
+    fn once(&mut self, bit: u8) -> Option<()> {
+        let m = 1 << bit;
+        (self.0 & m == 0).then(|| self.0 |= m)
+    }
+}
+
+/// One choice's members as raw JSON text (`null` read as absent, as serde_json reads an
+/// `Option`): what both readings fold.
+#[derive(Default)]
+struct ChoiceText<'a> {
+    /// `delta` (a stream's chunk) and `message` (a whole response).
+    deltas: [Option<DeltaText<'a>>; 2],
+    text: Option<&'a str>,
+    finish_reason: Option<&'a str>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct DeltaText<'a> {
+    role: Option<&'a str>,
+    content: Option<&'a str>,
+    reasoning_content: Option<&'a str>,
+    reasoning: Option<&'a str>,
+    tool_calls: Option<&'a str>,
+}
+
+/// `choices` after its `[`.
+fn scan_choices(s: &mut Scan<'_>, info: &mut ChunkInfo) -> Option<()> {
+    if s.empty_array()? {
+        return Some(());
+    }
+    loop {
+        let mut c = ChoiceText::default();
+        let mut seen = Seen::default();
+        s.object(|s, key| {
+            match key {
+                b"delta" => {
+                    seen.once(0)?;
+                    c.deltas[0] = scan_delta(s)?;
+                }
+                b"message" => {
+                    seen.once(1)?;
+                    c.deltas[1] = scan_delta(s)?;
+                }
+                b"text" => {
+                    seen.once(2)?;
+                    c.text = s.opt_raw()?;
+                }
+                b"finish_reason" => {
+                    seen.once(3)?;
+                    c.finish_reason = s.opt_raw()?;
+                }
+                _ => s.skip(0)?,
+            }
+            Some(())
+        })?;
+        info.add_choice(&c);
+        if !s.more(b']')? {
+            return Some(());
+        }
+    }
+}
+
+fn scan_delta<'a>(s: &mut Scan<'a>) -> Option<Option<DeltaText<'a>>> {
+    if s.null()? {
+        return Some(None);
+    }
+    let mut d = DeltaText::default();
+    let mut seen = Seen::default();
+    s.object(|s, key| {
+        let (bit, slot) = match key {
+            b"role" => (0, &mut d.role),
+            b"content" => (1, &mut d.content),
+            b"reasoning_content" => (2, &mut d.reasoning_content),
+            b"reasoning" => (3, &mut d.reasoning),
+            b"tool_calls" => (4, &mut d.tool_calls),
+            _ => return s.skip(0),
+        };
+        seen.once(bit)?;
+        *slot = s.opt_raw()?;
+        Some(())
+    })?;
+    Some(Some(d))
+}
+
+fn scan_usage(s: &mut Scan<'_>) -> Option<Option<Usage>> {
+    if s.null()? {
+        return Some(None);
+    }
+    let mut u = Usage::default();
+    let mut seen = Seen::default();
+    s.object(|s, key| {
+        match key {
+            b"prompt_tokens" => {
+                seen.once(0)?;
+                u.prompt_tokens = s.opt_u64()?;
+            }
+            b"completion_tokens" => {
+                seen.once(1)?;
+                u.completion_tokens = s.opt_u64()?;
+            }
+            b"prompt_tokens_details" => {
+                seen.once(2)?;
+                u.cached_tokens = scan_detail(s, b"cached_tokens")?;
+            }
+            b"completion_tokens_details" => {
+                seen.once(3)?;
+                u.reasoning_tokens = scan_detail(s, b"reasoning_tokens")?;
+            }
+            _ => s.skip(0)?,
+        }
+        Some(())
+    })?;
+    Some(Some(u))
+}
+
+/// A `*_tokens_details` object's one count that matters (`null` or absent: unknown).
+fn scan_detail(s: &mut Scan<'_>, field: &[u8]) -> Option<Option<u64>> {
+    if s.null()? {
+        return Some(None);
+    }
+    let mut v = None;
+    let mut seen = Seen::default();
+    s.object(|s, key| {
+        if key != field {
+            return s.skip(0);
+        }
+        seen.once(0)?;
+        v = s.opt_u64()?;
+        Some(())
+    })?;
+    Some(v)
 }
 
 #[derive(Deserialize)]
@@ -276,8 +499,8 @@ struct Delta<'a> {
 }
 
 /// `null`, `""` and `[]` say nothing; anything else is text.
-fn non_empty(v: Option<&RawValue>) -> bool {
-    v.is_some_and(|v| !matches!(v.get(), "null" | "\"\"" | "[]"))
+fn non_empty(v: Option<&str>) -> bool {
+    v.is_some_and(|v| !matches!(v, "null" | "\"\"" | "[]"))
 }
 
 /// Folds the `choices` array into one [`ChunkInfo`] without collecting it.
@@ -298,19 +521,18 @@ impl<'de> Deserialize<'de> for Choices {
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Choices, A::Error> {
                 let mut info = ChunkInfo::default();
                 while let Some(c) = seq.next_element::<Choice<'de>>()? {
-                    info.choices += 1;
-                    for d in [c.delta.as_ref(), c.message.as_ref()].into_iter().flatten() {
-                        info.content |= non_empty(d.content);
-                        info.reasoning |= non_empty(d.reasoning_content) || non_empty(d.reasoning);
-                        info.tool_call |= non_empty(d.tool_calls);
-                        info.role |= d.role.is_some();
-                    }
-                    info.content |= non_empty(c.text);
-                    if info.finish_reason.is_none() {
-                        info.finish_reason = c
-                            .finish_reason
-                            .and_then(|r| FinishReason::from_raw(r.get().as_bytes()));
-                    }
+                    let delta = |d: &Delta<'de>| DeltaText {
+                        role: d.role.map(RawValue::get),
+                        content: d.content.map(RawValue::get),
+                        reasoning_content: d.reasoning_content.map(RawValue::get),
+                        reasoning: d.reasoning.map(RawValue::get),
+                        tool_calls: d.tool_calls.map(RawValue::get),
+                    };
+                    info.add_choice(&ChoiceText {
+                        deltas: [c.delta.as_ref().map(delta), c.message.as_ref().map(delta)],
+                        text: c.text.map(RawValue::get),
+                        finish_reason: c.finish_reason.map(RawValue::get),
+                    });
                 }
                 Ok(Choices(info))
             }
@@ -440,6 +662,248 @@ mod tests {
             assert!(i.engine_ignored.is_some(), "{bad}");
             assert_eq!(i.usage.unwrap().prompt_tokens, Some(4), "{bad}");
         }
+    }
+
+    /// Chunks as servers write them: the scan reads each, to serde_json's reading.
+    #[test]
+    fn the_scan_reads_what_servers_send() {
+        for chunk in [
+            // llama-server (llama.cpp), recorded.
+            r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],"created":1796497828,"id":"chatcmpl-Q5oB","model":"tiny-random-llama","system_fingerprint":"b1-0c1e570","object":"chat.completion.chunk"}"#,
+            r#"{"choices":[],"created":1796497828,"id":"chatcmpl-Q5oB","model":"tiny-random-llama","system_fingerprint":"b1-0c1e570","object":"chat.completion.chunk","usage":{"completion_tokens":6,"prompt_tokens":20,"total_tokens":26,"prompt_tokens_details":{"cached_tokens":0}},"timings":{"cache_n":0,"prompt_n":20,"prompt_ms":1.731,"predicted_per_second":1838.2352941176468}}"#,
+            // vLLM: reasoning, a tool call's partial, the usage chunk with details.
+            r#"{"id":"chatcmpl-9a","object":"chat.completion.chunk","created":1,"model":"Qwen/Qwen3","choices":[{"index":0,"delta":{"reasoning_content":"so \u2014 \"q\"\n"},"logprobs":null,"finish_reason":null,"stop_reason":null}]}"#,
+            r#"{"id":"chatcmpl-9a","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"cmd\": \"ls\"}"}}]},"finish_reason":"tool_calls"}]}"#,
+            r#"{"id":"chatcmpl-9a","choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":64,"prompt_tokens_details":{"cached_tokens":1024},"completion_tokens_details":{"reasoning_tokens":40}}}"#,
+            // SGLang: nulls everywhere, text outside ASCII.
+            r#"{"id":"5c8e","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":null,"content":"世界 😀","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}"#,
+            // A whole body, completions, an error.
+            r#"{"object":"chat.completion","choices":[{"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#,
+            r#"{"choices":[{"text":"um","index":0,"logprobs":null,"finish_reason":null}],"object":"text_completion","id":"cmpl-1"}"#,
+            r#"{"object":"error","message":"bad","type":"BadRequestError","param":null,"code":400}"#,
+            " {\n \"choices\" : [ { \"delta\" : { \"content\" : \"a\" } } ] }\n",
+        ] {
+            let scanned = ChunkInfo::scan_with_id(chunk.as_bytes());
+            assert!(scanned.is_some(), "{chunk}");
+            assert_eq!(
+                scanned.unwrap(),
+                ChunkInfo::deserialize_with_id(chunk.as_bytes()).unwrap()
+            );
+        }
+        // Left to serde_json: vLLM's engine metrics, a key with an escape, a field given twice.
+        for chunk in [
+            r#"{"choices":[],"metrics":{"queue_time_ms":1.5}}"#,
+            r#"{"\u0063hoices":[{"delta":{"content":"a"}}]}"#,
+            r#"{"choices":[],"choices":[]}"#,
+        ] {
+            assert!(
+                ChunkInfo::scan_with_id(chunk.as_bytes()).is_none(),
+                "{chunk}"
+            );
+        }
+    }
+
+    /// Generated chunks — members in any order, given twice now and then, values of every JSON
+    /// kind (some malformed) where the fields are, whitespace anywhere: wherever the scan reads
+    /// one, serde_json reads it too and the same.
+    #[test]
+    fn the_scan_agrees_with_serde_json_on_generated_chunks() {
+        struct G(crate::rng::SplitMix64);
+        /// A member's key and how to write its value.
+        type Member<'k> = (&'k str, fn(&mut G) -> String);
+        impl G {
+            fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+                xs[(self.0.next_u64() % xs.len() as u64) as usize]
+            }
+            fn chance(&mut self, p: f64) -> bool {
+                self.0.unit() < p
+            }
+            fn ws(&mut self) -> &'static str {
+                if self.chance(0.8) {
+                    ""
+                } else {
+                    self.pick(&[" ", "\n", "\t ", "\r\n"])
+                }
+            }
+            fn scalar(&mut self) -> String {
+                if self.chance(0.03) {
+                    // Malformed, or not what the field's type reads.
+                    return self
+                        .pick(&[
+                            "01",
+                            "-",
+                            "\"\\x\"",
+                            "[1,]",
+                            "nul",
+                            "\"\u{1}\"",
+                            "18446744073709551616",
+                            "-1",
+                            "1e3",
+                            "4.0",
+                            "{\"a\"}",
+                        ])
+                        .to_string();
+                }
+                self.pick(&[
+                    "null",
+                    "true",
+                    "false",
+                    "0",
+                    "12.5",
+                    "\"\"",
+                    "\"a\"",
+                    "\"\\u00e9\\n\"",
+                    "\"\\ud800\"",
+                    "\"é\"",
+                    "[]",
+                    "{}",
+                    "[ ]",
+                    "[1,{\"a\":[null]}]",
+                    "{\"k\":\"v\",\"n\":{}}",
+                    "7",
+                ])
+                .to_string()
+            }
+            fn object(&mut self, members: &[Member]) -> String {
+                let mut parts = Vec::new();
+                for (k, v) in members {
+                    let times = match self.0.next_u64() % 40 {
+                        0 => 2,
+                        1..=8 => 0,
+                        _ => 1,
+                    };
+                    for _ in 0..times {
+                        let key = if self.chance(0.02) {
+                            k.replacen('c', "\\u0063", 1)
+                        } else {
+                            k.to_string()
+                        };
+                        let (a, b, c, d) = (self.ws(), self.ws(), self.ws(), self.ws());
+                        parts.push(format!("{a}\"{key}\"{b}:{c}{}{d}", v(self)));
+                    }
+                }
+                for i in (1..parts.len()).rev() {
+                    let j = (self.0.next_u64() % (i as u64 + 1)) as usize;
+                    parts.swap(i, j);
+                }
+                format!("{{{}}}", parts.join(","))
+            }
+        }
+        fn text(g: &mut G) -> String {
+            g.scalar()
+        }
+        fn count(g: &mut G) -> String {
+            if g.chance(0.8) {
+                (g.0.next_u64() % 5000).to_string()
+            } else {
+                g.scalar()
+            }
+        }
+        fn delta(g: &mut G) -> String {
+            if g.chance(0.1) {
+                return g.scalar();
+            }
+            g.object(&[
+                ("role", text),
+                ("content", text),
+                ("reasoning_content", text),
+                ("reasoning", text),
+                ("tool_calls", text),
+                ("extra", text),
+            ])
+        }
+        fn finish(g: &mut G) -> String {
+            g.pick(&[
+                "null",
+                "\"stop\"",
+                "\"length\"",
+                "\"tool_calls\"",
+                "\"abort\"",
+                "7",
+            ])
+            .to_string()
+        }
+        fn choices(g: &mut G) -> String {
+            if g.chance(0.05) {
+                return g.scalar();
+            }
+            let n = g.0.next_u64() % 4;
+            let items: Vec<String> = (0..n)
+                .map(|_| {
+                    g.object(&[
+                        ("index", count),
+                        ("delta", delta),
+                        ("message", delta),
+                        ("text", text),
+                        ("finish_reason", finish),
+                        ("logprobs", text),
+                    ])
+                })
+                .collect();
+            format!("[{}]", items.join(","))
+        }
+        fn details(g: &mut G) -> String {
+            if g.chance(0.1) {
+                return g.scalar();
+            }
+            g.object(&[
+                ("cached_tokens", count),
+                ("reasoning_tokens", count),
+                ("x", text),
+            ])
+        }
+        fn usage(g: &mut G) -> String {
+            if g.chance(0.1) {
+                return g.scalar();
+            }
+            g.object(&[
+                ("prompt_tokens", count),
+                ("completion_tokens", count),
+                ("total_tokens", count),
+                ("prompt_tokens_details", details),
+                ("completion_tokens_details", details),
+            ])
+        }
+        fn metrics(g: &mut G) -> String {
+            if g.chance(0.9) {
+                "null".into()
+            } else {
+                g.scalar()
+            }
+        }
+        fn object(g: &mut G) -> String {
+            g.pick(&[
+                "\"chat.completion.chunk\"",
+                "\"error\"",
+                "null",
+                "\"text_completion\"",
+            ])
+            .to_string()
+        }
+        let mut g = G(crate::rng::SplitMix64::new(7));
+        let (mut scanned, mut read) = (0, 0);
+        for _ in 0..20_000 {
+            let chunk = g.object(&[
+                ("id", text),
+                ("object", object),
+                ("choices", choices),
+                ("usage", usage),
+                ("error", text),
+                ("metrics", metrics),
+                ("model", text),
+            ]);
+            let by_serde = ChunkInfo::deserialize_with_id(chunk.as_bytes());
+            read += by_serde.is_ok() as u32;
+            if let Some(s) = ChunkInfo::scan_with_id(chunk.as_bytes()) {
+                scanned += 1;
+                assert_eq!(Ok(s), by_serde.map_err(|e| e.to_string()), "{chunk}");
+            }
+        }
+        // Not vacuous: most of what serde_json reads, the scan reads.
+        assert!(
+            read > 2_000 && scanned * 10 > read * 6,
+            "{scanned} of {read}"
+        );
     }
 
     #[test]

@@ -51,8 +51,9 @@ impl From<Api> for Dialect {
 pub struct Event<'a> {
     /// What the event carried.
     pub info: ChunkInfo,
-    /// The response's id (`chatcmpl-…`, `resp_…`, `msg_…`) as raw JSON, when this event has it.
-    pub id: Option<&'a RawValue>,
+    /// The response's id (`chatcmpl-…`, `resp_…`, `msg_…`) as raw JSON text, when this event
+    /// has it.
+    pub id: Option<&'a str>,
     /// An error's message (or its whole object) as raw JSON, on an error event.
     pub detail: Option<&'a RawValue>,
 }
@@ -266,7 +267,7 @@ fn responses(data: &[u8]) -> Result<Event<'_>, serde_json::Error> {
                 responses_finish(b.status, b.incomplete_details.as_ref(), out.function_call);
             info.usage = b.usage.as_ref().map(RespUsage::usage);
             info.end = true;
-            ev.id = b.id;
+            ev.id = b.id.map(RawValue::get);
         }
         return Ok(ev);
     };
@@ -288,7 +289,7 @@ fn responses(data: &[u8]) -> Result<Event<'_>, serde_json::Error> {
                 info.finish_reason =
                     responses_finish(r.status, r.incomplete_details.as_ref(), tools);
                 info.usage = r.usage.as_ref().map(RespUsage::usage);
-                ev.id = r.id;
+                ev.id = r.id.map(RawValue::get);
                 if kind == "\"response.failed\"" {
                     info.error = true;
                     ev.detail = r.error.filter(|v| v.get() != "null");
@@ -301,7 +302,7 @@ fn responses(data: &[u8]) -> Result<Event<'_>, serde_json::Error> {
         }
         _ => {
             // response.created / in_progress carry the id; the rest say nothing measured.
-            ev.id = e.response.as_ref().and_then(|r| r.id);
+            ev.id = e.response.as_ref().and_then(|r| r.id).map(RawValue::get);
         }
     }
     Ok(ev)
@@ -473,7 +474,7 @@ fn messages(data: &[u8], input_total: bool) -> Result<Event<'_>, serde_json::Err
         }
         "\"message_start\"" => {
             if let Some(m) = e.message.as_ref() {
-                ev.id = m.id;
+                ev.id = m.id.map(RawValue::get);
                 // Its `output_tokens` is a placeholder (0 or 1) before any output: the count is
                 // `message_delta`'s; a stream cut before that one counts its chunks instead.
                 info.usage = m.usage.as_ref().map(|u| Usage {
@@ -500,7 +501,7 @@ fn messages(data: &[u8], input_total: bool) -> Result<Event<'_>, serde_json::Err
             info.finish_reason = messages_finish(e.stop_reason);
             info.usage = e.usage.as_ref().map(|u| u.usage(input_total));
             info.end = true;
-            ev.id = e.id;
+            ev.id = e.id.map(RawValue::get);
         }
         _ => {}
     }
@@ -539,7 +540,7 @@ mod tests {
         let e = r(
             r#"{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","output":[],"usage":null}}"#,
         );
-        assert_eq!(e.id.map(RawValue::get), Some("\"resp_1\""));
+        assert_eq!(e.id, Some("\"resp_1\""));
         assert!(!e.info.carries_text() && !e.info.end);
         assert!(r(r#"{"type":"response.output_text.delta","item_id":"m","output_index":0,"content_index":0,"delta":"Hi"}"#).info.content);
         assert!(!r(r#"{"type":"response.output_text.delta","delta":""}"#)
@@ -602,7 +603,7 @@ mod tests {
         );
         assert!(body.info.content && body.info.reasoning && body.info.end);
         assert_eq!(body.info.finish_reason, Some(FinishReason::Stop));
-        assert_eq!(body.id.map(RawValue::get), Some("\"resp_3\""));
+        assert_eq!(body.id, Some("\"resp_3\""));
         let err = r(r#"{"error":{"message":"bad model","type":"invalid_request_error"}}"#);
         assert!(err.info.error);
         assert!(Dialect::from(Api::Responses)
@@ -615,7 +616,7 @@ mod tests {
         let s = m(
             r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"usage":{"input_tokens":5,"cache_read_input_tokens":20,"cache_creation_input_tokens":0,"output_tokens":1}}}"#,
         );
-        assert_eq!(s.id.map(RawValue::get), Some("\"msg_1\""));
+        assert_eq!(s.id, Some("\"msg_1\""));
         let u = s.info.usage.unwrap();
         assert_eq!((u.prompt_tokens, u.cached_tokens), (Some(25), Some(20)));
         assert_eq!(

@@ -66,6 +66,7 @@ pub mod error;
 pub mod events;
 pub mod http1;
 pub mod jsonl;
+mod jsonscan;
 pub mod linefile;
 pub mod metrics;
 pub mod record;

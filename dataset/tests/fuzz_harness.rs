@@ -36,6 +36,19 @@ const INTERESTING: &[&[u8]] = &[
     b"\xc3\xa9",
     b"-1",
     b"1e999",
+    b" ",
+    b"\\u0041",
+    b"\\\"",
+    b"\xff",
+    b"\xc3",
+    b"\x01",
+    b"1.0",
+    b"01",
+    b"\"content\":",
+    b"\"usage\":",
+    b"\"choices\":",
+    b"\"metrics\":null",
+    b"\"finish_reason\":\"stop\"",
 ];
 
 fn run(target: &str, check: fn(&[u8])) {
@@ -45,6 +58,11 @@ fn run(target: &str, check: fn(&[u8])) {
 #[test]
 fn dataset_rows_seeds_and_mutations() {
     run("dataset_rows", harness::dataset_rows);
+}
+
+#[test]
+fn chat_chunk_seeds_and_mutations() {
+    run("chat_chunk", harness::chat_chunk);
 }
 
 #[test]

@@ -150,6 +150,33 @@ pub fn sse(data: &[u8]) {
     }
 }
 
+/// A chat chunk (one SSE `data` payload, or a whole response body) read both ways: by the
+/// proxy's scan (`ChunkInfo::scan_with_id`) and by serde_json (`ChunkInfo::deserialize_with_id`).
+///
+/// Properties: never panics; where the scan reads a chunk, serde_json reads it too, to the same
+/// `ChunkInfo` and response id (the scan never accepts what serde_json refuses, never reads a
+/// field differently); `ChunkInfo::parse_with_id` gives serde_json's answer, value or error.
+pub fn chat_chunk(data: &[u8]) {
+    let by_serde = ChunkInfo::deserialize_with_id(data);
+    if let Some(scanned) = ChunkInfo::scan_with_id(data) {
+        match &by_serde {
+            Ok(read) => assert_eq!(&scanned, read, "{:?}", String::from_utf8_lossy(data)),
+            Err(e) => panic!(
+                "the scan read what serde_json refuses ({e}): {:?}",
+                String::from_utf8_lossy(data)
+            ),
+        }
+    }
+    match (ChunkInfo::parse_with_id(data), by_serde) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b),
+        (Err(_), Err(_)) => {}
+        (a, b) => panic!(
+            "parse_with_id {a:?} against serde_json {b:?}: {:?}",
+            String::from_utf8_lossy(data)
+        ),
+    }
+}
+
 /// The Responses API's (`responses_events`) or the Messages API's (`messages_events`) events:
 /// `data[0] % 8` cut points as for [`sse`], then a byte stream, framed and read as `api`.
 ///
