@@ -13,6 +13,8 @@
 //!   counting OSL, the TPOT denominator and ISL as the reference does, fallbacks included.
 //! - `bytelevel`: a byte-level BPE tokenizer's count by its own rules (the tokenizer's fast path).
 //! - [`template`]: Hugging Face chat templates rendered with transformers' Jinja settings.
+//! - `layout`: whether a chat template renders message by message (then a conversation's next
+//!   prompt renders only its new messages).
 //! - [`pyjson`]: JSON and float text exactly as Python's `json.dumps` / `repr` and msgspec write it.
 //! - [`scorer`]: the inline accuracy scorer and `scores.json`.
 //! - [`result_summary`]: `result_summary.json` — series rollups, percentiles (`lower`),
@@ -43,6 +45,7 @@
 
 mod bytelevel;
 pub mod early_stopping;
+mod layout;
 pub mod output;
 pub mod pareto;
 pub mod pyjson;

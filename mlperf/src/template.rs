@@ -28,6 +28,8 @@ use serde_json::Value as Json;
 pub struct ChatTemplate {
     env: Environment<'static>,
     special_tokens: Vec<(String, String)>,
+    /// Whether it renders message by message ([`crate::layout`]).
+    message_local: bool,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -78,16 +80,59 @@ impl ChatTemplate {
         env.add_test("number", py_number);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
-        env.add_template_owned(NAME.to_string(), without_generation_tags(source))?;
+        let source = without_generation_tags(source);
+        let message_local = crate::layout::message_local(&source);
+        env.add_template_owned(NAME.to_string(), source)?;
         Ok(ChatTemplate {
             env,
             special_tokens,
+            message_local,
         })
+    }
+
+    /// Whether the template renders a conversation message by message: its output is a text
+    /// before the messages, one text per message that depends on that message alone, and a
+    /// text after them ([`crate::layout`], decided from the template's syntax, conservatively).
+    /// Then a conversation extended by new messages renders as its last rendering without the
+    /// text after, followed by the rendering of the new messages alone without the text before
+    /// ([`ChatTemplate::frame`] gives both lengths).
+    pub fn is_message_local(&self) -> bool {
+        self.message_local
+    }
+
+    /// For a message-local template, the lengths of the text before the messages and of the
+    /// text after them for `input`'s tools and arguments (its messages are not read): read from
+    /// one rendering without messages, at the moment the template first reaches for them.
+    /// `None` for a template that is not message-local.
+    pub fn frame(&self, input: &RenderInput<'_>) -> Result<Option<(usize, usize)>, Error> {
+        if !self.message_local {
+            return Ok(None);
+        }
+        let written = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let messages = Value::from_object(Marker {
+            written: written.clone(),
+            at: std::sync::OnceLock::new(),
+        });
+        let input = RenderInput {
+            messages_value: Some(messages.clone()),
+            ..input.clone()
+        };
+        let tmpl = self.env.get_template(NAME)?;
+        tmpl.render_captured_to(self.context(&input), Counting(written.clone()))?;
+        let total = written.load(std::sync::atomic::Ordering::Relaxed);
+        let at = messages
+            .downcast_object_ref::<Marker>()
+            .and_then(|m| m.at.get().copied());
+        Ok(at.map(|before| (before, total - before)))
     }
 
     /// Renders one conversation.
     pub fn render(&self, input: &RenderInput<'_>) -> Result<String, Error> {
-        let tmpl = self.env.get_template(NAME)?;
+        self.env.get_template(NAME)?.render(self.context(input))
+    }
+
+    /// The values one rendering receives.
+    fn context(&self, input: &RenderInput<'_>) -> Value {
         let mut ctx: Vec<(String, Value)> = Vec::with_capacity(8 + self.special_tokens.len());
         for (k, v) in &self.special_tokens {
             ctx.push((k.clone(), Value::from(v.as_str())));
@@ -122,7 +167,53 @@ impl ChatTemplate {
             "add_generation_prompt".into(),
             Value::from(input.add_generation_prompt),
         ));
-        tmpl.render(Value::from_iter(ctx))
+        Value::from_iter(ctx)
+    }
+}
+
+/// The messages of [`ChatTemplate::frame`]'s rendering: none, and the output's length when the
+/// template first reaches for them.
+#[derive(Debug)]
+struct Marker {
+    written: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    at: std::sync::OnceLock<usize>,
+}
+
+impl Marker {
+    fn mark(&self) {
+        self.at
+            .get_or_init(|| self.written.load(std::sync::atomic::Ordering::Relaxed));
+    }
+}
+
+impl Object for Marker {
+    fn repr(self: &std::sync::Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Seq
+    }
+
+    fn get_value(self: &std::sync::Arc<Self>, _key: &Value) -> Option<Value> {
+        self.mark();
+        None
+    }
+
+    fn enumerate(self: &std::sync::Arc<Self>) -> Enumerator {
+        self.mark();
+        Enumerator::Seq(0)
+    }
+}
+
+/// A writer that keeps only the count of what it was given.
+struct Counting(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl std::io::Write for Counting {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .fetch_add(buf.len(), std::sync::atomic::Ordering::Relaxed);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -197,6 +197,24 @@ pub struct PromptMemo {
     /// The last prompt's tools as given, as the template's value (converted once), and their
     /// JSON text's length.
     tools: Option<(Vec<Value>, minijinja::Value, usize)>,
+    /// How `text` splits around its messages, when the template renders message by message.
+    frame: Option<Frame>,
+}
+
+/// A message-local template's prompt ([`ChatTemplate::is_message_local`]) split around its
+/// messages: the next prompt of the conversation, with the same template, tools and arguments
+/// and the same first `rendered` messages, is `text` without its last `after` bytes, then the
+/// new messages rendered alone without their first `before` bytes.
+#[derive(Debug, Clone)]
+struct Frame {
+    /// The template (its address: the tokenizer's templates live as long as it).
+    template: usize,
+    has_tools: bool,
+    kwargs: Option<Map<String, Value>>,
+    tool_choice: Option<Value>,
+    before: usize,
+    after: usize,
+    rendered: usize,
 }
 
 /// Which messages a prompt count is given.
@@ -282,6 +300,18 @@ impl PromptMemo {
             + self.tools.as_ref().map_or(0, |t| 4 * t.2)
     }
 
+    /// The prompt this memo holds, rendered (empty: none).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the next prompt of the conversation, if it keeps this one's messages, template,
+    /// tools and arguments, renders only its new messages (the template is message-local:
+    /// [`ChatTemplate::is_message_local`]).
+    pub fn renders_new_only(&self) -> bool {
+        self.frame.is_some()
+    }
+
     /// Messages of the prompt this memo holds.
     pub fn messages(&self) -> usize {
         self.messages.len()
@@ -290,7 +320,8 @@ impl PromptMemo {
     /// `messages` as the template's value: the messages this memo holds already (the same, at
     /// the same place) reused, the rest normalized and converted; the memo then holds these.
     /// The first `known` are the memo's own (not compared).
-    fn messages_value(&mut self, known: usize, messages: &[Value]) -> minijinja::Value {
+    /// Returns how many of the messages held were kept, with the value.
+    fn messages_value(&mut self, known: usize, messages: &[Value]) -> (usize, minijinja::Value) {
         let known = known.min(self.messages.len());
         let same = known
             + self.messages[known..]
@@ -303,7 +334,7 @@ impl PromptMemo {
             let v = crate::template::message_value(normalize_prompt_message(m).as_ref());
             self.messages.push((m.clone(), v));
         }
-        self.value()
+        (same, self.value(0))
     }
 
     /// `tools` as the template's value: the one held when they are the last prompt's.
@@ -319,10 +350,10 @@ impl PromptMemo {
         }
     }
 
-    /// The messages held, as the template's value.
-    fn value(&self) -> minijinja::Value {
+    /// The messages held from the `from`th on, as the template's value.
+    fn value(&self, from: usize) -> minijinja::Value {
         minijinja::Value::from(
-            self.messages
+            self.messages[from..]
                 .iter()
                 .map(|(_, v)| v.clone())
                 .collect::<Vec<_>>(),
@@ -336,7 +367,7 @@ impl PromptMemo {
             let v = crate::template::message_value(normalize_prompt_message(m).as_ref());
             self.messages.push((m.clone(), v));
         }
-        self.value()
+        self.value(0)
     }
 }
 
@@ -534,6 +565,64 @@ impl RefTokenizer {
     ) -> Result<u64, String> {
         let text = t.render(input).map_err(|e| format!("{e:#}"))?;
         Ok(self.count_long_after(text, memo))
+    }
+
+    /// A prompt's text, the whole conversation given in `input`, of which the first `kept`
+    /// messages (and the tools, when `tools_kept`) are those of the prompt `memo` holds. A
+    /// message-local template whose frame `memo` holds for the same template, tools and
+    /// arguments renders only the new messages, and the text is the held prompt without its
+    /// text after the messages, then theirs ([`Frame`]); any other renders the whole
+    /// conversation (and notes the frame for the next prompt). The same text either way.
+    fn render_prompt(
+        &self,
+        t: &ChatTemplate,
+        input: RenderInput<'_>,
+        kept: usize,
+        tools_kept: bool,
+        memo: &mut PromptMemo,
+    ) -> Result<String, minijinja::Error> {
+        let template = t as *const ChatTemplate as usize;
+        let same_frame = |f: &Frame| {
+            f.template == template
+                && f.rendered == kept
+                && tools_kept
+                && f.has_tools == input.tools.is_some()
+                && f.kwargs.as_ref() == input.kwargs
+                && f.tool_choice.as_ref() == input.tool_choice
+                && memo.text.len() >= f.before + f.after
+        };
+        if let Some(f) = memo.frame.take().filter(same_frame) {
+            let new = t.render(&RenderInput {
+                messages_value: Some(memo.value(kept)),
+                ..input.clone()
+            })?;
+            let held = &memo.text;
+            // The frame's texts are the held prompt's: a guard, never expected to fail.
+            if new.len() >= f.before + f.after
+                && new.as_bytes()[..f.before] == held.as_bytes()[..f.before]
+                && new.as_bytes()[new.len() - f.after..] == held.as_bytes()[held.len() - f.after..]
+            {
+                let mut text = String::with_capacity(held.len() - f.after + new.len() - f.before);
+                text.push_str(&held[..held.len() - f.after]);
+                text.push_str(&new[f.before..]);
+                memo.frame = Some(Frame {
+                    rendered: memo.messages.len(),
+                    ..f
+                });
+                return Ok(text);
+            }
+        }
+        let text = t.render(&input)?;
+        memo.frame = t.frame(&input)?.map(|(before, after)| Frame {
+            template,
+            has_tools: input.tools.is_some(),
+            kwargs: input.kwargs.cloned(),
+            tool_choice: input.tool_choice.cloned(),
+            before,
+            after,
+            rendered: memo.messages.len(),
+        });
+        Ok(text)
     }
 
     fn note_fallback(&self, why: String) {
@@ -742,23 +831,28 @@ impl RefTokenizer {
         let rendered = self
             .template_for(p.chat_template.as_deref(), p.tools.is_some())
             .and_then(|t| {
-                let messages = match which {
-                    Messages::All => memo.messages_value(0, &p.messages),
-                    Messages::After(kept) => memo.continue_with(kept, &p.messages),
+                let tools_kept = match (p.tools.as_deref(), &memo.tools) {
+                    (Some(t), Some((held, _, _))) => held.as_slice() == t,
+                    (Some(_), None) => false,
+                    (None, _) => true,
                 };
-                self.render_count_after(
-                    t,
-                    &RenderInput {
-                        messages: &[],
-                        tools: p.tools.as_deref(),
-                        add_generation_prompt: true,
-                        kwargs: p.chat_template_kwargs.as_ref(),
-                        tool_choice: p.tool_choice.as_ref(),
-                        messages_value: Some(messages),
-                        tools_value: p.tools.as_deref().map(|t| memo.tools_value(t)),
-                    },
-                    memo,
-                )
+                let (kept, messages) = match which {
+                    Messages::All => memo.messages_value(0, &p.messages),
+                    Messages::After(kept) => (kept, memo.continue_with(kept, &p.messages)),
+                };
+                let input = RenderInput {
+                    messages: &[],
+                    tools: p.tools.as_deref(),
+                    add_generation_prompt: true,
+                    kwargs: p.chat_template_kwargs.as_ref(),
+                    tool_choice: p.tool_choice.as_ref(),
+                    messages_value: Some(messages),
+                    tools_value: p.tools.as_deref().map(|t| memo.tools_value(t)),
+                };
+                let text = self
+                    .render_prompt(t, input, kept, tools_kept, memo)
+                    .map_err(|e| format!("{e:#}"))?;
+                Ok(self.count_long_after(text, memo))
             });
         match rendered {
             Ok(n) => Count {

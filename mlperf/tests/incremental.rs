@@ -63,14 +63,21 @@ fn conversation(system: &str, turns: usize, len: usize) -> Vec<Value> {
     m
 }
 
-/// Counts `prompts` in order through one memo and each on its own; they must agree.
-fn agree(tok: &RefTokenizer, prompts: &[PromptInput], memo: &mut PromptMemo) {
+/// Counts `prompts` in order through one memo and each on its own; they must agree, and so
+/// must the prompts' texts (the memo's rendered by the new messages alone where it could be,
+/// the other whole). Returns how many were rendered by their new messages alone.
+fn agree(tok: &RefTokenizer, prompts: &[PromptInput], memo: &mut PromptMemo) -> usize {
+    let mut new_only = 0;
     for (i, p) in prompts.iter().enumerate() {
+        new_only += usize::from(memo.renders_new_only());
         let after = tok.count_prompt_after(p, memo);
-        let whole = tokenizer().count_prompt(p);
+        let mut alone = PromptMemo::default();
+        let whole = tokenizer().count_prompt_after(p, &mut alone);
         assert_eq!(after.tokens, whole.tokens, "prompt {i}");
         assert_eq!(after.fallback, whole.fallback, "prompt {i}");
+        assert!(memo.text() == alone.text(), "prompt {i}: the texts differ");
     }
+    new_only
 }
 
 #[test]
@@ -80,7 +87,9 @@ fn a_growing_conversation_counts_as_each_prompt_alone() {
     let prompts: Vec<PromptInput> = (0..12)
         .map(|t| prompt(conversation(&system, t, 30)))
         .collect();
-    agree(&tok, &prompts, &mut PromptMemo::default());
+    // The golden template renders message by message: every prompt after the first renders
+    // only its new messages.
+    assert_eq!(agree(&tok, &prompts, &mut PromptMemo::default()), 11);
 }
 
 #[test]
@@ -133,8 +142,13 @@ fn given_only_the_new_messages_each_prompt_counts_as_alone() {
     for end in (2..=all.len()).step_by(2) {
         let whole = tokenizer().count_prompt(&prompt(all[..end].to_vec()));
         let new = prompt(all[kept..end].to_vec());
+        let new_only = memo.renders_new_only();
         let got = tok.count_prompt_continued(&new, kept, &mut memo);
         assert_eq!(got, whole, "prompt of {end} messages, {kept} kept");
+        assert_eq!(new_only, kept > 0, "prompt of {end} messages");
+        let mut alone = PromptMemo::default();
+        tok.count_prompt_after(&prompt(all[..end].to_vec()), &mut alone);
+        assert!(memo.text() == alone.text(), "prompt of {end} messages");
         assert_eq!(memo.messages(), end);
         kept = end;
     }

@@ -206,3 +206,59 @@ fn a_failing_template_falls_back_and_is_reported() {
     assert_eq!(count, 1);
     assert!(first.unwrap().contains("no chat here"));
 }
+
+/// A template found message-local renders every conversation of the cases as the rendering of
+/// its first messages without the text after them, then the rest's rendering alone without
+/// the text before them ([`ChatTemplate::frame`]) — at every split, so a replay that renders
+/// only a turn's new messages prompts the same text. The templates that walk the messages to
+/// find the last user query, or look at `messages[0]` or `loop.last`, are not message-local.
+#[test]
+fn message_local_templates_render_message_by_message() {
+    let c = cases();
+    let mut local = Vec::new();
+    let mut splits = 0;
+    for name in c["templates"].as_object().unwrap().keys() {
+        let src = std::fs::read_to_string(fixtures().join("templates").join(name)).unwrap();
+        let tmpl = ChatTemplate::new(&src, special(&c)).unwrap();
+        if !tmpl.is_message_local() {
+            continue;
+        }
+        local.push(name.as_str());
+        for case in c["cases"].as_array().unwrap() {
+            let cname = case["name"].as_str().unwrap();
+            let messages = case["messages"].as_array().unwrap().clone();
+            let tools = case.get("tools").and_then(Value::as_array).cloned();
+            let kwargs = case.get("kwargs").and_then(Value::as_object).cloned();
+            let with = |m: &[Value]| {
+                tmpl.render(&RenderInput {
+                    messages: m,
+                    tools: tools.as_deref(),
+                    add_generation_prompt: case["add_generation_prompt"].as_bool().unwrap(),
+                    kwargs: kwargs.as_ref(),
+                    ..Default::default()
+                })
+            };
+            let Ok(whole) = with(&messages) else {
+                continue;
+            };
+            let (before, after) = tmpl
+                .frame(&RenderInput {
+                    tools: tools.as_deref(),
+                    add_generation_prompt: case["add_generation_prompt"].as_bool().unwrap(),
+                    kwargs: kwargs.as_ref(),
+                    ..Default::default()
+                })
+                .unwrap()
+                .expect("a message-local template has a frame");
+            for k in 0..=messages.len() {
+                let head = with(&messages[..k]).unwrap();
+                let tail = with(&messages[k..]).unwrap();
+                let joined = format!("{}{}", &head[..head.len() - after], &tail[before..]);
+                assert_eq!(joined, whole, "{name} / {cname}: split after {k} messages");
+                splits += 1;
+            }
+        }
+    }
+    assert_eq!(local, ["golden-qwen3-style.jinja"]);
+    assert!(splits >= 20, "{splits}");
+}
