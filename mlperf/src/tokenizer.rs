@@ -217,6 +217,14 @@ struct Frame {
     rendered: usize,
 }
 
+/// A prompt rendered ([`RefTokenizer::render_prompt`]).
+enum Rendered {
+    /// The whole conversation.
+    Whole(String),
+    /// Into the memo's text, in place: its first `shared` bytes are the last prompt's.
+    Extended { shared: usize },
+}
+
 /// Which messages a prompt count is given.
 #[derive(Clone, Copy)]
 enum Messages {
@@ -320,8 +328,8 @@ impl PromptMemo {
     /// `messages` as the template's value: the messages this memo holds already (the same, at
     /// the same place) reused, the rest normalized and converted; the memo then holds these.
     /// The first `known` are the memo's own (not compared).
-    /// Returns how many of the messages held were kept, with the value.
-    fn messages_value(&mut self, known: usize, messages: &[Value]) -> (usize, minijinja::Value) {
+    /// Returns how many of the messages held were kept.
+    fn keep_messages(&mut self, known: usize, messages: &[Value]) -> usize {
         let known = known.min(self.messages.len());
         let same = known
             + self.messages[known..]
@@ -334,7 +342,7 @@ impl PromptMemo {
             let v = crate::template::message_value(normalize_prompt_message(m).as_ref());
             self.messages.push((m.clone(), v));
         }
-        (same, self.value(0))
+        same
     }
 
     /// `tools` as the template's value: the one held when they are the last prompt's.
@@ -361,13 +369,12 @@ impl PromptMemo {
     }
 
     /// Keeps the first `kept` messages held and adds `new` after them.
-    fn continue_with(&mut self, kept: usize, new: &[Value]) -> minijinja::Value {
+    fn continue_with(&mut self, kept: usize, new: &[Value]) {
         self.messages.truncate(kept);
         for m in new {
             let v = crate::template::message_value(normalize_prompt_message(m).as_ref());
             self.messages.push((m.clone(), v));
         }
-        self.value(0)
     }
 }
 
@@ -567,12 +574,13 @@ impl RefTokenizer {
         Ok(self.count_long_after(text, memo))
     }
 
-    /// A prompt's text, the whole conversation given in `input`, of which the first `kept`
-    /// messages (and the tools, when `tools_kept`) are those of the prompt `memo` holds. A
-    /// message-local template whose frame `memo` holds for the same template, tools and
-    /// arguments renders only the new messages, and the text is the held prompt without its
-    /// text after the messages, then theirs ([`Frame`]); any other renders the whole
-    /// conversation (and notes the frame for the next prompt). The same text either way.
+    /// A prompt's text: the messages `memo` holds with `input`'s tools and arguments, of which
+    /// the first `kept` (and the tools, when `tools_kept`) are those of the prompt `memo`'s text
+    /// was rendered from. A message-local template whose frame `memo` holds for the same
+    /// template, tools and arguments renders only the new messages, and `memo`'s text becomes,
+    /// in place, itself without its text after the messages, then theirs ([`Frame`]); any other
+    /// renders the whole conversation (and notes the frame for the next prompt). The same text
+    /// either way.
     fn render_prompt(
         &self,
         t: &ChatTemplate,
@@ -580,7 +588,7 @@ impl RefTokenizer {
         kept: usize,
         tools_kept: bool,
         memo: &mut PromptMemo,
-    ) -> Result<String, minijinja::Error> {
+    ) -> Result<Rendered, minijinja::Error> {
         let template = t as *const ChatTemplate as usize;
         let same_frame = |f: &Frame| {
             f.template == template
@@ -602,17 +610,20 @@ impl RefTokenizer {
                 && new.as_bytes()[..f.before] == held.as_bytes()[..f.before]
                 && new.as_bytes()[new.len() - f.after..] == held.as_bytes()[held.len() - f.after..]
             {
-                let mut text = String::with_capacity(held.len() - f.after + new.len() - f.before);
-                text.push_str(&held[..held.len() - f.after]);
-                text.push_str(&new[f.before..]);
+                let shared = held.len() - f.after;
+                memo.text.truncate(shared);
+                memo.text.push_str(&new[f.before..]);
                 memo.frame = Some(Frame {
                     rendered: memo.messages.len(),
                     ..f
                 });
-                return Ok(text);
+                return Ok(Rendered::Extended { shared });
             }
         }
-        let text = t.render(&input)?;
+        let text = t.render(&RenderInput {
+            messages_value: Some(memo.value(0)),
+            ..input.clone()
+        })?;
         memo.frame = t.frame(&input)?.map(|(before, after)| Frame {
             template,
             has_tools: input.tools.is_some(),
@@ -622,7 +633,7 @@ impl RefTokenizer {
             after,
             rendered: memo.messages.len(),
         });
-        Ok(text)
+        Ok(Rendered::Whole(text))
     }
 
     fn note_fallback(&self, why: String) {
@@ -716,20 +727,36 @@ impl RefTokenizer {
             return self.count_text(&text);
         };
         let shared = common_prefix(memo.text.as_bytes(), text.as_bytes());
+        memo.text = text;
+        self.count_pieces(sp, shared, memo)
+    }
+
+    /// The count of the text `memo` holds, whose first `shared` bytes are those of the text its
+    /// marks were taken from ([`Self::count_long_after`], the text already in place).
+    fn count_held(&self, shared: usize, memo: &mut PromptMemo) -> u64 {
+        match self.splitter.as_ref() {
+            Some(sp) if memo.text.len() >= PIECEWISE_MIN => self.count_pieces(sp, shared, memo),
+            _ => {
+                let text = std::mem::take(&mut memo.text);
+                self.count_long_after(text, memo)
+            }
+        }
+    }
+
+    fn count_pieces(&self, sp: &Splitter, shared: usize, memo: &mut PromptMemo) -> u64 {
+        let PromptMemo { text, marks, .. } = memo;
         let safe = shared.saturating_sub(sp.max_len);
-        let keep = memo.marks.partition_point(|&(end, _)| end <= safe);
-        memo.marks.truncate(keep);
-        let (mut at, mut total) = memo.marks.last().copied().unwrap_or((0, 0));
+        let keep = marks.partition_point(|&(end, _)| end <= safe);
+        marks.truncate(keep);
+        let (mut at, mut total) = marks.last().copied().unwrap_or((0, 0));
         let from = at;
         for m in sp.ac.find_iter(&text[from..]) {
             let (start, end) = (from + m.start(), from + m.end());
             total += self.count_piece(&text[at..start]) + 1;
             at = end;
-            memo.marks.push((at, total));
+            marks.push((at, total));
         }
-        total += self.count_piece(&text[at..]);
-        memo.text = text;
-        total
+        total + self.count_piece(&text[at..])
     }
 
     fn count_piece(&self, piece: &str) -> u64 {
@@ -836,9 +863,12 @@ impl RefTokenizer {
                     (Some(_), None) => false,
                     (None, _) => true,
                 };
-                let (kept, messages) = match which {
-                    Messages::All => memo.messages_value(0, &p.messages),
-                    Messages::After(kept) => (kept, memo.continue_with(kept, &p.messages)),
+                let kept = match which {
+                    Messages::All => memo.keep_messages(0, &p.messages),
+                    Messages::After(kept) => {
+                        memo.continue_with(kept, &p.messages);
+                        kept
+                    }
                 };
                 let input = RenderInput {
                     messages: &[],
@@ -846,13 +876,14 @@ impl RefTokenizer {
                     add_generation_prompt: true,
                     kwargs: p.chat_template_kwargs.as_ref(),
                     tool_choice: p.tool_choice.as_ref(),
-                    messages_value: Some(messages),
+                    messages_value: None,
                     tools_value: p.tools.as_deref().map(|t| memo.tools_value(t)),
                 };
-                let text = self
-                    .render_prompt(t, input, kept, tools_kept, memo)
-                    .map_err(|e| format!("{e:#}"))?;
-                Ok(self.count_long_after(text, memo))
+                match self.render_prompt(t, input, kept, tools_kept, memo) {
+                    Ok(Rendered::Whole(text)) => Ok(self.count_long_after(text, memo)),
+                    Ok(Rendered::Extended { shared }) => Ok(self.count_held(shared, memo)),
+                    Err(e) => Err(format!("{e:#}")),
+                }
             });
         match rendered {
             Ok(n) => Count {
