@@ -133,7 +133,7 @@ impl ChunkInfo {
     /// string's quotes included), when the chunk carries one: the server's response id
     /// (`chatcmpl-…`), the same on every chunk of a stream.
     ///
-    /// The common shapes are read by a plain scan ([`crate::jsonscan`]); anything it does not
+    /// The common shapes are read by a plain scan (the private `jsonscan`); anything it does not
     /// read with certainty goes through serde_json, whose answer stands.
     pub fn parse_with_id(data: &[u8]) -> Result<(ChunkInfo, Option<&str>), serde_json::Error> {
         match Self::scan_with_id(data) {

@@ -224,6 +224,37 @@ fn bench(c: &mut Criterion) {
             });
         }
     }
+    // A whole trajectory's prompts, turn 0 to `turns`, counted as the replay counts them: one
+    // memo, each turn given its new messages. The time per turn is the bench's ÷ (turns + 1):
+    // flat in the depth when a turn pays only for what is new.
+    for turns in [10, 50, 100] {
+        let full = prompt(turns);
+        let segments: Vec<(usize, Vec<Value>)> = (0..=turns)
+            .map(|k| {
+                let end = 2 + 2 * k;
+                let kept = if k == 0 { 0 } else { end - 2 };
+                (kept, full.messages[kept..end].to_vec())
+            })
+            .collect();
+        let trajectory = || {
+            let mut memo = tokentap_mlperf::tokenizer::PromptMemo::default();
+            let mut last = 0;
+            for (kept, new) in &segments {
+                let q = PromptInput {
+                    messages: new.clone(),
+                    tools: full.tools.clone(),
+                    chat_template_kwargs: full.chat_template_kwargs.clone(),
+                    ..PromptInput::default()
+                };
+                last = tok.count_prompt_continued(&q, *kept, &mut memo).tokens;
+            }
+            last
+        };
+        assert_eq!(trajectory(), tok.count_prompt(&full).tokens);
+        c.bench_function(&format!("isl_trajectory_{turns}_turns"), |b| {
+            b.iter(trajectory)
+        });
+    }
 }
 
 criterion_group! {

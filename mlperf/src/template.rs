@@ -92,7 +92,8 @@ impl ChatTemplate {
 
     /// Whether the template renders a conversation message by message: its output is a text
     /// before the messages, one text per message that depends on that message alone, and a
-    /// text after them ([`crate::layout`], decided from the template's syntax, conservatively).
+    /// text after them (decided from the template's syntax, conservatively: the crate's
+    /// `layout` module says how).
     /// Then a conversation extended by new messages renders as its last rendering without the
     /// text after, followed by the rendering of the new messages alone without the text before
     /// ([`ChatTemplate::frame`] gives both lengths).

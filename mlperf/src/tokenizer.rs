@@ -235,7 +235,7 @@ enum Messages {
 }
 
 /// Conversations' last prompts ([`PromptMemo`]) by conversation, the least recently used let go
-/// past [`PromptMemos::MAX_BYTES`]. A memo in use is taken out of the table: a second request of
+/// past a size ([`PromptMemos::MAX_BYTES`] unless [`PromptMemos::with_max_bytes`]). A memo in use is taken out of the table: a second request of
 /// the same conversation counted at the same time starts from nothing — the same count, paid
 /// in full.
 ///
@@ -245,6 +245,7 @@ enum Messages {
 pub struct PromptMemos<X = ()> {
     map: HashMap<String, (PromptMemo, X, u64)>,
     bytes: usize,
+    max_bytes: usize,
     tick: u64,
 }
 
@@ -253,15 +254,28 @@ impl<X> Default for PromptMemos<X> {
         PromptMemos {
             map: HashMap::new(),
             bytes: 0,
+            max_bytes: Self::MAX_BYTES,
             tick: 0,
         }
     }
 }
 
-impl<X: Default> PromptMemos<X> {
-    /// The most the table holds; the active conversations' prompts of a run fit far below it.
+impl<X> PromptMemos<X> {
+    /// The most a table holds by default ([`PromptMemo::bytes`]).
     pub const MAX_BYTES: usize = 256 << 20;
 
+    /// A table that holds up to `max_bytes` ([`PromptMemo::bytes`]): a memo let go is a
+    /// conversation whose next prompt is counted from nothing, so a caller whose active
+    /// conversations are known (the replay: one per slot) sizes it to hold them all.
+    pub fn with_max_bytes(max_bytes: usize) -> Self {
+        PromptMemos {
+            max_bytes,
+            ..Self::default()
+        }
+    }
+}
+
+impl<X: Default> PromptMemos<X> {
     /// `conversation`'s memo and what was kept beside it, taken out of the table (empty when it
     /// has none).
     pub fn take(&mut self, conversation: &str) -> (PromptMemo, X) {
@@ -282,7 +296,7 @@ impl<X: Default> PromptMemos<X> {
         if let Some((old, _, _)) = self.map.insert(conversation, (memo, extra, self.tick)) {
             self.bytes -= old.bytes();
         }
-        while self.bytes > Self::MAX_BYTES && self.map.len() > 1 {
+        while self.bytes > self.max_bytes && self.map.len() > 1 {
             let Some(oldest) = self
                 .map
                 .iter()
@@ -299,11 +313,12 @@ impl<X: Default> PromptMemos<X> {
 }
 
 impl PromptMemo {
-    /// Bytes held, estimated: the text, its marks, the messages at about the text's size twice
-    /// (as given and as values), and the tools four times their JSON (as given, as values, their
-    /// `tojson` text).
+    /// Bytes held, estimated: the text (its allocation: a text extended in place has room to
+    /// grow), its marks, the messages at about the text's size twice (as given and as values),
+    /// and the tools four times their JSON (as given, as values, their `tojson` text).
     pub fn bytes(&self) -> usize {
-        3 * self.text.capacity()
+        self.text.capacity()
+            + 2 * self.text.len()
             + self.marks.capacity() * std::mem::size_of::<(usize, u64)>()
             + self.tools.as_ref().map_or(0, |t| 4 * t.2)
     }

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokentap_core::clock::{Anchor, MonoNs};
 use tokentap_dataset::Dataset;
+use tokentap_mlperf::tokenizer::PromptMemos;
 use tokentap_mlperf::{RefTokenizer, ScoreSet, Scorer};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
@@ -141,7 +142,12 @@ impl Phase {
                 tokenizer: self.tokenizer.clone(),
                 scorer: self.scorer.clone(),
                 record_outputs: self.config.record_outputs && self.scorer.is_some(),
-                memos: Default::default(),
+                // Every slot's trajectory keeps its memo: 16 MiB each holds a prompt of about
+                // 4 MB of text (a million-token context) with its messages.
+                memos: parking_lot::Mutex::new(PromptMemos::with_max_bytes(
+                    PromptMemos::<post::Segments>::MAX_BYTES
+                        .max(self.config.concurrency.saturating_mul(16 << 20)),
+                )),
             }),
             tx,
             post::threads(self.tokenizer.is_some()),
