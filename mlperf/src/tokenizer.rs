@@ -36,6 +36,13 @@
 //! spare, inside the text the two prompts share — every piece and special-token match before
 //! it was decided by those shared bytes — so only the rest is scanned and its pieces looked up.
 //! The count is the same as [`RefTokenizer::count_prompt`]'s (a test holds them equal).
+//!
+//! The text itself need not be rendered whole either: when the chat template renders message by
+//! message ([`ChatTemplate::is_message_local`]) and the next prompt keeps the previous one's
+//! messages, tools and arguments, only its new messages are rendered, the memo's text is
+//! extended in place (the previous prompt without the template's text after the messages, then
+//! the new messages' text) and counted on from where the two part. A turn then costs what is
+//! new in it, whatever the depth; any other template is rendered whole.
 
 use crate::output::{MessageParts, ModelOutput};
 use crate::pyjson;
