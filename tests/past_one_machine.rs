@@ -686,7 +686,7 @@ async fn compare_and_report_treat_several_proxies_as_one_wire() {
     // time order is unambiguous on a loaded machine (back-to-back turns of a zero-delay sim are
     // closer together than the client–proxy lag can be).
     c.delays = true;
-    c.delay_scale = 0.02;
+    c.delay_scale = 0.1;
     let out = run(c, ds).await;
     let total = out.summary.counts.total as usize;
     // Stopped: every record is on disk.
