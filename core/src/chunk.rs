@@ -282,7 +282,7 @@ struct DeltaText<'a> {
 
 /// `choices` after its `[`.
 fn scan_choices(s: &mut Scan<'_>, info: &mut ChunkInfo) -> Option<()> {
-    if s.empty_array()? {
+    if s.empty(b']')? {
         return Some(());
     }
     loop {

@@ -46,9 +46,10 @@ impl<'a> Scan<'a> {
         (self.ws()? == c).then(|| self.i += 1)
     }
 
-    /// After an object's `{`: `Some(true)` when it is empty (its `}` read).
-    pub(crate) fn empty_object(&mut self) -> Option<bool> {
-        if self.ws()? == b'}' {
+    /// After an object's `{` or an array's `[`: `Some(true)` when it is empty (its `close`, `}`
+    /// or `]`, read).
+    pub(crate) fn empty(&mut self, close: u8) -> Option<bool> {
+        if self.ws()? == close {
             self.i += 1;
             return Some(true);
         }
@@ -63,7 +64,7 @@ impl<'a> Scan<'a> {
         mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<()>,
     ) -> Option<()> {
         self.eat(b'{')?;
-        if self.empty_object()? {
+        if self.empty(b'}')? {
             return Some(());
         }
         loop {
@@ -73,15 +74,6 @@ impl<'a> Scan<'a> {
                 return Some(());
             }
         }
-    }
-
-    /// After an array's `[`: `Some(true)` when it is empty (its `]` read).
-    pub(crate) fn empty_array(&mut self) -> Option<bool> {
-        if self.ws()? == b']' {
-            self.i += 1;
-            return Some(true);
-        }
-        Some(false)
     }
 
     /// After a member's value: `Some(true)` on `,` (another member follows), `Some(false)` on
@@ -176,7 +168,7 @@ impl<'a> Scan<'a> {
                     return None;
                 }
                 self.i += 1;
-                if self.empty_object()? {
+                if self.empty(b'}')? {
                     return Some(());
                 }
                 loop {
@@ -194,7 +186,7 @@ impl<'a> Scan<'a> {
                     return None;
                 }
                 self.i += 1;
-                if self.empty_array()? {
+                if self.empty(b']')? {
                     return Some(());
                 }
                 loop {

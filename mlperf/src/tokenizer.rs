@@ -242,9 +242,9 @@ enum Messages {
 }
 
 /// Conversations' last prompts ([`PromptMemo`]) by conversation, the least recently used let go
-/// past a size ([`PromptMemos::MAX_BYTES`] unless [`PromptMemos::with_max_bytes`]). A memo in use is taken out of the table: a second request of
-/// the same conversation counted at the same time starts from nothing — the same count, paid
-/// in full.
+/// past a size ([`PromptMemos::MAX_BYTES`] unless [`PromptMemos::with_max_bytes`]). A memo in
+/// use is taken out of the table: a second request of the same conversation counted at the same
+/// time starts from nothing — the same count, paid in full.
 ///
 /// `X`: what the caller keeps beside each memo (the replay: the body segments the prompt was
 /// read from), let go with it.
@@ -347,10 +347,9 @@ impl PromptMemo {
         self.messages.len()
     }
 
-    /// `messages` as the template's value: the messages this memo holds already (the same, at
-    /// the same place) reused, the rest normalized and converted; the memo then holds these.
-    /// The first `known` are the memo's own (not compared).
-    /// Returns how many of the messages held were kept.
+    /// Holds `messages`: those this memo holds already (the same, at the same place) kept, the
+    /// rest normalized and converted to the template's values. The first `known` are the memo's
+    /// own (not compared). Returns how many of the messages held were kept.
     fn keep_messages(&mut self, known: usize, messages: &[Value]) -> usize {
         let known = known.min(self.messages.len());
         let same = known
@@ -568,10 +567,8 @@ impl RefTokenizer {
         kwargs: Option<&Map<String, Value>>,
         tool_choice: Option<&Value>,
     ) -> Result<u64, String> {
-        let mut scratch = PromptMemo::default();
-        self.render_count_after(
-            t,
-            &RenderInput {
+        let text = t
+            .render(&RenderInput {
                 messages,
                 tools,
                 add_generation_prompt,
@@ -579,21 +576,9 @@ impl RefTokenizer {
                 tool_choice,
                 messages_value: None,
                 tools_value: None,
-            },
-            &mut scratch,
-        )
-    }
-
-    /// Renders `input` and counts it from what `memo` shares with it; `memo` then holds this
-    /// text.
-    fn render_count_after(
-        &self,
-        t: &ChatTemplate,
-        input: &RenderInput<'_>,
-        memo: &mut PromptMemo,
-    ) -> Result<u64, String> {
-        let text = t.render(input).map_err(|e| format!("{e:#}"))?;
-        Ok(self.count_long_after(text, memo))
+            })
+            .map_err(|e| format!("{e:#}"))?;
+        Ok(self.count_long_after(text, &mut PromptMemo::default()))
     }
 
     /// A prompt's text: the messages `memo` holds with `input`'s tools and arguments, of which
