@@ -19,8 +19,11 @@
 //! - latency per chunk = client arrival − sim write; *added* = through a proxy − direct, p50/p99;
 //! - TTFT = client send → first text event; added likewise;
 //! - chunk throughput ratio = proxied events/s ÷ direct events/s;
-//! - CPU per chunk = utime+stime delta of the proxy's processes ÷ events forwarded (tick-based:
-//!   at low rates a wake-up is charged a whole tick, so C = 1 overstates it);
+//! - CPU per chunk = the CPU time of every thread of the proxy's processes (schedstat,
+//!   nanoseconds) ÷ events forwarded; wake-ups per chunk = their voluntary context switches ÷
+//!   events; read+write calls per chunk = their `read`/`write`-family system calls
+//!   (`/proc/PID/io` `syscr` + `syscw`: `read`, `readv`, `write`, `writev`; not `send`/`recv`,
+//!   which socket I/O through `std` uses for one buffer) ÷ events;
 //! - allocations per chunk (ours), amortised and *marginal* (long vs short streams);
 //! - memory per in-flight stream = RSS with N streams held open mid-stream.
 //!
@@ -816,7 +819,7 @@ async fn parent(
         "zero-delay sim".to_string()
     };
     println!("# proxy overhead — {mode}, one write per chunk, {tokens} tokens/request, requests per level: max({requests}, 4×C), {rounds} round(s) per level, the proxies' order reversed each round; arrivals = kernel receive timestamps at the client");
-    println!("| C | path | chunk p50 µs | chunk p99 µs | added chunk p50 / p99 µs | added TTFT p50 / p99 µs | chunk/s | ratio | CPU µs/chunk | wake-ups/chunk | writes/chunk | allocs/chunk |");
+    println!("| C | path | chunk p50 µs | chunk p99 µs | added chunk p50 / p99 µs | added TTFT p50 / p99 µs | chunk/s | ratio | CPU µs/chunk | wake-ups/chunk | read+write calls/chunk | allocs/chunk |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut id = 1_000_000_000u64;
     let mut next_id = || {

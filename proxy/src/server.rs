@@ -366,7 +366,11 @@ impl ConnSetup {
             // Every head within the timeout, and (hyper ≥ 1.6) the wait for the next head on a
             // kept-alive connection too: an idle connection is closed after it.
             .header_read_timeout(header_timeout)
-            .keep_alive(true);
+            .keep_alive(true)
+            // Each response write is copied into one buffer and sent by one `write`, not queued
+            // as (chunk size, data, CRLF) for `writev`: measured beside nginx, 14 % less CPU per
+            // chunk at 16 paced streams and 18 % saturated (docs/benchmarks.md).
+            .writev(false);
         builder
             .http2()
             .timer(TokioTimer::new())
