@@ -22,10 +22,25 @@
 //! (VmHWM from /proc/self/status); `--depth-scale X` makes the trajectories X times deeper, for
 //! the CPU per turn against the depth.
 //!
+//! `reference`: the MLPerf reference client (mlcommons/endpoints' `inference-endpoint`,
+//! installed separately: `--reference PATH`) and this replay on the same synthetic dataset, against
+//! the same sim child, one after the other with their order alternated each round, both counting
+//! tokens with `--tokenizer`: each one's CPU per completed turn and the ratio. The reference runs
+//! as its own process tree (a main process, a worker per HTTP connection group, a metrics
+//! aggregator with a tokenizer pool, an event logger); its CPU is every process of that tree,
+//! reaped through this binary re-executed as `cpu-of` (a child subreaper:
+//! `getrusage(RUSAGE_CHILDREN)` once the last of them has exited). The replay's is this
+//! process's own (`getrusage(RUSAGE_SELF)`) over `run_with`. Each round also runs both on one
+//! trajectory alone: its CPU is a client's start-up (processes, tokenizer, dataset), reported
+//! beside the per-turn cost with it taken out.
+//!
 //! Run (release):
 //! ```text
 //! cargo run --release -p tokentap-replay --example replay_overhead -- latency [--flush-each-chunk]
 //! cargo run --release -p tokentap-replay --example replay_overhead -- full --concurrency 64
+//! cargo run --release -p tokentap-replay --example replay_overhead -- reference \
+//!     --reference /path/to/venv/bin/inference-endpoint \
+//!     --tokenizer testdata/golden/mlperf-ea33275/tokenizer --concurrency 64
 //! ```
 //!
 //! Results (the tables, the commands that produced them, the date and the machine):
@@ -55,7 +70,7 @@ struct Cli {
     #[arg(long, global = true)]
     flush_each_chunk: bool,
     /// The reference tokenizer folder: `latency` runs every level twice, without and with it
-    /// (same run), `full` counts with it.
+    /// (same run), `full` counts with it, `reference` counts with it in both clients.
     #[arg(long, global = true)]
     tokenizer: Option<PathBuf>,
     #[command(subcommand)]
@@ -97,19 +112,33 @@ enum Cmd {
     },
     /// 613 synthetic trajectories: turns/s and peak RSS.
     Full {
-        #[arg(long, default_value_t = 64)]
-        concurrency: usize,
-        /// Synthetic size multiplier.
-        #[arg(long, default_value_t = 1.0)]
-        scale: f64,
-        /// Synthetic depth multiplier (turns per trajectory; on top of `--scale`).
-        #[arg(long, default_value_t = 1.0)]
-        depth_scale: f64,
-        /// Sim output tokens per turn (mean, lognormal sigma 0.7); 400 ≈ MLPerf.
-        #[arg(long, default_value_t = 400.0)]
-        mean_tokens: f64,
+        #[command(flatten)]
+        load: SynthLoad,
         #[arg(long)]
         include_usage: bool,
+    },
+    /// The MLPerf reference client and this replay on the same synthetic dataset and sim, both
+    /// counting tokens with `--tokenizer` (required): CPU per completed turn of each, the ratio.
+    Reference {
+        /// The reference's `inference-endpoint` executable (mlcommons/endpoints installed with
+        /// `pip install -e`, e.g. a virtualenv's `bin/inference-endpoint`).
+        #[arg(long, env = "MLPERF_REFERENCE", default_value = "inference-endpoint")]
+        reference: PathBuf,
+        #[command(flatten)]
+        load: SynthLoad,
+        /// The output cap both clients send (`max_new_tokens`, `max_completion_tokens`).
+        #[arg(long, default_value_t = 4096)]
+        max_tokens: u64,
+        /// Rounds; the clients' order is reversed each round.
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
+    },
+    /// (internal) Run CMD (its output to LOG) as a child subreaper, reap every process of its
+    /// tree, print `exit-code user-seconds system-seconds` of them all.
+    CpuOf {
+        log: PathBuf,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        cmd: Vec<String>,
     },
     /// (internal) Serve a zero-delay sim, print its URL, stream its log to FILE, stop on stdin EOF.
     ServeSim {
@@ -122,6 +151,22 @@ enum Cmd {
         #[arg(long, default_value = "0", value_parser = tokentap_core::duration::parse)]
         decode: std::time::Duration,
     },
+}
+
+/// The synthetic load of `full` and `reference`.
+#[derive(clap::Args, Clone, Copy)]
+struct SynthLoad {
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Synthetic size multiplier.
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Synthetic depth multiplier (turns per trajectory; on top of `--scale`).
+    #[arg(long, default_value_t = 1.0)]
+    depth_scale: f64,
+    /// Sim output tokens per turn (mean, lognormal sigma 0.7); 400 ≈ MLPerf.
+    #[arg(long, default_value_t = 400.0)]
+    mean_tokens: f64,
 }
 
 static FLUSH_EACH_CHUNK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -543,30 +588,15 @@ async fn tls(levels: Vec<usize>, tokens: u64, turns: usize, bin: PathBuf) -> any
     Ok(())
 }
 
-async fn full(
-    concurrency: usize,
-    (scale, depth_scale): (f64, f64),
-    mean_tokens: f64,
-    include_usage: bool,
-) -> anyhow::Result<()> {
-    let dir = temp_dir("full")?;
-    let path = dir.join("synth.jsonl");
-    let cfg = tokentap_dataset::synth::SynthConfig {
+async fn full(load: SynthLoad, include_usage: bool) -> anyhow::Result<()> {
+    let SynthLoad {
+        concurrency,
         scale,
         depth_scale,
-        ..Default::default()
-    };
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&path)?);
-    let s = tokentap_dataset::synth::synth(&cfg, &mut f)?;
-    f.flush()?;
-    drop(f);
-    println!(
-        "dataset: {} trajectories, {} client turns ({:.1} per trajectory), {:.1} MB",
-        s.trajectories,
-        s.client_turns,
-        s.client_turns as f64 / s.trajectories.max(1) as f64,
-        s.bytes as f64 / 1e6
-    );
+        mean_tokens,
+    } = load;
+    let dir = temp_dir("full")?;
+    let path = write_synth(&dir, scale, depth_scale)?;
     let hwm_before = vm_hwm_kb();
     let ds = Arc::new(Dataset::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?);
     let hwm_loaded = vm_hwm_kb();
@@ -636,8 +666,379 @@ async fn full(
     Ok(())
 }
 
+/// CPU time of this process (all threads), s, from `getrusage(RUSAGE_SELF)`.
+fn self_cpu_s() -> anyhow::Result<f64> {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let ru = getrusage(UsageWho::RUSAGE_SELF)?;
+    Ok(tv_s(ru.user_time()) + tv_s(ru.system_time()))
+}
+
+fn tv_s(t: nix::sys::time::TimeVal) -> f64 {
+    t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6
+}
+
+/// `cpu-of`: runs `cmd`, then reaps every process of its tree (orphans are reparented to this
+/// subreaper), so `RUSAGE_CHILDREN` holds all of their CPU.
+fn cpu_of(log: &Path, cmd: &[String]) -> anyhow::Result<()> {
+    use nix::errno::Errno;
+    use nix::sys::resource::{getrusage, UsageWho};
+    nix::sys::prctl::set_child_subreaper(true)?;
+    let out = std::fs::File::create(log)?;
+    let status = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .status()
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot run {}: {e} (the reference client: docs/benchmarks.md, \"Beside the reference client\")",
+                cmd[0]
+            )
+        })?;
+    loop {
+        match nix::sys::wait::wait() {
+            Ok(_) | Err(Errno::EINTR) => continue,
+            Err(Errno::ECHILD) => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let ru = getrusage(UsageWho::RUSAGE_CHILDREN)?;
+    println!(
+        "{} {:.6} {:.6}",
+        status.code().unwrap_or(-1),
+        tv_s(ru.user_time()),
+        tv_s(ru.system_time())
+    );
+    Ok(())
+}
+
+/// One client's run in `reference`: completed turns and CPU seconds.
+struct ClientCost {
+    turns: u64,
+    cpu_s: f64,
+}
+
+/// The synthetic dataset of `full` and `reference`, written to `dir`.
+fn write_synth(dir: &Path, scale: f64, depth_scale: f64) -> anyhow::Result<PathBuf> {
+    let path = dir.join("synth.jsonl");
+    let cfg = tokentap_dataset::synth::SynthConfig {
+        scale,
+        depth_scale,
+        ..Default::default()
+    };
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path)?);
+    let s = tokentap_dataset::synth::synth(&cfg, &mut f)?;
+    f.flush()?;
+    println!(
+        "dataset: {} trajectories, {} client turns ({:.1} per trajectory), {:.1} MB",
+        s.trajectories,
+        s.client_turns,
+        s.client_turns as f64 / s.trajectories.max(1) as f64,
+        s.bytes as f64 / 1e6
+    );
+    Ok(path)
+}
+
+/// Parameters both clients of `reference` run with.
+struct Equal<'a> {
+    url: &'a str,
+    dataset: &'a Path,
+    tokenizer: &'a Path,
+    concurrency: usize,
+    max_tokens: u64,
+    /// Trajectories to issue: the whole dataset (`None`) or the first n.
+    trajectories: Option<u64>,
+}
+
+/// This replay, in this process: salted, temperature 0, the output cap, counting with the
+/// tokenizer, the tokenizer's folder as the model name (as the reference sends it).
+async fn replay_cost(e: &Equal<'_>, out: PathBuf) -> anyhow::Result<ClientCost> {
+    let mut cfg = RunOpts::new(e.url)?;
+    cfg.model = Some(e.tokenizer.to_string_lossy().into_owned());
+    cfg.concurrency = e.concurrency;
+    cfg.salt = true;
+    cfg.trajectories = e.trajectories;
+    cfg.sampling.temperature = Some(0.0);
+    cfg.sampling.max_completion_tokens = Some(e.max_tokens);
+    cfg.dataset_path = e.dataset.to_path_buf();
+    cfg.out = Some(out);
+    cfg.tokenizer = Some(e.tokenizer.to_path_buf());
+    cfg.quiet = true;
+    let cpu0 = self_cpu_s()?;
+    // The dataset is loaded inside the measured span, as the reference loads its own.
+    let ds = Arc::new(Dataset::load(e.dataset).map_err(|x| anyhow::anyhow!("{x}"))?);
+    let run = tokentap_replay::run_with(
+        cfg.resolve().map_err(|x| anyhow::anyhow!("{x}"))?,
+        ds,
+        ProgressMode::Off,
+        std::future::pending(),
+    )
+    .await?;
+    let cpu_s = self_cpu_s()? - cpu0;
+    Ok(ClientCost {
+        turns: run.summary.counts.turns.get("ok").copied().unwrap_or(0),
+        cpu_s,
+    })
+}
+
+/// The reference client on the same inputs, offline, in `dir`: its config (salted passes off
+/// but salt on, no tool delays, inline accuracy as an official run scores it, every chunk
+/// streamed), its run under `cpu-of`, its completed turns from its `events.jsonl`.
+fn reference_cost(reference: &Path, e: &Equal<'_>, dir: &Path) -> anyhow::Result<ClientCost> {
+    std::fs::create_dir_all(dir)?;
+    let conversations = {
+        let text = std::fs::read_to_string(e.dataset)?;
+        let mut ids = std::collections::HashSet::new();
+        for l in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: Value = serde_json::from_str(l)?;
+            // The synth file's first row is its metadata, with no conversation id.
+            if let Some(id) = v["conversation_id"].as_str() {
+                ids.insert(id.to_string());
+            }
+        }
+        ids.len() as u64
+    };
+    let issue = e.trajectories.unwrap_or(conversations);
+    let q = |p: &Path| serde_json::to_string(&p.to_string_lossy()).unwrap_or_default();
+    let config = format!(
+        "name: tokentap-replay-overhead
+version: \"1.0\"
+type: online
+model_params:
+  name: {tok}
+  temperature: 0
+  max_new_tokens: {max}
+datasets:
+  - name: agentic
+    type: performance
+    path: {ds}
+    accuracy_config:
+      eval_method: agentic_inference_inline
+    agentic_inference:
+      enable_salt: true
+      inject_tool_delay: false
+      num_trajectories_to_issue: {issue}
+      stop_issuing_on_first_user_complete: false
+settings:
+  runtime:
+    min_duration_ms: 0
+    max_duration_ms: 0
+  load_pattern:
+    type: agentic_inference
+    target_concurrency: {conc}
+  client:
+    stream_all_chunks: true
+    warmup_connections: 0
+endpoint_config:
+  endpoints: [{url}]
+  api_type: openai
+report_dir: {dir}
+",
+        tok = q(e.tokenizer),
+        max = e.max_tokens,
+        ds = q(e.dataset),
+        conc = e.concurrency,
+        url = serde_json::to_string(e.url)?,
+        dir = q(dir),
+    );
+    let cfg = dir.join("config.yaml");
+    std::fs::write(&cfg, config)?;
+    let log = dir.join("reference.log");
+    let out = Command::new(std::env::current_exe()?)
+        .arg("cpu-of")
+        .arg(&log)
+        .arg("--")
+        .arg(reference)
+        .args(["benchmark", "from-config", "--config"])
+        .arg(&cfg)
+        .envs([
+            ("HF_HUB_OFFLINE", "1"),
+            ("TRANSFORMERS_OFFLINE", "1"),
+            ("HF_DATASETS_OFFLINE", "1"),
+            ("TOKENIZERS_PARALLELISM", "false"),
+        ])
+        .stderr(Stdio::inherit())
+        .output()?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    let f: Vec<f64> = said
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let [code, user, system] = f[..] else {
+        anyhow::bail!("cpu-of said {said:?}");
+    };
+    anyhow::ensure!(
+        code == 0.0,
+        "the reference exited with {code}: see {}",
+        log.display()
+    );
+    let mut completed = std::collections::HashSet::new();
+    let mut failed = std::collections::HashSet::new();
+    let events = find_file(dir, "events.jsonl")
+        .ok_or_else(|| anyhow::anyhow!("no events.jsonl under {}", dir.display()))?;
+    for l in std::fs::read_to_string(&events)?.lines() {
+        let v: Value = serde_json::from_str(l)?;
+        let uuid = v["sample_uuid"].as_str().unwrap_or_default().to_string();
+        match v["event_type"].as_str().unwrap_or_default() {
+            "sample.complete" => {
+                completed.insert(uuid);
+            }
+            t if t.starts_with("error.") => {
+                failed.insert(uuid);
+            }
+            _ => {}
+        }
+    }
+    Ok(ClientCost {
+        turns: completed.difference(&failed).count() as u64,
+        cpu_s: user + system,
+    })
+}
+
+/// [`reference_cost`], run again (at most twice more) when the reference's HTTP workers did not
+/// start within its own 60 s limit: ten Python processes starting on a busy 2-core machine can
+/// miss it, and that failure is before any request.
+fn reference_retried(reference: &Path, e: &Equal<'_>, dir: &Path) -> anyhow::Result<ClientCost> {
+    let mut tries = 0;
+    loop {
+        match reference_cost(reference, e, dir) {
+            Err(x) if tries < 2 && workers_late(dir) => {
+                tries += 1;
+                eprintln!("the reference's workers did not start in time ({x}); again");
+                std::fs::remove_dir_all(dir)?;
+            }
+            r => return r,
+        }
+    }
+}
+
+fn workers_late(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("reference.log"))
+        .is_ok_and(|l| l.contains("Workers failed to initialize"))
+}
+
+/// The first file named `name` under `dir`, depth first.
+fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).ok()?.flatten().collect();
+    entries.sort_by_key(|e| e.path());
+    for e in &entries {
+        if e.file_name() == name {
+            return Some(e.path());
+        }
+    }
+    entries
+        .iter()
+        .filter(|e| e.path().is_dir())
+        .find_map(|e| find_file(&e.path(), name))
+}
+
+async fn versus_reference(
+    reference: PathBuf,
+    load: SynthLoad,
+    max_tokens: u64,
+    rounds: usize,
+) -> anyhow::Result<()> {
+    let tokenizer = tokenizer().ok_or_else(|| {
+        anyhow::anyhow!(
+            "reference: --tokenizer DIR is required (both clients count tokens with it)"
+        )
+    })?;
+    let tokenizer = std::fs::canonicalize(&tokenizer)?;
+    let dir = temp_dir("reference")?;
+    let dataset = write_synth(&dir, load.scale, load.depth_scale)?;
+    let ch = SimChild::start(&dir, load.mean_tokens, 0.7, 0.0)?;
+    let mut rows: Vec<(&str, bool, ClientCost)> = Vec::new();
+    println!(
+        "{:>5}  {:<10} {:<14} {:>8} {:>9} {:>14}",
+        "round", "client", "run", "turns", "CPU s", "CPU per turn"
+    );
+    for round in 0..rounds {
+        let order: [&str; 2] = if round % 2 == 0 {
+            ["reference", "tokentap"]
+        } else {
+            ["tokentap", "reference"]
+        };
+        for who in order {
+            for one in [true, false] {
+                let e = Equal {
+                    url: &ch.url,
+                    dataset: &dataset,
+                    tokenizer: &tokenizer,
+                    concurrency: load.concurrency,
+                    max_tokens,
+                    trajectories: one.then_some(1),
+                };
+                let at = dir.join(format!("{who}-{round}-{}", if one { "one" } else { "all" }));
+                let cost = if who == "reference" {
+                    reference_retried(&reference, &e, &at)?
+                } else {
+                    replay_cost(&e, at.clone()).await?
+                };
+                println!(
+                    "{:>5}  {:<10} {:<14} {:>8} {:>9.2} {:>11.2} ms",
+                    round,
+                    who,
+                    if one { "one trajectory" } else { "the dataset" },
+                    cost.turns,
+                    cost.cpu_s,
+                    cost.cpu_s / cost.turns.max(1) as f64 * 1e3
+                );
+                rows.push((who, one, cost));
+                let _ = std::fs::remove_dir_all(&at);
+            }
+        }
+    }
+    drop(ch.finish()?);
+    // Per client: the median over rounds of CPU per turn, whole and with the start-up (the
+    // one-trajectory run's CPU) taken out.
+    let per_turn = |who: &str, net: bool| -> f64 {
+        let all: Vec<&ClientCost> = rows
+            .iter()
+            .filter(|r| r.0 == who && !r.1)
+            .map(|r| &r.2)
+            .collect();
+        let one: Vec<&ClientCost> = rows
+            .iter()
+            .filter(|r| r.0 == who && r.1)
+            .map(|r| &r.2)
+            .collect();
+        let mut v: Vec<f64> = all
+            .iter()
+            .zip(&one)
+            .map(|(a, o)| {
+                if net {
+                    (a.cpu_s - o.cpu_s) / (a.turns.saturating_sub(o.turns)).max(1) as f64
+                } else {
+                    a.cpu_s / a.turns.max(1) as f64
+                }
+            })
+            .collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = match n {
+            0 => f64::NAN,
+            _ if n % 2 == 1 => v[n / 2],
+            _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        };
+        median * 1e3
+    };
+    for (label, net) in [("whole run", false), ("start-up taken out", true)] {
+        let (r, t) = (per_turn("reference", net), per_turn("tokentap", net));
+        println!(
+            "CPU per turn, {label} (median of {rounds}): reference {r:.2} ms, tokentap {t:.3} ms: {:.1}× less",
+            r / t
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Cmd::CpuOf { log, cmd } = &cli.cmd {
+        return cpu_of(log, cmd);
+    }
     FLUSH_EACH_CHUNK.store(cli.flush_each_chunk, std::sync::atomic::Ordering::Relaxed);
     let _ = TOKENIZER.set(cli.tokenizer.clone());
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -668,20 +1069,16 @@ fn main() -> anyhow::Result<()> {
                 tokentap,
             } => tls(concurrency, tokens, turns, tokentap).await,
             Cmd::Full {
-                concurrency,
-                scale,
-                depth_scale,
-                mean_tokens,
+                load,
                 include_usage,
-            } => {
-                full(
-                    concurrency,
-                    (scale, depth_scale),
-                    mean_tokens,
-                    include_usage,
-                )
-                .await
-            }
+            } => full(load, include_usage).await,
+            Cmd::Reference {
+                reference,
+                load,
+                max_tokens,
+                rounds,
+            } => versus_reference(reference, load, max_tokens, rounds).await,
+            Cmd::CpuOf { .. } => unreachable!("handled before the runtime"),
             Cmd::ServeSim {
                 log,
                 mean_tokens,
