@@ -596,7 +596,7 @@ async fn full(load: SynthLoad, include_usage: bool) -> anyhow::Result<()> {
         mean_tokens,
     } = load;
     let dir = temp_dir("full")?;
-    let path = write_synth(&dir, scale, depth_scale)?;
+    let (path, _) = write_synth(&dir, scale, depth_scale)?;
     let hwm_before = vm_hwm_kb();
     let ds = Arc::new(Dataset::load(&path).map_err(|e| anyhow::anyhow!("{e}"))?);
     let hwm_loaded = vm_hwm_kb();
@@ -719,8 +719,9 @@ struct ClientCost {
     cpu_s: f64,
 }
 
-/// The synthetic dataset of `full` and `reference`, written to `dir`.
-fn write_synth(dir: &Path, scale: f64, depth_scale: f64) -> anyhow::Result<PathBuf> {
+/// The synthetic dataset of `full` and `reference`, written to `dir`: its path and its number
+/// of trajectories.
+fn write_synth(dir: &Path, scale: f64, depth_scale: f64) -> anyhow::Result<(PathBuf, u64)> {
     let path = dir.join("synth.jsonl");
     let cfg = tokentap_dataset::synth::SynthConfig {
         scale,
@@ -737,7 +738,7 @@ fn write_synth(dir: &Path, scale: f64, depth_scale: f64) -> anyhow::Result<PathB
         s.client_turns as f64 / s.trajectories.max(1) as f64,
         s.bytes as f64 / 1e6
     );
-    Ok(path)
+    Ok((path, s.trajectories))
 }
 
 /// Parameters both clients of `reference` run with.
@@ -747,8 +748,8 @@ struct Equal<'a> {
     tokenizer: &'a Path,
     concurrency: usize,
     max_tokens: u64,
-    /// Trajectories to issue: the whole dataset (`None`) or the first n.
-    trajectories: Option<u64>,
+    /// Trajectories to issue, each once: the dataset's number or fewer (the first n).
+    trajectories: u64,
 }
 
 /// This replay, in this process: salted, temperature 0, the output cap, counting with the
@@ -758,7 +759,7 @@ async fn replay_cost(e: &Equal<'_>, out: PathBuf) -> anyhow::Result<ClientCost> 
     cfg.model = Some(e.tokenizer.to_string_lossy().into_owned());
     cfg.concurrency = e.concurrency;
     cfg.salt = true;
-    cfg.trajectories = e.trajectories;
+    cfg.trajectories = Some(e.trajectories);
     cfg.sampling.temperature = Some(0.0);
     cfg.sampling.max_completion_tokens = Some(e.max_tokens);
     cfg.dataset_path = e.dataset.to_path_buf();
@@ -782,24 +783,11 @@ async fn replay_cost(e: &Equal<'_>, out: PathBuf) -> anyhow::Result<ClientCost> 
     })
 }
 
-/// The reference client on the same inputs, offline, in `dir`: its config (salted passes off
-/// but salt on, no tool delays, inline accuracy as an official run scores it, every chunk
-/// streamed), its run under `cpu-of`, its completed turns from its `events.jsonl`.
+/// The reference client on the same inputs, offline, in `dir`: its config (salted, no tool
+/// delays, inline accuracy as an official run scores it, every chunk streamed), its run under
+/// `cpu-of`, its completed turns from its `events.jsonl`.
 fn reference_cost(reference: &Path, e: &Equal<'_>, dir: &Path) -> anyhow::Result<ClientCost> {
     std::fs::create_dir_all(dir)?;
-    let conversations = {
-        let text = std::fs::read_to_string(e.dataset)?;
-        let mut ids = std::collections::HashSet::new();
-        for l in text.lines().filter(|l| !l.trim().is_empty()) {
-            let v: Value = serde_json::from_str(l)?;
-            // The synth file's first row is its metadata, with no conversation id.
-            if let Some(id) = v["conversation_id"].as_str() {
-                ids.insert(id.to_string());
-            }
-        }
-        ids.len() as u64
-    };
-    let issue = e.trajectories.unwrap_or(conversations);
     let q = |p: &Path| serde_json::to_string(&p.to_string_lossy()).unwrap_or_default();
     let config = format!(
         "name: tokentap-replay-overhead
@@ -835,6 +823,7 @@ endpoint_config:
   api_type: openai
 report_dir: {dir}
 ",
+        issue = e.trajectories,
         tok = q(e.tokenizer),
         max = e.max_tokens,
         ds = q(e.dataset),
@@ -946,7 +935,7 @@ async fn versus_reference(
     })?;
     let tokenizer = std::fs::canonicalize(&tokenizer)?;
     let dir = temp_dir("reference")?;
-    let dataset = write_synth(&dir, load.scale, load.depth_scale)?;
+    let (dataset, trajectories) = write_synth(&dir, load.scale, load.depth_scale)?;
     let ch = SimChild::start(&dir, load.mean_tokens, 0.7, 0.0)?;
     let mut rows: Vec<(&str, bool, ClientCost)> = Vec::new();
     println!(
@@ -967,7 +956,7 @@ async fn versus_reference(
                     tokenizer: &tokenizer,
                     concurrency: load.concurrency,
                     max_tokens,
-                    trajectories: one.then_some(1),
+                    trajectories: if one { 1 } else { trajectories },
                 };
                 let at = dir.join(format!("{who}-{round}-{}", if one { "one" } else { "all" }));
                 let cost = if who == "reference" {
