@@ -77,6 +77,7 @@ pub mod service;
 pub mod sessions;
 pub mod shared;
 pub mod sniff;
+pub mod timers;
 pub mod tokens;
 pub mod upstream;
 pub mod workers;

@@ -551,7 +551,7 @@ impl<B: Body> MeteredBody<B> {
             self.idle = Some(Idle {
                 limit,
                 last: clock::now(),
-                sleep: Box::pin(tokio::time::sleep(limit)),
+                sleep: Box::pin(crate::timers::sleep(limit)),
                 armed_for: None,
             });
         }

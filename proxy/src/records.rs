@@ -2,9 +2,17 @@
 //!
 //! The data path never waits for the disk: a finished request `try_send`s its boxed record; if
 //! the channel is full the record is counted as dropped (the channel holds 65,536 records, far
-//! more than a test or a benchmark produces between two writer wake-ups). The writer writes
-//! whenever the channel runs empty, so records reach the file within one batch, and on
-//! [`Writer::flush`] (used at shutdown).
+//! more than a test or a benchmark produces between two writer wake-ups).
+//!
+//! Nor does the data path wake the writer for each record once records come faster than one
+//! per [`TICK`]: the writer then drains the channel and writes once a tick (a record reaches the
+//! file within one tick), as nginx's `access_log … flush=` does, and the data path leaves its
+//! records for the next tick. Woken by each record, the writer cost every request a futex wake
+//! on the serving thread and a context switch of its own — tens of µs each on a small VM
+//! (docs/benchmarks.md, "Records written per tick"). Slower than that, or after a tick that
+//! found nothing, it sleeps until the next record wakes it: an idle proxy wakes no thread, and a
+//! lone record is written at once. [`Writer::flush`] (used at shutdown) wakes it too, and so
+//! does a queue of [`WAKE_AT`] records.
 //!
 //! Nothing is lost silently (a read-only or full disk once lost records with `written` still
 //! counting them). The directory is proven writable at start (the first file is created then,
@@ -23,7 +31,7 @@
 
 use parking_lot::Mutex;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokentap_core::linefile::{Batch, LineFile};
@@ -37,6 +45,10 @@ pub const CHANNEL: usize = 65_536;
 const BATCH: usize = 256 * 1024;
 /// Write failures are logged at most this often (the first at once).
 pub const LOG_EVERY: Duration = Duration::from_secs(10);
+/// How often the writer drains the channel while records come.
+pub const TICK: Duration = Duration::from_millis(50);
+/// Records queued that wake the writer before its tick (a burst is written in pieces, not held).
+pub const WAKE_AT: usize = 4096;
 
 /// How the records are written.
 #[derive(Debug, Clone, Default)]
@@ -96,10 +108,33 @@ pub struct DirError {
 /// Handle to the writer thread. Cheap to clone.
 #[derive(Clone)]
 pub struct Writer {
+    // Declared before `wake`: the last handle closes the channel, then wakes the writer to see
+    // it closed and end.
     tx: mpsc::Sender<Msg>,
+    wake: Arc<Wake>,
     /// What became of the records.
     pub counts: Arc<Counts>,
     kept: watch::Receiver<Vec<TurnRecord>>,
+}
+
+/// How the data path wakes the writer: only when it sleeps for want of records, for a flush,
+/// for a long queue, and when the last handle is dropped.
+struct Wake {
+    thread: std::thread::Thread,
+    /// The writer sleeps until woken (no tick): the next record must wake it.
+    asleep: Arc<AtomicBool>,
+}
+
+impl Wake {
+    fn now(&self) {
+        self.thread.unpark();
+    }
+}
+
+impl Drop for Wake {
+    fn drop(&mut self) {
+        self.thread.unpark();
+    }
 }
 
 impl Writer {
@@ -131,21 +166,40 @@ impl Writer {
         let (kept_tx, kept) = watch::channel(Vec::new());
         let c = counts.clone();
         let keep = cfg.keep;
-        std::thread::Builder::new()
+        let asleep = Arc::new(AtomicBool::new(false));
+        let a = asleep.clone();
+        let thread = std::thread::Builder::new()
             .name("tokentap-records".into())
-            .spawn(move || writer_loop(files, keep, rx, c, kept_tx))
+            .spawn(move || writer_loop(files, keep, rx, c, kept_tx, &a))
             .map_err(|e| DirError {
                 dir: cfg.dir.clone().unwrap_or_default(),
                 what: "cannot start the writer thread",
                 source: e,
-            })?;
-        Ok(Writer { tx, counts, kept })
+            })?
+            .thread()
+            .clone();
+        Ok(Writer {
+            tx,
+            wake: Arc::new(Wake { thread, asleep }),
+            counts,
+            kept,
+        })
     }
 
     /// Hands a record over without ever waiting. Returns false if it was dropped.
     pub fn send(&self, r: Box<TurnRecord>) -> bool {
         match self.tx.try_send(Msg::Record(r)) {
-            Ok(()) => true,
+            Ok(()) => {
+                // Ordered after the record is queued (SeqCst on both sides): either the writer
+                // finds the record before it sleeps, or this sees it asleep.
+                let w = &self.wake;
+                if w.asleep.load(Ordering::SeqCst) && w.asleep.swap(false, Ordering::SeqCst)
+                    || self.tx.capacity() + WAKE_AT <= CHANNEL
+                {
+                    w.now();
+                }
+                true
+            }
             Err(_) => {
                 self.counts.dropped.fetch_add(1, Ordering::Relaxed);
                 false
@@ -157,6 +211,7 @@ impl Writer {
     pub async fn flush(&self) {
         let (tx, rx) = oneshot::channel();
         if self.tx.send(Msg::Flush(tx)).await.is_ok() {
+            self.wake.now();
             let _ = rx.await;
         }
     }
@@ -311,7 +366,9 @@ fn writer_loop(
     mut rx: mpsc::Receiver<Msg>,
     counts: Arc<Counts>,
     kept: watch::Sender<Vec<TurnRecord>>,
+    asleep: &AtomicBool,
 ) {
+    use tokio::sync::mpsc::error::TryRecvError;
     let mut l = Loop {
         files,
         keep,
@@ -324,15 +381,46 @@ fn writer_loop(
             since: 0,
         },
     };
-    while let Some(msg) = rx.blocking_recv() {
-        l.handle(msg);
+    // When a drain last found records, and whether the writer is ticking (records came faster
+    // than one per tick: the data path leaves them for the next tick instead of waking it).
+    let mut last_got: Option<Instant> = None;
+    let mut ticking = false;
+    loop {
         // Drain what is queued, then write once: one write syscall per batch.
-        while let Ok(msg) = rx.try_recv() {
-            l.handle(msg);
-        }
+        let mut got = false;
+        let closed = loop {
+            match rx.try_recv() {
+                Ok(msg) => {
+                    got = true;
+                    l.handle(msg);
+                }
+                Err(TryRecvError::Empty) => break false,
+                Err(TryRecvError::Disconnected) => break true,
+            }
+        };
         l.write();
+        if closed {
+            return;
+        }
+        if got {
+            let now = Instant::now();
+            ticking = ticking || last_got.is_some_and(|t| now - t < TICK);
+            last_got = Some(now);
+        } else {
+            ticking = false;
+        }
+        if ticking {
+            std::thread::park_timeout(TICK);
+            continue;
+        }
+        // Sleep until a record (or a flush, or the last handle's drop) wakes us. A record
+        // queued before the flag was up is found by the check after it.
+        asleep.store(true, Ordering::SeqCst);
+        if rx.is_empty() && !rx.is_closed() {
+            std::thread::park();
+        }
+        asleep.store(false, Ordering::SeqCst);
     }
-    l.write();
 }
 
 #[cfg(test)]
@@ -373,5 +461,51 @@ mod tests {
         }
         assert_eq!(lines, 50);
         assert_eq!(w.subscribe().borrow().len(), 50);
+    }
+
+    fn record(i: u32) -> Box<TurnRecord> {
+        let mut r = TurnRecord::new(Origin::Proxy, Anchor::now());
+        r.turn_index = i;
+        Box::new(r)
+    }
+
+    /// Records reach the writer with no flush: a lone one wakes it from its sleep, a burst is
+    /// taken a tick at a time, and a record after the burst (the writer asleep again, or
+    /// ticking) arrives too. Without the wake a lone record would wait for a flush forever.
+    #[tokio::test]
+    async fn records_arrive_without_a_flush_lone_or_in_bursts() {
+        let w = Writer::start(WriterConfig {
+            keep: true,
+            ..WriterConfig::default()
+        })
+        .unwrap();
+        let mut kept = w.subscribe();
+        let within = |n: usize| {
+            let mut kept = kept.clone();
+            async move {
+                tokio::time::timeout(Duration::from_secs(10), kept.wait_for(|v| v.len() >= n))
+                    .await
+                    .unwrap_or_else(|_| panic!("{n} records not kept within 10 s"))
+                    .expect("the writer is running")
+                    .len()
+            }
+        };
+        assert!(w.send(record(0)));
+        assert_eq!(within(1).await, 1);
+        for i in 1..=500 {
+            assert!(w.send(record(i)));
+        }
+        assert_eq!(within(501).await, 501);
+        assert!(w.send(record(501)));
+        assert_eq!(within(502).await, 502);
+        w.flush().await;
+        assert_eq!(w.counts.written.load(Ordering::Relaxed), 502);
+        // The last handle dropped: the writer ends (its end of the watch closes), asleep or not.
+        drop(w);
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while kept.changed().await.is_ok() {}
+        })
+        .await
+        .expect("the writer thread ends when its last handle is dropped");
     }
 }

@@ -118,8 +118,13 @@ impl Proxy {
         let addr = bound(&listener, cfg.listen)?;
         let admin_addr = bound(&admin_listener, cfg.admin)?;
         let ttl = cfg.session_ttl;
-        let workers = Arc::new(Workers::start(cfg.serving_threads()).map_err(StartError::Workers)?);
+        let threads = cfg.serving_threads();
         let shared = shared(cfg)?;
+        // hyper-util's client (TLS and h2 upstreams, or `--upstream-client hyper`) arms its
+        // connect timeout with `tokio::time` on the serving thread.
+        let hyper_client =
+            !shared.sender.direct || shared.upstreams.list.iter().any(|u| !u.plain_h1());
+        let workers = Arc::new(Workers::start(threads, hyper_client).map_err(StartError::Workers)?);
         let (stop_tx, stop_rx) = oneshot::channel();
         let accept = tokio::spawn(server::accept_loop(
             listener,

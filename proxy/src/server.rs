@@ -15,7 +15,7 @@ use crate::shared::Shared;
 use crate::workers::Workers;
 use dashmap::DashMap;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulConnection;
 use std::future::Future;
@@ -355,7 +355,7 @@ impl ConnSetup {
         let header_timeout = shared.cfg.header_timeout;
         builder
             .http1()
-            .timer(TokioTimer::new())
+            .timer(crate::timers::Timer)
             .max_buf_size(hard_cap.max(8192))
             // Any number of headers within the byte limits (hyper's default stops at 100, with
             // an empty 431 the service never sees): a header line is at least 4 bytes. Capped
@@ -373,7 +373,7 @@ impl ConnSetup {
             .writev(false);
         builder
             .http2()
-            .timer(TokioTimer::new())
+            .timer(crate::timers::Timer)
             .max_header_list_size(hard_cap.min(u32::MAX as usize) as u32)
             .max_concurrent_streams(shared.cfg.max_concurrent_streams);
         ConnSetup {
@@ -405,7 +405,7 @@ async fn serve_connection(
     // A connection that sends nothing is closed at the header timeout: hyper's HTTP/1-or-h2
     // detection would wait for its first bytes forever.
     let mut first = [0u8; 1];
-    match tokio::time::timeout(header_timeout, sock.peek(&mut first)).await {
+    match crate::timers::timeout(header_timeout, sock.peek(&mut first)).await {
         Ok(Ok(n)) if n > 0 => {}
         Ok(_) => return,
         Err(_) => {
@@ -423,7 +423,7 @@ async fn serve_connection(
         service_fn(move |req| service::handle(shared.clone(), req))
     };
     match tls {
-        Some(acc) => match tokio::time::timeout(header_timeout, acc.accept(sock)).await {
+        Some(acc) => match crate::timers::timeout(header_timeout, acc.accept(sock)).await {
             Ok(Ok(s)) => {
                 let conn = builder.serve_connection(TokioIo::new(s), svc).into_owned();
                 if let Err(e) = watcher.watch(conn).await {

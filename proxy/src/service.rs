@@ -463,7 +463,8 @@ async fn claim_slot(cfg: &Config, up: &Upstream) -> Result<OwnedSemaphorePermit,
         return Ok(p);
     }
     let waited = clock::now();
-    match tokio::time::timeout(cfg.upstream_queue_timeout, up.slots.clone().acquire_owned()).await {
+    match crate::timers::timeout(cfg.upstream_queue_timeout, up.slots.clone().acquire_owned()).await
+    {
         Ok(Ok(p)) => Ok(p),
         _ => Err(ProxyError::UpstreamBusy {
             upstream: up.name.clone(),
@@ -482,7 +483,7 @@ async fn read_limited(
 ) -> Result<Bytes, ProxyError> {
     let mut buf = bytes::BytesMut::new();
     loop {
-        let frame = match tokio::time::timeout(stall, body.frame()).await {
+        let frame = match crate::timers::timeout(stall, body.frame()).await {
             Err(_) => return Err(ProxyError::BodyTimeout(stall.as_millis() as u64)),
             Ok(None) => return Ok(buf.freeze()),
             Ok(Some(Err(e))) => return Err(ProxyError::RequestBody(chain(&e))),

@@ -349,7 +349,7 @@ impl Body for RequestTap {
             let stall_after = this.stall_after;
             let timer = this
                 .stall
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep(stall_after)));
+                .get_or_insert_with(|| Box::pin(crate::timers::sleep(stall_after)));
             if timer.as_mut().poll(cx).is_ready() {
                 this.stall = None;
                 this.cell.stalled.store(true, Ordering::Relaxed);

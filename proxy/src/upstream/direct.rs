@@ -158,7 +158,7 @@ async fn connect(up: &Upstream, timeout: Duration) -> Result<TcpStream, Exchange
         .trim_start_matches('[')
         .trim_end_matches(']');
     let port = up.authority().port_u16().unwrap_or(80);
-    let conn = match tokio::time::timeout(timeout, TcpStream::connect((host, port))).await {
+    let conn = match crate::timers::timeout(timeout, TcpStream::connect((host, port))).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => return Err(ExchangeError::Connect(e)),
         Err(_) => {

@@ -12,7 +12,7 @@ use super::error::UpstreamError;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::TokioExecutor;
 use std::time::Duration;
 
 /// hyper-util's pooled client for https:// and h2c:// upstreams.
@@ -55,8 +55,8 @@ impl Clients {
             .wrap_connector(http);
         let build = |h2: bool| {
             Client::builder(TokioExecutor::new())
-                .pool_timer(TokioTimer::new())
-                .timer(TokioTimer::new())
+                .pool_timer(crate::timers::Timer)
+                .timer(crate::timers::Timer)
                 .pool_idle_timeout(cfg.pool_idle_timeout)
                 .pool_max_idle_per_host(usize::MAX)
                 .http2_only(h2)

@@ -96,7 +96,7 @@ impl Sender {
                 connect_timeout: self.connect_timeout,
                 keepalive: self.keepalive,
             };
-            let r = match tokio::time::timeout(self.timeout, direct::exchange(up, out)).await {
+            let r = match crate::timers::timeout(self.timeout, direct::exchange(up, out)).await {
                 Ok(Ok(r)) => r,
                 Ok(Err(direct::ExchangeError::Connect(e))) => {
                     return Err(SendError::Connect(e.to_string()))
@@ -122,7 +122,7 @@ impl Sender {
         } else {
             &self.clients.auto
         };
-        match tokio::time::timeout(self.timeout, client.request(up_req)).await {
+        match crate::timers::timeout(self.timeout, client.request(up_req)).await {
             Ok(Ok(resp)) => Ok(Answer {
                 response: resp.map(Either::Right),
                 resent: false,
