@@ -96,6 +96,7 @@ pub async fn run(
     let sweep = tokentap_sweep::Sweep::from_opts(&sweep_opts).await?;
     println!("{}", sweep.plan.describe());
     let outcome = tokentap_sweep::run_with(sweep, shutdown).await;
+    proxy.flush_records().await;
     let wire = proxy.records();
     let report = proxy.shutdown(Duration::from_secs(5)).await;
     sim.shutdown().await;

@@ -198,7 +198,14 @@ impl Proxy {
             .load(Ordering::Relaxed)
     }
 
-    /// Records kept in memory (needs `Config::keep_records`).
+    /// Waits until every record handed to the writer so far is written (the writer takes
+    /// records once per tick under load): then [`Proxy::records`] holds them all.
+    pub async fn flush_records(&self) {
+        self.shared.ledger.writer.flush().await;
+    }
+
+    /// Records kept in memory (needs `Config::keep_records`), as far as the writer has taken
+    /// them ([`Proxy::flush_records`] first for all of them).
     pub fn records(&self) -> Vec<TurnRecord> {
         self.shared.ledger.writer.subscribe().borrow().clone()
     }
