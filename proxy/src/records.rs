@@ -439,9 +439,7 @@ mod tests {
         })
         .unwrap();
         for i in 0..50 {
-            let mut r = TurnRecord::new(Origin::Proxy, Anchor::now());
-            r.turn_index = i;
-            assert!(w.send(Box::new(r)));
+            assert!(w.send(record(i)));
         }
         w.flush().await;
         assert_eq!(w.counts.written.load(Ordering::Relaxed), 50);

@@ -122,8 +122,11 @@ impl Proxy {
         let shared = shared(cfg)?;
         // hyper-util's client (TLS and h2 upstreams, or `--upstream-client hyper`) arms its
         // connect timeout with `tokio::time` on the serving thread.
-        let hyper_client =
-            !shared.sender.direct || shared.upstreams.list.iter().any(|u| !u.plain_h1());
+        let hyper_client = shared
+            .upstreams
+            .list
+            .iter()
+            .any(|u| !shared.sender.direct_for(u));
         let workers = Arc::new(Workers::start(threads, hyper_client).map_err(StartError::Workers)?);
         let (stop_tx, stop_rx) = oneshot::channel();
         let accept = tokio::spawn(server::accept_loop(

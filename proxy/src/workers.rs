@@ -16,8 +16,9 @@
 //! (docs/benchmarks.md, "Proxy, end to end").
 //!
 //! The runtimes have I/O and no timers: a request's timers live on the timer thread
-//! ([`crate::timers`]), so a park of the event loop is an `epoll_wait` with no timer wheel (16 % less
-//! CPU per chunk at 1 paced stream, docs/benchmarks.md, "Timers off the serving threads").
+//! ([`crate::timers`]), so a park of the event loop is an `epoll_wait` with no timer wheel
+//! (16 % less CPU per chunk at 1 paced stream, docs/benchmarks.md, "Timers off the serving
+//! threads").
 //!
 //! A thread knows its own number ([`slot`]), so state that holds sockets is kept per thread:
 //! an upstream connection is taken from, and given back to, the pool of the thread that
@@ -70,8 +71,9 @@ impl Drop for Open {
 impl Workers {
     /// `n` serving threads (at least one), each running its runtime until [`Workers::stop`]
     /// or until this is dropped. Their runtimes have no timer driver ([`crate::timers`] has the
-    /// data path's timers) unless `time`: hyper-util's client (`--upstream-client hyper`) arms
-    /// its connect timeout with `tokio::time` on the thread that connects.
+    /// data path's timers) unless `time`: hyper-util's client (TLS and h2 upstreams,
+    /// `--upstream-client hyper`) arms its connect timeout with `tokio::time` on the thread that
+    /// connects.
     pub fn start(n: usize, time: bool) -> std::io::Result<Workers> {
         let n = n.max(1);
         let mut list = Vec::with_capacity(n);

@@ -76,6 +76,11 @@ pub struct Sender {
 }
 
 impl Sender {
+    /// This replica goes through the direct HTTP/1.1 client (else hyper-util's).
+    pub fn direct_for(&self, up: &Upstream) -> bool {
+        up.plain_h1() && self.direct
+    }
+
     /// Sends the request to one replica and waits for the response head: plain `http://`
     /// through the direct HTTP/1.1 client (unless `--upstream-client hyper`), the rest through
     /// hyper-util's.
@@ -87,7 +92,7 @@ impl Sender {
         headers: &HeaderMap,
         body: UpBody,
     ) -> Result<Answer, SendError> {
-        if up.plain_h1() && self.direct {
+        if self.direct_for(up) {
             let out = direct::Outgoing {
                 method,
                 path: uri.path_and_query().map_or("/", |p| p.as_str()),
