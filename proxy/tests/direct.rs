@@ -426,3 +426,100 @@ async fn malformed_or_truncated(which: UpstreamClient) {
         );
     }
 }
+
+/// A chat stream's events as one chunked body, each event its own HTTP chunk.
+fn chunked_events(events: &[String]) -> Vec<u8> {
+    let mut out =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+    for e in events {
+        out.extend_from_slice(format!("{:x}\r\n{e}\r\n", e.len()).as_bytes());
+    }
+    out
+}
+
+fn token_event(i: usize) -> String {
+    format!(
+        "data: {}\n\n",
+        json!({"id": "c1", "object": "chat.completion.chunk", "choices": [
+            {"index": 0, "delta": {"content": format!("t{i}")}, "finish_reason": null}]})
+    )
+}
+
+/// Sends a streamed chat request over a raw connection and reads the response until the
+/// proxy closes the connection or ends the body; returns the HTTP chunks' data, in order, and
+/// whether the body ended with its last chunk.
+async fn raw_chunks(base: &str, model: &str) -> (Vec<String>, bool) {
+    let body = format!(
+        r#"{{"model":"{model}","stream":true,"messages":[{{"role":"user","content":"hi"}}]}}"#
+    );
+    let mut sock = TcpStream::connect(base.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    sock.write_all(req.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    let (mut chunks, mut ended) = (Vec::new(), false);
+    loop {
+        let n = sock.read(&mut buf).await.unwrap_or(0);
+        got.extend_from_slice(&buf[..n]);
+        if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let mut d = Decoder::new(Framing::Chunked);
+            chunks.clear();
+            d.feed(&got[i + 4..], |s| {
+                chunks.push(String::from_utf8_lossy(s).into_owned())
+            })
+            .unwrap();
+            ended = d.is_done();
+        }
+        if n == 0 || ended {
+            return (chunks, ended);
+        }
+    }
+}
+
+/// What one read from upstream brought goes to the client as one HTTP chunk (as nginx sends
+/// it), the events in it each measured; framing that breaks after some data still lets that
+/// data through, then ends the stream as the upstream's fault.
+#[tokio::test]
+async fn chunks_read_together_go_out_as_one() {
+    let up = Scripted::start(|_, _, s: &Seen| {
+        let mut events: Vec<String> = (0..3).map(token_event).collect();
+        if String::from_utf8_lossy(&s.body).contains("broken") {
+            let mut out = chunked_events(&events[..2]);
+            out.extend_from_slice(b"zz\r\nnot framing\r\n");
+            return Act::AnswerThenClose(out);
+        }
+        events.push("data: [DONE]\n\n".into());
+        let mut out = chunked_events(&events);
+        out.extend_from_slice(b"0\r\n\r\n");
+        Act::Answer(out)
+    })
+    .await;
+    let p = proxy(cfg(&up, UpstreamClient::Direct)).await;
+    let (chunks, ended) = within(raw_chunks(&p.base_url(), "m")).await;
+    assert!(ended);
+    let all: String = (0..3).map(token_event).collect::<String>() + "data: [DONE]\n\n";
+    assert_eq!(chunks, vec![all], "one chunk, every event in it");
+    let rec = within(p.wait_records(1)).await.remove(0);
+    assert_eq!(rec.status, Status::Ok);
+    assert_eq!(rec.measured.chunks.len(), 3, "{:?}", rec.measured.chunks);
+    assert!(rec.measured.chunks.iter().all(|c| c.text));
+
+    let (chunks, ended) = within(raw_chunks(&p.base_url(), "broken")).await;
+    assert!(!ended, "the client sees a broken body");
+    let two: String = (0..2).map(token_event).collect();
+    assert_eq!(chunks.concat(), two, "the data before the break");
+    let rec = within(p.wait_records(2)).await.remove(1);
+    assert_eq!(rec.status, Status::Failed, "{rec:?}");
+    let e = rec.error.as_ref().unwrap();
+    assert_eq!(
+        (e.source, e.kind.as_str()),
+        (ErrorSource::Upstream, "reset")
+    );
+    assert_eq!(rec.measured.chunks.len(), 2);
+}

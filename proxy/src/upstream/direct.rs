@@ -11,9 +11,9 @@
 //! With hyper-util's client every chunk costs two task wake-ups, often on two threads, and hands
 //! frames over one at a time, so each chunk becomes its own `writev` to the client. Here the
 //! response body ([`H1Body`]) is polled by hyper's server connection directly: one read takes
-//! everything the upstream has sent, each HTTP chunk in it comes out as a slice of the read
-//! buffer (no copy), and hyper's server queues them all before it flushes — one `writev` for
-//! what one read brought, as nginx does.
+//! everything the upstream has sent, the data of every HTTP chunk in it is moved together in
+//! place and comes out as one slice of the read buffer (no allocation), and hyper's server
+//! sends it as one chunk in one write — what one read brought, as nginx sends it.
 //!
 //! Scope: plain `http://` upstreams, one request per connection at a time (no pipelining), no
 //! upgrades. `https://` and `h2c://` upstreams keep hyper-util's client
@@ -124,6 +124,7 @@ pub async fn exchange(up: &Upstream, mut req: Outgoing<'_>) -> Result<Incoming, 
                     decoder,
                     keep_alive,
                     pool: up.pool.clone(),
+                    broken: None,
                     spare: BytesMut::new(),
                 };
                 body.release_if_done();
@@ -356,6 +357,8 @@ pub struct H1Body {
     decoder: Decoder,
     keep_alive: bool,
     pool: Arc<Pool>,
+    /// Malformed framing found after data that was still to be handed out.
+    broken: Option<io::Error>,
     /// The previous read buffer, kept to read into again once the frames cut from it have been
     /// written to the client (see [`H1Body::make_room`]).
     spare: BytesMut,
@@ -381,6 +384,37 @@ impl H1Body {
         let mut old = std::mem::replace(&mut self.buf, next);
         old.clear();
         self.spare = old;
+    }
+
+    /// Decodes every whole piece of body data in the buffer and moves them, in order, to the
+    /// buffer's front, over the framing between them: all that one read brought becomes one
+    /// frame, and the client gets it as one chunk, as nginx sends it (each frame costs hyper a
+    /// chunk header and a pass through its dispatcher). Returns the bytes used and the bytes of
+    /// data now at the front. Malformed framing after some data is kept in `broken` and ends the
+    /// body once that data is out.
+    fn gather(&mut self) -> (usize, usize) {
+        let (mut used, mut data) = (0, 0);
+        while used < self.buf.len() {
+            let (n, piece) = match self.decoder.next_piece(&self.buf[used..]) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.broken = Some(io::Error::new(io::ErrorKind::InvalidData, e));
+                    break;
+                }
+            };
+            if let Some(r) = piece {
+                let (from, len) = (used + r.start, r.len());
+                if from != data {
+                    self.buf.copy_within(from..from + len, data);
+                }
+                data += len;
+            }
+            if n == 0 {
+                break;
+            }
+            used += n;
+        }
+        (used, data)
     }
 
     /// Ends the body with `e`; the connection is closed.
@@ -415,18 +449,22 @@ impl Body for H1Body {
                 this.release_if_done();
                 return Poll::Ready(None);
             }
+            if let Some(e) = this.broken.take() {
+                return this.fail(e);
+            }
             if !this.buf.is_empty() {
-                let (n, piece) = match this.decoder.next_piece(&this.buf) {
-                    Ok(p) => p,
-                    Err(e) => return this.fail(io::Error::new(io::ErrorKind::InvalidData, e)),
-                };
-                if let Some(r) = piece.filter(|r| !r.is_empty()) {
-                    let data = this.buf.split_to(n).freeze().slice(r);
+                let (used, data) = this.gather();
+                if data > 0 {
+                    // The pieces were moved to the front of what was used.
+                    let frame = this.buf.split_to(used).freeze().slice(..data);
                     this.release_if_done();
-                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                    return Poll::Ready(Some(Ok(Frame::data(frame))));
                 }
-                this.buf.advance(n);
-                if n > 0 {
+                this.buf.advance(used);
+                if let Some(e) = this.broken.take() {
+                    return this.fail(e);
+                }
+                if used > 0 {
                     continue;
                 }
             }
