@@ -371,6 +371,13 @@ impl H1Body {
     /// full one becomes the spare, and by the time the other fills up, the spare's frames have
     /// long been written and dropped, so it is reclaimed in place.
     fn make_room(&mut self) {
+        // Everything read so far has been handed out and written (hyper copies each frame into
+        // its write buffer and drops it): the next read goes to the buffer's start again, into
+        // memory the last chunk warmed, rather than walking the buffer on to cold lines. At
+        // 1 paced stream beside nginx: 7 % less CPU per chunk (docs/benchmarks.md).
+        if self.buf.is_empty() && self.buf.try_reclaim(READ_BUF) {
+            return;
+        }
         if self.buf.capacity() - self.buf.len() >= MIN_READ || self.buf.try_reclaim(READ_BUF) {
             return;
         }
