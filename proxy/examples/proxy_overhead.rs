@@ -21,9 +21,11 @@
 //! - chunk throughput ratio = proxied events/s ÷ direct events/s;
 //! - CPU per chunk = the CPU time of every thread of the proxy's processes (schedstat,
 //!   nanoseconds) ÷ events forwarded; wake-ups per chunk = their voluntary context switches ÷
-//!   events; read+write calls per chunk = their `read`/`write`-family system calls
-//!   (`/proc/PID/io` `syscr` + `syscw`: `read`, `readv`, `write`, `writev`; not `send`/`recv`,
-//!   which socket I/O through `std` uses for one buffer) ÷ events;
+//!   events; system calls per chunk = every system call their threads entered (the kernel's
+//!   `raw_syscalls:sys_enter` tracepoint, counted per thread with `perf_event_open`: `send`,
+//!   `recv`, `writev`, `epoll_wait`, futexes alike) ÷ events — `-` where the kernel refuses the
+//!   counter (it needs root, or `kernel.perf_event_paranoid` ≤ -1, and tracefs; the reason is
+//!   printed once);
 //! - allocations per chunk (ours), amortised and *marginal* (long vs short streams);
 //! - memory per in-flight stream = RSS with N streams held open mid-stream.
 //!
@@ -286,8 +288,8 @@ impl ChildProxy {
         Ok(line.trim().trim_start_matches("allocs ").parse()?)
     }
 
-    fn counters(&self) -> anyhow::Result<Counters> {
-        Counters::of(&[self.child.id()])
+    fn pids(&self) -> anyhow::Result<Vec<u32>> {
+        Ok(vec![self.child.id()])
     }
 
     fn rss_kib(&self) -> anyhow::Result<u64> {
@@ -590,8 +592,8 @@ impl Nginx {
         })
     }
 
-    /// The master's and its workers' counters.
-    fn counters(&self) -> anyhow::Result<Counters> {
+    /// The master's and its workers' process ids.
+    fn pids(&self) -> anyhow::Result<Vec<u32>> {
         let master = self.child.id();
         let mut pids = vec![master];
         for e in std::fs::read_dir("/proc")?.flatten() {
@@ -605,7 +607,7 @@ impl Nginx {
                 }
             }
         }
-        Counters::of(&pids)
+        Ok(pids)
     }
 }
 
@@ -635,14 +637,12 @@ impl Drop for Nginx {
 }
 
 /// What the kernel counted of a set of processes, every thread summed: CPU time (schedstat,
-/// nanoseconds, not ticks), wake-ups (voluntary context switches: each is a thread that blocked
-/// — in `epoll_wait`, a futex — and had to be woken again) and read- and write-type system calls
-/// (`/proc/PID/io`'s `syscr` + `syscw`).
+/// nanoseconds, not ticks) and wake-ups (voluntary context switches: each is a thread that
+/// blocked — in `epoll_wait`, a futex — and had to be woken again).
 #[derive(Debug, Clone, Copy, Default)]
 struct Counters {
     cpu_ns: u64,
     wakeups: u64,
-    syscalls: u64,
 }
 
 impl Counters {
@@ -662,8 +662,6 @@ impl Counters {
                 let status = std::fs::read_to_string(p.join("status")).unwrap_or_default();
                 c.wakeups += field(&status, "voluntary_ctxt_switches:");
             }
-            let io = std::fs::read_to_string(format!("/proc/{pid}/io"))?;
-            c.syscalls += field(&io, "syscr:") + field(&io, "syscw:");
         }
         Ok(c)
     }
@@ -672,8 +670,116 @@ impl Counters {
         Counters {
             cpu_ns: self.cpu_ns.saturating_sub(before.cpu_ns),
             wakeups: self.wakeups.saturating_sub(before.wakeups),
-            syscalls: self.syscalls.saturating_sub(before.syscalls),
         }
+    }
+}
+
+/// The system calls a set of processes make, every thread counted: one counter per thread on
+/// the kernel's `raw_syscalls:sys_enter` tracepoint (`perf_event_open`, the counting mode of
+/// `perf stat -e raw_syscalls:sys_enter`), opened for one measured phase.
+struct Syscalls {
+    counters: Vec<std::fs::File>,
+}
+
+/// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER5` (112 bytes; linux/perf_event.h).
+#[repr(C)]
+#[derive(Default)]
+struct PerfEventAttr {
+    kind: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    config1: u64,
+    config2: u64,
+    branch_sample_type: u64,
+    sample_regs_user: u64,
+    sample_stack_user: u32,
+    clockid: i32,
+    sample_regs_intr: u64,
+    aux_watermark: u32,
+    sample_max_stack: u16,
+    reserved: u16,
+}
+
+impl Syscalls {
+    /// Counters on every thread of `pids` now, or why the kernel refused one.
+    fn attach(pids: &[u32]) -> Result<Syscalls, String> {
+        use std::os::fd::FromRawFd;
+        const TRACEPOINT: &str = "events/raw_syscalls/sys_enter/id";
+        let id: u64 = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+            .iter()
+            .find_map(|d| std::fs::read_to_string(format!("{d}/{TRACEPOINT}")).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .ok_or_else(|| {
+                format!("no tracefs with {TRACEPOINT} (mount -t tracefs nodev /sys/kernel/tracing)")
+            })?;
+        let mut counters = Vec::new();
+        for pid in pids {
+            let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+                .map_err(|e| format!("/proc/{pid}/task: {e}"))?;
+            for t in tasks.flatten() {
+                let Ok(tid) = t.file_name().to_string_lossy().parse::<i32>() else {
+                    continue;
+                };
+                let attr = PerfEventAttr {
+                    kind: 2, // PERF_TYPE_TRACEPOINT
+                    size: std::mem::size_of::<PerfEventAttr>() as u32,
+                    config: id,
+                    flags: 1 << 1, // inherit: threads this one starts are counted too
+                    ..PerfEventAttr::default()
+                };
+                // SAFETY: `attr` is a valid `perf_event_attr` of the size it declares, alive for
+                // the call; the kernel returns a new file descriptor or -1.
+                let fd = unsafe {
+                    libc::syscall(
+                        libc::SYS_perf_event_open,
+                        &attr as *const PerfEventAttr,
+                        tid,
+                        -1i32,
+                        -1i32,
+                        libc::c_ulong::from(8u32), // PERF_FLAG_FD_CLOEXEC
+                    )
+                };
+                if fd < 0 {
+                    let e = std::io::Error::last_os_error();
+                    if e.raw_os_error() == Some(libc::ESRCH) {
+                        continue; // the thread ended meanwhile
+                    }
+                    return Err(format!(
+                        "perf_event_open(raw_syscalls:sys_enter) on thread {tid}: {e} (needs root, or kernel.perf_event_paranoid ≤ -1)"
+                    ));
+                }
+                // SAFETY: `fd` was just returned by the kernel and is owned by nothing else.
+                counters.push(unsafe { std::fs::File::from_raw_fd(fd as i32) });
+            }
+        }
+        Ok(Syscalls { counters })
+    }
+
+    /// System calls entered since [`Syscalls::attach`].
+    fn count(&self) -> u64 {
+        use std::io::Read;
+        self.counters
+            .iter()
+            .map(|mut f| {
+                let mut b = [0u8; 8];
+                f.read_exact(&mut b).map_or(0, |_| u64::from_ne_bytes(b))
+            })
+            .sum()
+    }
+}
+
+/// `x` with two decimals, `-` when not measured (NaN).
+fn dash_or(x: f64) -> String {
+    if x.is_nan() {
+        "-".into()
+    } else {
+        format!("{x:.2}")
     }
 }
 
@@ -747,11 +853,15 @@ impl Peer {
         }
     }
 
-    fn counters(&self) -> anyhow::Result<Counters> {
+    fn pids(&self) -> anyhow::Result<Vec<u32>> {
         match self {
-            Peer::Ours(c) => c.counters(),
-            Peer::Nginx(n) => n.counters(),
+            Peer::Ours(c) => c.pids(),
+            Peer::Nginx(n) => n.pids(),
         }
+    }
+
+    fn counters(&self) -> anyhow::Result<Counters> {
+        Counters::of(&self.pids()?)
     }
 
     fn allocs(&mut self) -> anyhow::Result<Option<u64>> {
@@ -819,15 +929,18 @@ async fn parent(
         "zero-delay sim".to_string()
     };
     println!("# proxy overhead — {mode}, one write per chunk, {tokens} tokens/request, requests per level: max({requests}, 4×C), {rounds} round(s) per level, the proxies' order reversed each round; arrivals = kernel receive timestamps at the client");
-    println!("| C | path | chunk p50 µs | chunk p99 µs | added chunk p50 / p99 µs | added TTFT p50 / p99 µs | chunk/s | ratio | CPU µs/chunk | wake-ups/chunk | read+write calls/chunk | allocs/chunk |");
+    println!("| C | path | chunk p50 µs | chunk p99 µs | added chunk p50 / p99 µs | added TTFT p50 / p99 µs | chunk/s | ratio | CPU µs/chunk | wake-ups/chunk | syscalls/chunk | allocs/chunk |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut id = 1_000_000_000u64;
     let mut next_id = || {
         id += 1_000_000_000;
         id
     };
-    // Per level, per path: (added chunk p50 µs, CPU µs per chunk, wake-ups per chunk) of each round.
-    let mut summary: Vec<(usize, Vec<Vec<[f64; 3]>>)> = Vec::new();
+    // Per level, per path: (added chunk p50 µs, CPU µs per chunk, wake-ups per chunk, system
+    // calls per chunk or NaN) of each round.
+    let mut summary: Vec<(usize, Vec<Vec<[f64; 4]>>)> = Vec::new();
+    // Why system calls cannot be counted, said once.
+    let mut no_syscalls: Option<String> = None;
     let mut round_no = 0usize;
     for (&a, &conc) in apis
         .iter()
@@ -866,15 +979,27 @@ async fn parent(
                 let (name, peer) = &mut paths[i];
                 let a0 = peer.allocs()?;
                 let c0 = peer.counters()?;
+                let sys = match Syscalls::attach(&peer.pids()?) {
+                    Ok(s) => Some(s),
+                    Err(why) => {
+                        if no_syscalls.is_none() {
+                            eprintln!("system calls per chunk not counted: {why}");
+                        }
+                        no_syscalls = Some(why);
+                        None
+                    }
+                };
                 let p = measure(&sim, peer.url(), conc, total, tokens, next_id(), precise).await?;
                 let c = peer.counters()?.since(c0);
+                let syscalls = sys.map(|s| s.count());
                 let allocs = match (a0, peer.allocs()?) {
                     (Some(a0), Some(a1)) => Some(a1 - a0),
                     _ => None,
                 };
                 let per = |n: u64| n as f64 / p.events.max(1) as f64;
+                let sys_per = syscalls.map_or(f64::NAN, per);
                 println!(
-                    "| {conc} | {name} | {:.1} | {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.0} | {:.3} | {:.2} | {:.2} | {:.2} | {} |",
+                    "| {conc} | {name} | {:.1} | {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.0} | {:.3} | {:.2} | {:.2} | {} | {} |",
                     us(p.chunk.p50),
                     us(p.chunk.p99),
                     us(p.chunk.p50 - d.chunk.p50),
@@ -885,13 +1010,14 @@ async fn parent(
                     p.rate / d.rate,
                     us(per(c.cpu_ns)),
                     per(c.wakeups),
-                    per(c.syscalls),
+                    dash_or(sys_per),
                     allocs.map_or("-".into(), |a| format!("{:.3}", per(a))),
                 );
                 per_path[i].push([
                     us(p.chunk.p50 - d.chunk.p50),
                     us(per(c.cpu_ns)),
                     per(c.wakeups),
+                    sys_per,
                 ]);
             }
         }
@@ -901,10 +1027,10 @@ async fn parent(
     if peers.nginx && paths.len() > 1 {
         let ng = paths.len() - 1;
         println!("\n# beside nginx — medians over {rounds} round(s); ratio = path ÷ nginx (below 1: cheaper than nginx)");
-        println!("| C | path | added chunk p50 µs (nginx) | ratio | CPU µs/chunk (nginx) | ratio | wake-ups/chunk (nginx) |");
-        println!("|---|---|---|---|---|---|---|");
+        println!("| C | path | added chunk p50 µs (nginx) | ratio | CPU µs/chunk (nginx) | ratio | wake-ups/chunk (nginx) | syscalls/chunk (nginx) |");
+        println!("|---|---|---|---|---|---|---|---|");
         for (conc, per_path) in &summary {
-            let med = |v: &[[f64; 3]], k: usize| {
+            let med = |v: &[[f64; 4]], k: usize| {
                 let mut x: Vec<f64> = v.iter().map(|r| r[k]).collect();
                 x.sort_by(f64::total_cmp);
                 x[x.len() / 2]
@@ -912,7 +1038,7 @@ async fn parent(
             for (i, (name, _)) in paths.iter().enumerate().take(ng) {
                 let (o, n) = (&per_path[i], &per_path[ng]);
                 println!(
-                    "| {conc} | {name} | {:.1} ({:.1}) | {:.2} | {:.2} ({:.2}) | {:.2} | {:.2} ({:.2}) |",
+                    "| {conc} | {name} | {:.1} ({:.1}) | {:.2} | {:.2} ({:.2}) | {:.2} | {:.2} ({:.2}) | {} ({}) |",
                     med(o, 0),
                     med(n, 0),
                     med(o, 0) / med(n, 0),
@@ -921,6 +1047,8 @@ async fn parent(
                     med(o, 1) / med(n, 1),
                     med(o, 2),
                     med(n, 2),
+                    dash_or(med(o, 3)),
+                    dash_or(med(n, 3)),
                 );
             }
         }
