@@ -232,7 +232,9 @@ fn on_cpu1(program: impl AsRef<std::ffi::OsStr>, pin: bool) -> Command {
 
 struct ChildProxy {
     child: Child,
-    stdin: ChildStdin,
+    /// Closed on drop: the child then exits by itself (so an instrumented build writes its
+    /// profile).
+    stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     url: String,
 }
@@ -274,15 +276,19 @@ impl ChildProxy {
                 .map_err(anyhow::Error::msg)?;
         Ok(ChildProxy {
             child,
-            stdin,
+            stdin: Some(stdin),
             stdout,
             url,
         })
     }
 
     fn allocs(&mut self) -> anyhow::Result<u64> {
-        writeln!(self.stdin, "stats")?;
-        self.stdin.flush()?;
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| anyhow::anyhow!("stdin closed"))?;
+        writeln!(stdin, "stats")?;
+        stdin.flush()?;
         let mut line = String::new();
         self.stdout.read_line(&mut line)?;
         Ok(line.trim().trim_start_matches("allocs ").parse()?)
@@ -304,6 +310,16 @@ impl ChildProxy {
 
 impl Drop for ChildProxy {
     fn drop(&mut self) {
+        // Its stdin closed, the child exits through `exit` (atexit handlers run: a build with
+        // `-Cprofile-generate` writes its profile); killed if it has not within 5 s.
+        drop(self.stdin.take());
+        let deadline = clock::now() + 5_000_000_000;
+        while clock::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
