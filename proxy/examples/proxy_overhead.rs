@@ -661,23 +661,31 @@ struct Counters {
     wakeups: u64,
 }
 
+/// The thread ids of `pids` now (`/proc/PID/task`).
+fn threads(pids: &[u32]) -> std::io::Result<Vec<u32>> {
+    let mut tids = Vec::new();
+    for pid in pids {
+        for t in std::fs::read_dir(format!("/proc/{pid}/task"))?.flatten() {
+            tids.extend(t.file_name().to_string_lossy().parse::<u32>().ok());
+        }
+    }
+    Ok(tids)
+}
+
 impl Counters {
     fn of(pids: &[u32]) -> anyhow::Result<Counters> {
         let mut c = Counters::default();
-        for pid in pids {
-            for t in std::fs::read_dir(format!("/proc/{pid}/task"))?.flatten() {
-                let p = t.path();
-                let Ok(sched) = std::fs::read_to_string(p.join("schedstat")) else {
-                    continue; // the thread ended meanwhile
-                };
-                c.cpu_ns += sched
-                    .split_whitespace()
-                    .next()
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or(0);
-                let status = std::fs::read_to_string(p.join("status")).unwrap_or_default();
-                c.wakeups += field(&status, "voluntary_ctxt_switches:");
-            }
+        for tid in threads(pids)? {
+            let Ok(sched) = std::fs::read_to_string(format!("/proc/{tid}/schedstat")) else {
+                continue; // the thread ended meanwhile
+            };
+            c.cpu_ns += sched
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+            let status = std::fs::read_to_string(format!("/proc/{tid}/status")).unwrap_or_default();
+            c.wakeups += field(&status, "voluntary_ctxt_switches:");
         }
         Ok(c)
     }
@@ -735,44 +743,37 @@ impl Syscalls {
                 format!("no tracefs with {TRACEPOINT} (mount -t tracefs nodev /sys/kernel/tracing)")
             })?;
         let mut counters = Vec::new();
-        for pid in pids {
-            let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
-                .map_err(|e| format!("/proc/{pid}/task: {e}"))?;
-            for t in tasks.flatten() {
-                let Ok(tid) = t.file_name().to_string_lossy().parse::<i32>() else {
-                    continue;
-                };
-                let attr = PerfEventAttr {
-                    kind: 2, // PERF_TYPE_TRACEPOINT
-                    size: std::mem::size_of::<PerfEventAttr>() as u32,
-                    config: id,
-                    flags: 1 << 1, // inherit: threads this one starts are counted too
-                    ..PerfEventAttr::default()
-                };
-                // SAFETY: `attr` is a valid `perf_event_attr` of the size it declares, alive for
-                // the call; the kernel returns a new file descriptor or -1.
-                let fd = unsafe {
-                    libc::syscall(
-                        libc::SYS_perf_event_open,
-                        &attr as *const PerfEventAttr,
-                        tid,
-                        -1i32,
-                        -1i32,
-                        libc::c_ulong::from(8u32), // PERF_FLAG_FD_CLOEXEC
-                    )
-                };
-                if fd < 0 {
-                    let e = std::io::Error::last_os_error();
-                    if e.raw_os_error() == Some(libc::ESRCH) {
-                        continue; // the thread ended meanwhile
-                    }
-                    return Err(format!(
-                        "perf_event_open(raw_syscalls:sys_enter) on thread {tid}: {e} (needs root, or kernel.perf_event_paranoid ≤ -1)"
-                    ));
+        for tid in threads(pids).map_err(|e| format!("the threads of {pids:?}: {e}"))? {
+            let attr = PerfEventAttr {
+                kind: 2, // PERF_TYPE_TRACEPOINT
+                size: std::mem::size_of::<PerfEventAttr>() as u32,
+                config: id,
+                flags: 1 << 1, // inherit: threads this one starts are counted too
+                ..PerfEventAttr::default()
+            };
+            // SAFETY: `attr` is a valid `perf_event_attr` of the size it declares, alive for
+            // the call; the kernel returns a new file descriptor or -1.
+            let fd = unsafe {
+                libc::syscall(
+                    libc::SYS_perf_event_open,
+                    &attr as *const PerfEventAttr,
+                    tid as i32,
+                    -1i32,
+                    -1i32,
+                    libc::c_ulong::from(8u32), // PERF_FLAG_FD_CLOEXEC
+                )
+            };
+            if fd < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::ESRCH) {
+                    continue; // the thread ended meanwhile
                 }
-                // SAFETY: `fd` was just returned by the kernel and is owned by nothing else.
-                counters.push(unsafe { std::fs::File::from_raw_fd(fd as i32) });
+                return Err(format!(
+                    "perf_event_open(raw_syscalls:sys_enter) on thread {tid}: {e} (needs root, or kernel.perf_event_paranoid ≤ -1)"
+                ));
             }
+            // SAFETY: `fd` was just returned by the kernel and is owned by nothing else.
+            counters.push(unsafe { std::fs::File::from_raw_fd(fd as i32) });
         }
         Ok(Syscalls { counters })
     }
@@ -955,8 +956,8 @@ async fn parent(
     // Per level, per path: (added chunk p50 µs, CPU µs per chunk, wake-ups per chunk, system
     // calls per chunk or NaN) of each round.
     let mut summary: Vec<(usize, Vec<Vec<[f64; 4]>>)> = Vec::new();
-    // Why system calls cannot be counted, said once.
-    let mut no_syscalls: Option<String> = None;
+    // Why system calls cannot be counted is said once.
+    let mut said_no_syscalls = false;
     let mut round_no = 0usize;
     for (&a, &conc) in apis
         .iter()
@@ -998,10 +999,9 @@ async fn parent(
                 let sys = match Syscalls::attach(&peer.pids()?) {
                     Ok(s) => Some(s),
                     Err(why) => {
-                        if no_syscalls.is_none() {
+                        if !std::mem::replace(&mut said_no_syscalls, true) {
                             eprintln!("system calls per chunk not counted: {why}");
                         }
-                        no_syscalls = Some(why);
                         None
                     }
                 };
